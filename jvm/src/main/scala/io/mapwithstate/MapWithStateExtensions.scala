@@ -1,0 +1,15 @@
+package io.mapwithstate
+
+import io.mapwithstate.execution.MapWithStateStrategy
+import org.apache.spark.sql.SparkSessionExtensions
+
+/**
+ * Installs mapWithState's physical planning into a Spark session. Registered with
+ * `spark.sql.extensions=io.mapwithstate.MapWithStateExtensions`, beside the Connect plugin
+ * (`spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin`).
+ */
+class MapWithStateExtensions extends (SparkSessionExtensions => Unit) {
+  override def apply(extensions: SparkSessionExtensions): Unit = {
+    extensions.injectPlannerStrategy(_ => MapWithStateStrategy)
+  }
+}

@@ -1,0 +1,116 @@
+package io.mapwithstate.execution
+
+import io.mapwithstate.MapWithStateException
+import io.mapwithstate.state.StateMap
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.types.DataType
+
+/**
+ * Applies a compiled state function to a [[StateMap]], record by record, with exactly the
+ * semantics of Spark's `MapWithStateRDDRecord.updateRecordWithData`:
+ *
+ *  - a record sees its key's state as it was before the record; `remove` wins over `update`,
+ *    a null `update` leaves the state as it was;
+ *  - with a timeout, a record refreshes its key's update time even when it does not update
+ *    the state (an existing state is put again with the batch time);
+ *  - a timing-out key is called once with null values and `is_timing_out` set; `update` and
+ *    `remove` are not applied, `emit` is, and then the state is removed.
+ *
+ * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
+ *
+ * @param keyOrdinals where the key columns are in the input rows
+ * @param inputWidth  how many columns the input rows have
+ */
+class StateUpdater(
+    val map: StateMap,
+    function: CompiledStateFunction,
+    keyOrdinals: Seq[Int],
+    keyTypes: Seq[DataType],
+    inputWidth: Int,
+    hasTimeout: Boolean) {
+
+  private val keyProjection = UnsafeProjection.create(
+    keyOrdinals.zip(keyTypes).map { case (o, t) =>
+      org.apache.spark.sql.catalyst.expressions.BoundReference(o, t, nullable = true)
+    })
+
+  /** The input of a timing-out call: the key columns, and null for every value column. */
+  private val timingOutInput = new GenericInternalRow(inputWidth)
+
+  var updatedKeys = 0L
+  var removedKeys = 0L
+  var timedOutKeys = 0L
+
+  /** Runs one record; returns what it emits, or null. */
+  def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
+    val key = keyProjection(record)
+    val before = map.get(key)
+    function.setContext(record, before, timingOut = false, batchTime)
+    val removed = function.shouldRemove()
+    val updated = if (removed) null else function.update()
+    val after = if (removed) null else if (updated != null) updated else before
+
+    // Emit before the map changes: `before` is a view of the map's own bytes.
+    val emitted =
+      if (function.hasEmit) {
+        function.setNewState(after)
+        function.emit()
+      } else {
+        null
+      }
+
+    if (removed) {
+      if (before != null) {
+        map.remove(key)
+        removedKeys += 1
+      }
+    } else if (updated != null) {
+      map.put(key, updated, batchTime)
+      updatedKeys += 1
+    } else if (before != null && hasTimeout) {
+      map.put(key, before.copy(), batchTime)
+    }
+    emitted
+  }
+
+  /**
+   * The keys whose state was last updated strictly before `threshold`, copied out of the map so
+   * that their calls can remove them.
+   */
+  def timingOutKeys(threshold: Long): Array[(UnsafeRow, UnsafeRow)] =
+    map.getByTime(threshold).map(e => (e.key.copy(), e.state.copy())).toArray
+
+  /** Runs the timing-out call of one key, removes its state, and returns what it emits. */
+  def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {
+    var i = 0
+    while (i < inputWidth) { timingOutInput.setNullAt(i); i += 1 }
+    keyOrdinals.zipWithIndex.foreach { case (o, k) =>
+      timingOutInput.update(o, key.get(k, keyTypes(k)))
+    }
+    function.setContext(timingOutInput, state, timingOut = true, batchTime)
+    val emitted =
+      if (function.hasEmit) {
+        function.setNewState(null)
+        function.emit()
+      } else {
+        null
+      }
+    map.remove(key)
+    timedOutKeys += 1
+    emitted
+  }
+
+  /** Loads one row of initial state: key columns then state fields, in `layout` order. */
+  def loadInitialState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit = {
+    if (map.get(key) != null) {
+      throw MapWithStateException(
+        s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
+          "one initial state")
+    }
+    map.put(key, state, time)
+  }
+
+  private def describe(key: UnsafeRow): String =
+    keyTypes.indices.map(i => String.valueOf(key.get(i, keyTypes(i)))).mkString("(", ", ", ")")
+}

@@ -1,0 +1,202 @@
+package io.mapwithstate.plan
+
+import scala.util.control.NonFatal
+
+import io.mapwithstate.MapWithStateException
+import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Expression, NamedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.types.{DataType, StructType, TimestampNTZType, TimestampType}
+
+/**
+ * Turns a [[MapWithStateRequest]] into a resolved [[MapWithState]] plan, checking everything a
+ * caller can get wrong — columns, types, option values — before any data is read, and saying
+ * in each error which argument is wrong and what was expected.
+ */
+class MapWithStateBuilder(session: SparkSession) {
+  private val conf = session.sessionState.conf
+
+  def build(request: MapWithStateRequest): MapWithState = {
+    val spec = request.spec
+    val input = analyze(request.input, "input")
+    input.output.find(_.name.startsWith(StateFunctionInput.ReservedPrefix)).foreach { a =>
+      throw MapWithStateException(
+        s"input column '${a.name}' starts with '${StateFunctionInput.ReservedPrefix}', which is " +
+          "reserved for the state function's own columns; rename it")
+    }
+
+    if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
+    val keyColumns = request.keys.map(named)
+    val keys = project(keyColumns, input, "key")
+    val valueColumns =
+      if (request.values.nonEmpty) request.values.map(named)
+      else input.output.filterNot(a => keys.exists(k => conf.resolver(k.name, a.name)))
+    val values = project(valueColumns, input, "value")
+    val dataColumns = keys ++ values
+    dataColumns.groupBy(_.name.toLowerCase).collectFirst { case (_, dups) if dups.size > 1 =>
+      throw MapWithStateException(
+        s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
+          "state function refers to columns by name, so each must be named once")
+    }
+
+    if (input.isStreaming && (request.batchTime.isDefined || request.batchInterval.isDefined)) {
+      throw MapWithStateException(
+        "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
+          "are its micro-batches")
+    }
+    if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
+      throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
+        "record's time")
+    }
+    val batchTime = request.batchTime.map { e =>
+      val Seq(bt) = project(Seq(Alias(e, "__mws_batch_time")()), input, "batch_time")
+      bt.dataType match {
+        case TimestampType | TimestampNTZType => bt
+        case other =>
+          throw MapWithStateException(
+            s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${other.sql}")
+      }
+    }
+    val orderColumns = request.orderBy.zipWithIndex.map { case (o, i) =>
+      Alias(o.child, s"__mws_order_$i")()
+    }
+    val orderAttrs = project(orderColumns, input, "order_by")
+    val orderBy = request.orderBy.zip(orderAttrs).map { case (o, a) =>
+      SortOrder(a.toAttribute, o.direction, o.nullOrdering, Seq.empty)
+    }
+
+    val child = analyze(
+      Project(dataColumns ++ batchTime.toSeq ++ orderAttrs, input), "input")
+    val childAttrs = child.output
+    val keyAttrs = childAttrs.take(keys.size)
+    val valueAttrs = childAttrs.slice(keys.size, dataColumns.size)
+    val batchTimeAttr = batchTime.map(_ => childAttrs(dataColumns.size))
+    val orderByAttrs = orderBy.zip(childAttrs.drop(dataColumns.size + batchTime.size)).map {
+      case (o, a) => o.copy(child = a)
+    }
+
+    val stateType = stateSchema(spec.stateSchema)
+    val function = new StateFunctionResolver(session)
+      .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
+
+    val options = MapWithStateOptions(
+      numPartitions = positive(spec.numPartitions.getOrElse(conf.numShufflePartitions),
+        "num_partitions"),
+      timeoutMs = spec.timeout.map(Durations.positiveMillis(_, "timeout")),
+      checkpointInterval = positive(
+        spec.checkpointInterval.getOrElse(MapWithStateOptions.DefaultCheckpointInterval),
+        "checkpoint_interval"),
+      batchIntervalMs = request.batchInterval.map(Durations.positiveMillis(_, "batch_interval")),
+      output = request.output)
+
+    val output = request.output match {
+      case OutputKind.Emitted =>
+        if (function.emit.isEmpty) {
+          throw MapWithStateException(
+            "output='emitted' needs an emit expression in the StateSpec (or use " +
+              "output='snapshots')")
+        }
+        DataTypeUtils.toAttributes(function.emitType)
+      case OutputKind.Snapshots =>
+        AttributeReference("batch_time", TimestampType, nullable = false)() +:
+          (keyAttrs.map(k => AttributeReference(k.name, k.dataType, k.nullable)()) ++
+            DataTypeUtils.toAttributes(stateType))
+    }
+
+    val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType))
+    MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
+      child, initialState)
+  }
+
+  private def named(e: Expression): NamedExpression = e match {
+    case n: NamedExpression => n
+    case other => UnresolvedAlias(other)
+  }
+
+  /** Resolves `columns` over `input`; errors name the argument they came from. */
+  private def project(columns: Seq[NamedExpression], input: LogicalPlan, what: String)
+    : Seq[NamedExpression] = {
+    if (columns.isEmpty) Nil
+    else analyze(Project(columns, input), what) match {
+      case Project(resolved, _) => resolved
+      case other => throw new IllegalStateException(s"unexpected analyzed projection:\n$other")
+    }
+  }
+
+  private def analyze(plan: LogicalPlan, what: String): LogicalPlan =
+    try {
+      val qe = session.sessionState.executePlan(plan)
+      qe.assertAnalyzed()
+      qe.analyzed
+    } catch {
+      case e: MapWithStateException => throw e
+      case NonFatal(e) => throw new MapWithStateException(s"$what: ${MapWithStateException.describe(e)}", e)
+    }
+
+  private def positive(n: Int, what: String): Int = {
+    if (n <= 0) throw MapWithStateException(s"$what must be a positive number, got $n")
+    n
+  }
+
+  private def stateSchema(schema: Either[String, DataType]): StructType = {
+    val parsed = schema match {
+      case Left(ddl) =>
+        try StructType.fromDDL(ddl)
+        catch {
+          case NonFatal(e) =>
+            throw new MapWithStateException(
+              s"state_schema: '$ddl' is not a valid schema; expected a DDL string such as " +
+                s"'count BIGINT, last STRING' (${e.getMessage})", e)
+        }
+      case Right(s: StructType) => s
+      case Right(other) =>
+        throw MapWithStateException(s"state_schema must be a struct type, got ${other.sql}")
+    }
+    if (parsed.isEmpty) throw MapWithStateException("state_schema has no fields")
+    parsed.fieldNames.groupBy(_.toLowerCase).collectFirst { case (_, d) if d.length > 1 =>
+      throw MapWithStateException(s"state_schema names field '${d.head}' twice")
+    }
+    // A state field may always be null (an update can produce a null field), so the rows the
+    // state map holds must not promise otherwise.
+    StructType(parsed.fields.map(_.copy(nullable = true)))
+  }
+
+  /**
+   * The initial state as (key columns, state fields), by name, cast to the key's and state's
+   * types where that is safe; keys must then hash exactly like the input's keys.
+   */
+  private def initialStatePlan(plan: LogicalPlan, keys: Seq[Attribute], stateType: StructType)
+    : LogicalPlan = {
+    val analyzed = analyze(plan, "initial_state")
+    if (analyzed.isStreaming) {
+      throw MapWithStateException("initial_state must be a batch DataFrame, not a streaming one")
+    }
+    val expected = keys.map(k => (k.name, k.dataType)) ++ stateType.fields.map(f => (f.name, f.dataType))
+    val columns = expected.map { case (name, dataType) =>
+      val column = analyzed.output.find(a => conf.resolver(a.name, name)).getOrElse {
+        throw MapWithStateException(
+          s"initial_state has no column '$name'; it must have the key columns and the state's " +
+            s"fields: ${expected.map { case (n, t) => s"$n ${t.sql}" }.mkString(", ")} " +
+            s"(it has ${analyzed.output.map(a => s"${a.name} ${a.dataType.sql}").mkString(", ")})")
+      }
+      if (DataTypeUtils.sameType(column.dataType, dataType)) {
+        Alias(column, name)()
+      } else if (Cast.canUpCast(column.dataType, dataType)) {
+        Alias(Cast(column, dataType), name)()
+      } else {
+        throw MapWithStateException(
+          s"initial_state column '${column.name}' is ${column.dataType.sql}, which cannot be " +
+            s"safely cast to ${dataType.sql}")
+      }
+    }
+    val extra = analyzed.output.filterNot(a => expected.exists(e => conf.resolver(e._1, a.name)))
+    if (extra.nonEmpty) {
+      throw MapWithStateException(
+        s"initial_state has columns that are neither key columns nor state fields: " +
+          extra.map(_.name).mkString(", "))
+    }
+    analyze(Project(columns, analyzed), "initial_state")
+  }
+}

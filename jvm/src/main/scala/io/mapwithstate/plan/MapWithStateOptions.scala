@@ -1,0 +1,29 @@
+package io.mapwithstate.plan
+
+/** What a mapWithState returns: the records `emit` produces, or the state after each batch. */
+sealed trait OutputKind
+object OutputKind {
+  case object Emitted extends OutputKind
+  case object Snapshots extends OutputKind
+}
+
+/**
+ * The validated settings of one mapWithState, all durations in milliseconds.
+ *
+ * @param numPartitions      partitions the state is spread over
+ * @param timeoutMs          idle timeout; None when keys never time out
+ * @param checkpointInterval timed-out keys are found by a full scan on every n-th batch,
+ *                           counting from 1, as Spark checkpoints (and scans) every 10 batches
+ * @param batchIntervalMs    batch replays only: the step between consecutive batches
+ */
+case class MapWithStateOptions(
+    numPartitions: Int,
+    timeoutMs: Option[Long],
+    checkpointInterval: Int,
+    batchIntervalMs: Option[Long],
+    output: OutputKind)
+
+object MapWithStateOptions {
+  /** Spark's DStreams checkpoint a mapWithState every 10 batch intervals. */
+  val DefaultCheckpointInterval = 10
+}

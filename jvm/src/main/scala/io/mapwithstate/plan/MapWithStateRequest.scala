@@ -1,0 +1,31 @@
+package io.mapwithstate.plan
+
+import org.apache.spark.sql.catalyst.expressions.{Expression, SortOrder}
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.types.DataType
+
+/**
+ * A mapWithState as a client asked for it: plans and expressions still unresolved, options
+ * still as sent. The Connect plugin translates its proto into this; [[MapWithStateBuilder]]
+ * checks it and turns it into a [[MapWithState]] plan.
+ */
+case class MapWithStateRequest(
+    input: LogicalPlan,
+    keys: Seq[Expression],
+    values: Seq[Expression],
+    spec: StateSpecRequest,
+    batchTime: Option[Expression] = None,
+    batchInterval: Option[String] = None,
+    orderBy: Seq[SortOrder] = Nil,
+    output: OutputKind = OutputKind.Emitted)
+
+/** The state function and its settings, as sent (see `state_spec.proto`). */
+case class StateSpecRequest(
+    stateSchema: Either[String, DataType],
+    update: Option[Expression] = None,
+    remove: Option[Expression] = None,
+    emit: Option[Expression] = None,
+    initialState: Option[LogicalPlan] = None,
+    numPartitions: Option[Int] = None,
+    timeout: Option[String] = None,
+    checkpointInterval: Option[Int] = None)

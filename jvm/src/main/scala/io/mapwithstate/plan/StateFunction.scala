@@ -1,0 +1,31 @@
+package io.mapwithstate.plan
+
+import org.apache.spark.sql.catalyst.expressions.{Attribute, Expression}
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A resolved, type-checked state function: Spark's `(Time, K, Option[V], State[S]) =>
+ * Option[T]` expressed as three Catalyst expressions over [[inputAttributes]].
+ *
+ * `dataAttributes` are the function's own copies of the key and value columns (in that order)
+ * and `contextAttributes` those of [[StateFunctionInput]]; keeping them separate from the
+ * plan's attributes lets the physical operator bind them by position to whatever row layout
+ * its child produces.
+ *
+ * @param update a struct of exactly `stateType`, or None (the state is never updated)
+ * @param remove a boolean, or None (the state is never removed by a record)
+ * @param emit   a struct whose fields are the output columns, or None (nothing is emitted)
+ */
+case class StateFunction(
+    stateType: StructType,
+    dataAttributes: Seq[Attribute],
+    contextAttributes: Seq[Attribute],
+    update: Option[Expression],
+    remove: Option[Expression],
+    emit: Option[Expression]) {
+
+  def inputAttributes: Seq[Attribute] = dataAttributes ++ contextAttributes
+
+  /** The type of the records `emit` produces; empty when nothing is emitted. */
+  def emitType: StructType = emit.map(_.dataType.asInstanceOf[StructType]).getOrElse(new StructType())
+}

@@ -1,0 +1,135 @@
+package io.mapwithstate.plan
+
+import scala.util.control.NonFatal
+
+import io.mapwithstate.MapWithStateException
+import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, CreateNamedStruct, Expression, GetStructField, If, IsNull, Literal}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.types.{BooleanType, StructType}
+
+/**
+ * Resolves and type-checks the expressions of a state function against its input (the key and
+ * value columns plus [[StateFunctionInput]]), with Spark's own analyzer, so that everything a
+ * DataFrame expression can do works inside `update`, `remove` and `emit`.
+ *
+ * Type errors are found here, before any data is read, and name the expression and the field.
+ */
+class StateFunctionResolver(session: SparkSession) {
+
+  def resolve(
+      dataColumns: Seq[Attribute],
+      stateType: StructType,
+      update: Option[Expression],
+      remove: Option[Expression],
+      emit: Option[Expression]): StateFunction = {
+    val data = dataColumns.map(_.newInstance())
+    val context = StateFunctionInput.contextAttributes(stateType)
+    val beforeRecord = data ++ context.filterNot(_.name == StateFunctionInput.NewState)
+
+    val resolvedUpdate = update.map { e =>
+      refuseNewState(e, "update")
+      castToState(analyze(e, beforeRecord, "update"), stateType)
+    }
+    val resolvedRemove = remove.map { e =>
+      refuseNewState(e, "remove")
+      val r = analyze(e, beforeRecord, "remove")
+      if (r.dataType != BooleanType) {
+        throw MapWithStateException(
+          s"remove must be a BOOLEAN expression, but it is ${r.dataType.sql}: ${r.sql}")
+      }
+      r
+    }
+    val resolvedEmit = emit.map { e =>
+      val r = analyze(e, data ++ context, "emit")
+      r.dataType match {
+        case s: StructType if s.nonEmpty => r
+        case other =>
+          throw MapWithStateException(
+            s"emit must be a struct whose fields are the output columns (e.g. F.struct(...)), " +
+              s"but it is ${other.sql}: ${r.sql}")
+      }
+    }
+    StateFunction(stateType, data, context, resolvedUpdate, resolvedRemove, resolvedEmit)
+  }
+
+  private def refuseNewState(e: Expression, what: String): Unit = {
+    val usesNewState = e.exists {
+      case u: UnresolvedAttribute => u.nameParts.headOption.contains(StateFunctionInput.NewState)
+      case _ => false
+    }
+    if (usesNewState) {
+      throw MapWithStateException(
+        s"$what uses new_state(), which exists only after update and remove: use it in emit")
+    }
+  }
+
+  private def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
+    val plan = Project(Seq(Alias(e, what)()), LocalRelation(input))
+    val analyzed: LogicalPlan =
+      try {
+        val qe = session.sessionState.executePlan(plan)
+        qe.assertAnalyzed()
+        qe.analyzed
+      } catch {
+        case NonFatal(err) =>
+          throw new MapWithStateException(s"$what: ${MapWithStateException.describe(err)}", err)
+      }
+    analyzed match {
+      case Project(Seq(Alias(resolved, _)), _) => resolved
+      case other =>
+        throw new IllegalStateException(s"unexpected analyzed state function plan:\n$other")
+    }
+  }
+
+  /**
+   * `update` must be a struct with the state's fields, by name and in order; a field may be of
+   * a type that safely widens to the state's (an INT for a BIGINT), never one that narrows.
+   */
+  private def castToState(update: Expression, stateType: StructType): Expression = {
+    val schema = stateType.toDDL
+    val fields = update.dataType match {
+      case s: StructType => s.fields
+      case other =>
+        throw MapWithStateException(
+          s"update must be a struct with the state's fields ($schema), but it is ${other.sql}: " +
+            update.sql)
+    }
+    val resolver = session.sessionState.conf.resolver
+    val names = fields.map(_.name)
+    stateType.fields.zipWithIndex.foreach { case (field, i) =>
+      if (i >= fields.length || !resolver(fields(i).name, field.name)) {
+        val found = if (names.isEmpty) "no fields" else names.mkString("fields ", ", ", "")
+        throw MapWithStateException(
+          s"update must be a struct with the state's fields ($schema), in that order: " +
+            s"field '${field.name}' is missing at position ${i + 1} (update has $found)")
+      }
+    }
+    if (fields.length > stateType.length) {
+      throw MapWithStateException(
+        s"update has field '${fields(stateType.length).name}', which is not in the state " +
+          s"schema ($schema)")
+    }
+    val needsCast = fields.zip(stateType.fields).exists { case (from, to) =>
+      !DataTypeUtils.sameType(from.dataType, to.dataType)
+    }
+    fields.zip(stateType.fields).foreach { case (from, to) =>
+      if (!DataTypeUtils.sameType(from.dataType, to.dataType) &&
+          !Cast.canUpCast(from.dataType, to.dataType)) {
+        throw MapWithStateException(
+          s"update's field '${to.name}' is ${from.dataType.sql}, which cannot be safely cast to " +
+            s"the state's ${to.dataType.sql}; cast it explicitly")
+      }
+    }
+    if (!needsCast) {
+      update
+    } else {
+      val widened = CreateNamedStruct(stateType.fields.zipWithIndex.toSeq.flatMap { case (f, i) =>
+        Seq(Literal(f.name), Cast(GetStructField(update, i), f.dataType))
+      })
+      If(IsNull(update), Literal(null, stateType), widened)
+    }
+  }
+}

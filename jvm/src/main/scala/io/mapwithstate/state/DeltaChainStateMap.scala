@@ -1,0 +1,368 @@
+package io.mapwithstate.state
+
+import java.util.ConcurrentModificationException
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.unsafe.hash.Murmur3_x86_32
+
+/**
+ * The [[StateMap]] of mapWithState: a chain of [[RowHashMap]] layers, where each layer holds the
+ * writes made after the map below it was copied, as in Spark's `OpenHashMapBasedStateMap`.
+ *
+ * A copy is O(1): it freezes this map and stacks an empty layer on top of it, so one batch costs
+ * memory for the keys it touched, not for the whole state, and the state of the previous batch
+ * stays intact. A lookup walks down from the top layer and the first layer that holds the key
+ * decides. A remove writes a tombstone only when a lower layer has the key; otherwise the key
+ * is simply dropped, which keeps both the chain and its serialized deltas free of tombstones for
+ * keys that were added and removed within one batch.
+ *
+ * Since every lookup and scan pays for each layer, a copy of a map whose chain has reached
+ * `deltaChainThreshold` layers above its base first compacts the chain into a single base layer
+ * (O(size)), and puts the new empty layer over that. The top layer therefore always holds
+ * exactly the writes made since the last copy, which is what [[StateMapSerde.writeDelta]]
+ * persists.
+ *
+ * Keys are compared by their bytes, so keys must be produced by the same UnsafeProjection (as
+ * Spark's state stores also require). Not thread-safe.
+ */
+final class DeltaChainStateMap private (
+    override val keyNumFields: Int,
+    override val stateNumFields: Int,
+    val deltaChainThreshold: Int,
+    private val parent: DeltaChainStateMap,
+    expectedEntries: Int,
+    expectedRecordBytes: Long)
+  extends StateMap {
+  import DeltaChainStateMap._
+
+  /** A new empty map. */
+  def this(keyNumFields: Int, stateNumFields: Int, deltaChainThreshold: Int) =
+    this(keyNumFields, stateNumFields, deltaChainThreshold, null,
+      DeltaChainStateMap.NewLayerEntries, DeltaChainStateMap.NewLayerEntries * 32L)
+
+  def this(keyNumFields: Int, stateNumFields: Int) =
+    this(keyNumFields, stateNumFields, StateMap.DefaultDeltaChainThreshold)
+
+  require(keyNumFields >= 0, s"keyNumFields must not be negative, got $keyNumFields")
+  require(stateNumFields >= 0, s"stateNumFields must not be negative, got $stateNumFields")
+  require(deltaChainThreshold >= 1, s"deltaChainThreshold must be at least 1, got $deltaChainThreshold")
+
+  private[state] val layer = new RowHashMap(
+    RowHashMap.capacityFor(expectedEntries), RowHashMap.pageSizeFor(expectedRecordBytes))
+
+  /** Number of layers below this one: 0 for a base layer. */
+  val deltaChainLength: Int = if (parent == null) 0 else parent.deltaChainLength + 1
+
+  private var liveKeys: Int = if (parent == null) 0 else parent.size
+
+  /** Set once this map has been copied: its layer is then shared and must not change. */
+  private var readOnly = false
+
+  override def size: Int = liveKeys
+
+  /** Whether the next [[copy]] compacts the chain. */
+  def shouldCompact: Boolean = deltaChainLength >= deltaChainThreshold
+
+  override def get(key: UnsafeRow): UnsafeRow = {
+    checkKey(key)
+    val hash = hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+    var map = this
+    while (map != null) {
+      val slot = map.layer.find(hash, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+      if (slot >= 0) {
+        return if (map.layer.isLive(slot)) stateView(map.layer, slot) else null
+      }
+      map = map.parent
+    }
+    null
+  }
+
+  override def contains(key: UnsafeRow): Boolean = {
+    checkKey(key)
+    containsKeyBytes(
+      hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
+      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+  }
+
+  override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit = {
+    checkKey(key)
+    if (state.numFields != stateNumFields) {
+      throw new IllegalArgumentException(
+        s"state row has ${state.numFields} fields, this state map holds $stateNumFields")
+    }
+    putBytes(
+      hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
+      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+      state.getBaseObject, state.getBaseOffset, state.getSizeInBytes,
+      updateTime)
+  }
+
+  override def remove(key: UnsafeRow): Unit = {
+    checkKey(key)
+    removeBytes(
+      hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
+      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+  }
+
+  /**
+   * Entries are produced top layer first, each one as it is reached, so the caller may remove
+   * or re-put the key of the entry it was just given (as timeout handling does); other writes
+   * during the scan may make it fail with a ConcurrentModificationException.
+   */
+  override def getByTime(threshUpdatedTime: Long): Iterator[StateEntry] =
+    new EntryIterator(this, new ChainScan(this, threshUpdatedTime, filterByTime = true))
+
+  /** See [[getByTime]] for what may be written while iterating. */
+  override def getAll(): Iterator[StateEntry] =
+    new EntryIterator(this, new ChainScan(this, 0L, filterByTime = false))
+
+  override def copy(): DeltaChainStateMap = {
+    readOnly = true
+    val base = if (shouldCompact) compact().freeze() else this
+    new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, base,
+      NewLayerEntries, NewLayerEntries * 32L)
+  }
+
+  /** A new single-layer map with the same contents, which this map does not share. */
+  def compact(): DeltaChainStateMap = {
+    val compacted = new DeltaChainStateMap(
+      keyNumFields, stateNumFields, deltaChainThreshold, null, size, chainRecordBytes)
+    val scan = new ChainScan(this, 0L, filterByTime = false)
+    while (scan.advance()) {
+      val from = scan.layer
+      val slot = scan.slot
+      val page = from.pageAt(slot)
+      compacted.layer.insertLive(
+        from.hashAt(slot),
+        page, from.keyOffsetAt(slot), from.keyLengthAt(slot),
+        page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
+        from.updateTimeAt(slot),
+        shadowsParent = false)
+      compacted.liveKeys += 1
+    }
+    compacted
+  }
+
+  /**
+   * Heap bytes held by the layers of this chain (slot arrays and record pages). Layers are
+   * shared with the maps this one was copied from, so the figures of a map and its copy overlap.
+   */
+  def memoryUsedBytes: Long = {
+    var total = 0L
+    var map = this
+    while (map != null) {
+      total += map.layer.footprintBytes
+      map = map.parent
+    }
+    total
+  }
+
+  override def toDebugString: String = {
+    val layers = Iterator.iterate(this)(_.parent).takeWhile(_ != null).map { map =>
+      s"  layer ${map.deltaChainLength}: ${map.layer.usedSlotCount} keys in " +
+        s"${map.layer.slotCapacity} slots, ${map.layer.footprintBytes} bytes"
+    }
+    (s"DeltaChainStateMap($size keys, chain length $deltaChainLength)" +: layers.toSeq)
+      .mkString("\n")
+  }
+
+  override def toString: String =
+    s"DeltaChainStateMap($size keys, chain length $deltaChainLength)"
+
+  private[state] def parentMap: DeltaChainStateMap = parent
+
+  private[state] def putBytes(
+      hash: Int,
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+      updateTime: Long): Unit = {
+    checkWritable()
+    val slot = layer.find(hash, keyBase, keyOffset, keyLength)
+    if (slot >= 0) {
+      if (!layer.isLive(slot)) liveKeys += 1
+      layer.updateLive(slot, stateBase, stateOffset, stateLength, updateTime)
+    } else {
+      val inParent = parent != null && parent.containsKeyBytes(hash, keyBase, keyOffset, keyLength)
+      if (!inParent) liveKeys += 1
+      layer.insertLive(hash, keyBase, keyOffset, keyLength,
+        stateBase, stateOffset, stateLength, updateTime, shadowsParent = inParent)
+    }
+  }
+
+  /** Removes a key; returns whether it had a state. */
+  private[state] def removeBytes(
+      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
+    checkWritable()
+    val slot = layer.find(hash, keyBase, keyOffset, keyLength)
+    if (slot >= 0) {
+      if (!layer.isLive(slot)) return false
+      layer.markRemoved(slot)
+    } else {
+      if (parent == null || !parent.containsKeyBytes(hash, keyBase, keyOffset, keyLength)) {
+        return false
+      }
+      layer.insertTombstone(hash, keyBase, keyOffset, keyLength)
+    }
+    liveKeys -= 1
+    true
+  }
+
+  private[state] def containsKeyBytes(
+      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
+    var map = this
+    while (map != null) {
+      val slot = map.layer.find(hash, keyBase, keyOffset, keyLength)
+      if (slot >= 0) return map.layer.isLive(slot)
+      map = map.parent
+    }
+    false
+  }
+
+  private[state] def keyView(from: RowHashMap, slot: Int): UnsafeRow = {
+    val row = new UnsafeRow(keyNumFields)
+    row.pointTo(from.pageAt(slot), from.keyOffsetAt(slot), from.keyLengthAt(slot))
+    row
+  }
+
+  private[state] def stateView(from: RowHashMap, slot: Int): UnsafeRow = {
+    val row = new UnsafeRow(stateNumFields)
+    row.pointTo(from.pageAt(slot), from.stateOffsetAt(slot), from.stateLengthAt(slot))
+    row
+  }
+
+  private def freeze(): DeltaChainStateMap = {
+    readOnly = true
+    this
+  }
+
+  private def chainRecordBytes: Long = {
+    var total = 0L
+    var map = this
+    while (map != null) {
+      total += map.layer.recordBytes
+      map = map.parent
+    }
+    total
+  }
+
+  private def checkWritable(): Unit = {
+    if (readOnly) {
+      throw new IllegalStateException(
+        "this state map has been copied and is read-only: write to its copy instead")
+    }
+  }
+
+  private def checkKey(key: UnsafeRow): Unit = {
+    if (key.numFields != keyNumFields) {
+      throw new IllegalArgumentException(
+        s"key row has ${key.numFields} fields, this state map's keys have $keyNumFields")
+    }
+  }
+}
+
+object DeltaChainStateMap {
+
+  /** A new empty base map sized for `expectedEntries` keys taking `expectedRecordBytes`. */
+  private[state] def presized(
+      keyNumFields: Int,
+      stateNumFields: Int,
+      deltaChainThreshold: Int,
+      expectedEntries: Int,
+      expectedRecordBytes: Long): DeltaChainStateMap =
+    new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, null,
+      expectedEntries, expectedRecordBytes)
+
+  /** Expected keys of a fresh top layer: one batch's worth for a small partition. */
+  private val NewLayerEntries = 48
+
+  /** The hash of a key's bytes; the same as `UnsafeRow.hashCode`. */
+  private[state] def hashOf(base: AnyRef, offset: Long, length: Int): Int =
+    Murmur3_x86_32.hashUnsafeWords(base, offset, length, 42)
+
+  /**
+   * A walk over the live entries of a chain, top layer first. An entry of a lower layer is
+   * visible only if no layer above holds its key (live or removed), which is checked with the
+   * hash stored in the slot, so a scan hashes nothing and allocates nothing.
+   */
+  private[state] final class ChainScan(
+      top: DeltaChainStateMap, threshUpdatedTime: Long, filterByTime: Boolean) {
+    private var map = top
+    private var current = -1
+    private var expectedLayout = top.layer.layoutVersion
+
+    def layer: RowHashMap = map.layer
+
+    def slot: Int = current
+
+    /** Moves to the next visible entry; false once there is none. */
+    def advance(): Boolean = {
+      while (map != null) {
+        val scanned = map.layer
+        if (scanned.layoutVersion != expectedLayout) {
+          throw new ConcurrentModificationException(
+            "state map layer was rebuilt while being iterated: only the key just returned " +
+              "may be put or removed during an iteration")
+        }
+        current += 1
+        while (current < scanned.slotCapacity) {
+          if (scanned.isLive(current) &&
+              (!filterByTime || scanned.updateTimeAt(current) < threshUpdatedTime) &&
+              !hiddenByUpperLayer(scanned, current)) {
+            return true
+          }
+          current += 1
+        }
+        map = map.parent
+        current = -1
+        if (map != null) expectedLayout = map.layer.layoutVersion
+      }
+      false
+    }
+
+    private def hiddenByUpperLayer(scanned: RowHashMap, slot: Int): Boolean = {
+      if (map eq top) return false
+      val hash = scanned.hashAt(slot)
+      val page = scanned.pageAt(slot)
+      val keyOffset = scanned.keyOffsetAt(slot)
+      val keyLength = scanned.keyLengthAt(slot)
+      var upper = top
+      while (upper ne map) {
+        if (upper.layer.find(hash, page, keyOffset, keyLength) >= 0) return true
+        upper = upper.parent
+      }
+      false
+    }
+  }
+
+  /**
+   * Turns a scan into entries. Each entry is built as soon as the scan reaches it, so that the
+   * views it holds point at the bytes the key had at that moment.
+   */
+  private final class EntryIterator(map: DeltaChainStateMap, scan: ChainScan)
+    extends Iterator[StateEntry] {
+
+    private var pending: StateEntry = null
+    private var exhausted = false
+
+    override def hasNext: Boolean = {
+      if (pending == null && !exhausted) {
+        if (scan.advance()) {
+          val layer = scan.layer
+          val slot = scan.slot
+          pending = StateEntry(
+            map.keyView(layer, slot), map.stateView(layer, slot), layer.updateTimeAt(slot))
+        } else {
+          exhausted = true
+        }
+      }
+      pending != null
+    }
+
+    override def next(): StateEntry = {
+      if (!hasNext) throw new NoSuchElementException("no more state map entries")
+      val entry = pending
+      pending = null
+      entry
+    }
+  }
+}

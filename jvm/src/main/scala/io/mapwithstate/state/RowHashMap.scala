@@ -1,0 +1,332 @@
+package io.mapwithstate.state
+
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.array.ByteArrayMethods
+
+/**
+ * One layer of a [[DeltaChainStateMap]]: an open-addressing hash table from key bytes to
+ * (state bytes, update time), where a key may also be marked removed.
+ *
+ * It owns the memory layout that lets a state map hold tens of millions of small states. There
+ * is no object per entry: a slot is an index into three parallel primitive arrays (the key's
+ * hash, the packed arena address of its record, its update time), and the record itself, a
+ * `[keyLength][stateLength][key bytes][state bytes]` run of bytes, lives in a [[RowArena]].
+ * Collisions are resolved by linear probing, which keeps probes within a cache line or two.
+ *
+ * Slots are never moved except by a rebuild (growth, or dropping removed keys), which is why a
+ * remove only flags its slot: iterators that scan slots may then remove or re-put the key they
+ * were just given. A rebuild while a scan is under way is detected through [[layoutVersion]].
+ *
+ * A removed slot keeps its key so that a later put of the same key reuses it, and so that
+ * [[DeltaChainStateMap]] can tell apart a tombstone (the key is visible in a parent layer and
+ * must stay hidden, so it is kept and serialized) from a key that never existed below (its slot
+ * is dropped at the next rebuild).
+ *
+ * Not thread-safe.
+ */
+private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int) {
+  import RowHashMap._
+
+  private var capacity = tableSizeFor(initialCapacity)
+  private var mask = capacity - 1
+  private var growThreshold = (capacity * LoadFactor).toInt
+  private var hashes = new Array[Int](capacity)
+  private var addresses = new Array[Long](capacity)
+  private var updateTimes = new Array[Long](capacity)
+  private var arena = new RowArena(initialPageSize)
+
+  private var usedSlots = 0
+  /** Removed slots whose key no parent layer has: they can go at the next rebuild. */
+  private var droppableSlots = 0
+  /** Arena bytes that the records of the current slots need; the rest is garbage. */
+  private var retainedBytes = 0L
+  private var rebuilds = 0
+
+  /** Changes whenever slots move, so that a scan over slot indexes can tell it was disturbed. */
+  def layoutVersion: Int = rebuilds
+
+  def slotCapacity: Int = capacity
+
+  /** Slots holding a key, live or removed. */
+  def usedSlotCount: Int = usedSlots
+
+  /** Arena bytes that the current slots' records take up (garbage excluded). */
+  def recordBytes: Long = retainedBytes
+
+  /** Approximate heap bytes held: the slot arrays plus the arena's pages. */
+  def footprintBytes: Long = capacity.toLong * BytesPerSlot + arena.footprintBytes
+
+  /** The slot holding the given key bytes, or -1. */
+  def find(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
+    var slot = hash & mask
+    while (true) {
+      val address = addresses(slot)
+      if (address == EmptySlot) return -1
+      if (hashes(slot) == hash && keyEquals(address, keyBase, keyOffset, keyLength)) return slot
+      slot = (slot + 1) & mask
+    }
+    -1 // unreachable: the table always has an empty slot
+  }
+
+  def isUsed(slot: Int): Boolean = addresses(slot) != EmptySlot
+
+  /** The slot holds a live state (the removed flag is the sign bit, an empty slot is 0). */
+  def isLive(slot: Int): Boolean = addresses(slot) > 0
+
+  def isRemoved(slot: Int): Boolean = addresses(slot) < 0
+
+  /** Whether the key was visible in a parent layer when this slot was created. */
+  def shadowsParent(slot: Int): Boolean = (addresses(slot) & ShadowsParentFlag) != 0
+
+  /** A removed slot that hides a parent's key: it must be kept and written to deltas. */
+  def isTombstone(slot: Int): Boolean = isRemoved(slot) && shadowsParent(slot)
+
+  def hashAt(slot: Int): Int = hashes(slot)
+
+  def updateTimeAt(slot: Int): Long = updateTimes(slot)
+
+  /** The byte[] holding the slot's key and state, for `UnsafeRow.pointTo` and comparisons. */
+  def pageAt(slot: Int): Array[Byte] = arena.page(addresses(slot))
+
+  def keyOffsetAt(slot: Int): Long = arena.unsafeOffset(addresses(slot)) + RecordHeaderSize
+
+  def keyLengthAt(slot: Int): Int = Platform.getInt(pageAt(slot), arena.unsafeOffset(addresses(slot)))
+
+  /** Only meaningful for a live slot: removed slots may have dropped their state bytes. */
+  def stateOffsetAt(slot: Int): Long = keyOffsetAt(slot) + keyLengthAt(slot)
+
+  def stateLengthAt(slot: Int): Int =
+    Platform.getInt(pageAt(slot), arena.unsafeOffset(addresses(slot)) + 4)
+
+  /** Adds a live key that the caller has checked is not in this table. */
+  def insertLive(
+      hash: Int,
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+      updateTime: Long,
+      shadowsParent: Boolean): Unit = {
+    makeRoomForOneMore()
+    val address = appendRecord(keyBase, keyOffset, keyLength, stateBase, stateOffset, stateLength)
+    occupyEmptySlot(hash, flagged(address, removed = false, shadowsParent), updateTime)
+  }
+
+  /** Adds a tombstone for a key that the caller has checked is not in this table. */
+  def insertTombstone(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Unit = {
+    makeRoomForOneMore()
+    val address = appendRecord(keyBase, keyOffset, keyLength, null, 0L, 0)
+    occupyEmptySlot(hash, flagged(address, removed = true, shadowsParent = true), 0L)
+  }
+
+  /** Gives a used slot (live or removed) a new live state, keeping its key. */
+  def updateLive(
+      slot: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+      updateTime: Long): Unit = {
+    val old = addresses(slot)
+    if (old < 0 && (old & ShadowsParentFlag) == 0) droppableSlots -= 1
+    retainedBytes -= retainedSize(old)
+    // Append rather than overwrite: views handed out earlier still point at the old bytes.
+    val keyPage = arena.page(old)
+    val keyOffset = arena.unsafeOffset(old) + RecordHeaderSize
+    val keyLength = Platform.getInt(keyPage, arena.unsafeOffset(old))
+    val address =
+      appendRecord(keyPage, keyOffset, keyLength, stateBase, stateOffset, stateLength)
+    addresses(slot) = flagged(address, removed = false, (old & ShadowsParentFlag) != 0)
+    updateTimes(slot) = updateTime
+    vacuumIfWasteful()
+  }
+
+  /** Flags a live slot as removed; its state bytes become garbage. */
+  def markRemoved(slot: Int): Unit = {
+    val old = addresses(slot)
+    require(old > 0, s"slot $slot is not live")
+    retainedBytes -= retainedSize(old)
+    val removed = old | RemovedFlag
+    addresses(slot) = removed
+    retainedBytes += retainedSize(removed)
+    if ((old & ShadowsParentFlag) == 0) droppableSlots += 1
+    updateTimes(slot) = 0L
+    vacuumIfWasteful()
+  }
+
+  private def keyEquals(address: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
+    val page = arena.page(address)
+    val recordOffset = arena.unsafeOffset(address)
+    Platform.getInt(page, recordOffset) == keyLength &&
+      ByteArrayMethods.arrayEquals(
+        page, recordOffset + RecordHeaderSize, keyBase, keyOffset, keyLength)
+  }
+
+  private def appendRecord(
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int): Long = {
+    val size = RecordHeaderSize + keyLength + stateLength
+    val address = arena.allocate(size)
+    writeRecord(arena, address, keyBase, keyOffset, keyLength, stateBase, stateOffset, stateLength)
+    retainedBytes += size
+    address
+  }
+
+  /** Rebuilds first if one more slot would make the table too full. */
+  private def makeRoomForOneMore(): Unit = {
+    if (usedSlots + 1 > growThreshold) {
+      val kept = usedSlots - droppableSlots
+      // Only dropping removed keys would leave the table too full to be worth it: grow too.
+      rebuild(if (kept + 1 > growThreshold / 2) capacity * 2 else capacity)
+    }
+  }
+
+  /** Places a record appended after [[makeRoomForOneMore]] (a rebuild may replace the arena). */
+  private def occupyEmptySlot(hash: Int, flaggedAddress: Long, updateTime: Long): Unit = {
+    var slot = hash & mask
+    while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
+    hashes(slot) = hash
+    addresses(slot) = flaggedAddress
+    updateTimes(slot) = updateTime
+    usedSlots += 1
+    if (flaggedAddress < 0 && (flaggedAddress & ShadowsParentFlag) == 0) droppableSlots += 1
+  }
+
+  /**
+   * Re-places every slot worth keeping into fresh arrays of `newCapacity` slots. Records are
+   * copied into a new arena only if enough of the old one is garbage to pay for the copy.
+   */
+  private def rebuild(newCapacity: Int): Unit = {
+    if (newCapacity > MaxCapacity) {
+      throw new IllegalStateException(s"state map layer cannot grow beyond $MaxCapacity slots")
+    }
+    val oldHashes = hashes
+    val oldAddresses = addresses
+    val oldUpdateTimes = updateTimes
+    val oldArena = arena
+    val moveRecords = (oldArena.allocatedBytes - retainedBytes) * 4 > oldArena.allocatedBytes
+
+    capacity = newCapacity
+    mask = newCapacity - 1
+    growThreshold = (newCapacity * LoadFactor).toInt
+    hashes = new Array[Int](newCapacity)
+    addresses = new Array[Long](newCapacity)
+    updateTimes = new Array[Long](newCapacity)
+    if (moveRecords) arena = new RowArena(pageSizeFor(retainedBytes))
+
+    var oldSlot = 0
+    while (oldSlot < oldAddresses.length) {
+      val address = oldAddresses(oldSlot)
+      if (address != EmptySlot) {
+        val droppable = address < 0 && (address & ShadowsParentFlag) == 0
+        if (droppable) {
+          retainedBytes -= retainedSize(address, oldArena)
+          usedSlots -= 1
+        } else {
+          val newAddress = if (moveRecords) moveRecord(oldArena, address) else address
+          var slot = oldHashes(oldSlot) & mask
+          while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
+          hashes(slot) = oldHashes(oldSlot)
+          addresses(slot) = newAddress
+          updateTimes(slot) = oldUpdateTimes(oldSlot)
+        }
+      }
+      oldSlot += 1
+    }
+    droppableSlots = 0
+    rebuilds += 1
+  }
+
+  /**
+   * Copies the live records into a new arena once more than half of the arena is garbage (from
+   * repeated overwrites of the same keys). Slots keep their positions, so a scan in progress is
+   * not disturbed; only the addresses change.
+   */
+  private def vacuumIfWasteful(): Unit = {
+    val garbage = arena.allocatedBytes - retainedBytes
+    if (garbage > MinGarbageToVacuum && garbage * 2 > arena.allocatedBytes) {
+      val oldArena = arena
+      arena = new RowArena(pageSizeFor(retainedBytes))
+      var slot = 0
+      while (slot < capacity) {
+        val address = addresses(slot)
+        if (address != EmptySlot) addresses(slot) = moveRecord(oldArena, address)
+        slot += 1
+      }
+    }
+  }
+
+  /** Copies one record into the current arena and returns its new flagged address. */
+  private def moveRecord(from: RowArena, flaggedAddress: Long): Long = {
+    val page = from.page(flaggedAddress)
+    val recordOffset = from.unsafeOffset(flaggedAddress)
+    val keyLength = Platform.getInt(page, recordOffset)
+    val keyOffset = recordOffset + RecordHeaderSize
+    // A removed key's state is never read again: keep only the key.
+    val stateLength = if (flaggedAddress < 0) 0 else Platform.getInt(page, recordOffset + 4)
+    val newAddress = arena.allocate(RecordHeaderSize + keyLength + stateLength)
+    writeRecord(arena, newAddress, page, keyOffset, keyLength,
+      page, keyOffset + keyLength, stateLength)
+    newAddress | (flaggedAddress & FlagBits)
+  }
+
+  private def retainedSize(flaggedAddress: Long): Long = retainedSize(flaggedAddress, arena)
+
+  private def retainedSize(flaggedAddress: Long, in: RowArena): Long = {
+    val page = in.page(flaggedAddress)
+    val recordOffset = in.unsafeOffset(flaggedAddress)
+    val keyLength = Platform.getInt(page, recordOffset)
+    if (flaggedAddress < 0) {
+      RecordHeaderSize + keyLength
+    } else {
+      RecordHeaderSize + keyLength + Platform.getInt(page, recordOffset + 4)
+    }
+  }
+}
+
+private[state] object RowHashMap {
+
+  private val EmptySlot = 0L
+  private val RemovedFlag = Long.MinValue
+  private val ShadowsParentFlag = 1L << 62
+  private val FlagBits = RemovedFlag | ShadowsParentFlag
+  private val RecordHeaderSize = 8
+
+  /** One hash int, one address long and one update-time long per slot. */
+  val BytesPerSlot: Int = 4 + 8 + 8
+
+  private val LoadFactor = 0.75
+  private val MaxCapacity = 1 << 30
+  private val MinGarbageToVacuum = 1L << 20
+
+  /** Slot count (a power of two) that holds `entries` keys without growing. */
+  def capacityFor(entries: Int): Int = tableSizeFor(math.ceil(entries / LoadFactor).toInt + 1)
+
+  /** A first page size for an arena expected to hold about `bytes` bytes. */
+  def pageSizeFor(bytes: Long): Int =
+    math.max(MinPageSize, math.min(RowArena.MaxPageSize.toLong, bytes).toInt)
+
+  private val MinPageSize = 1024
+
+  private def tableSizeFor(n: Int): Int = {
+    val atLeast = math.max(n, 4)
+    if (atLeast >= MaxCapacity) MaxCapacity else Integer.highestOneBit(atLeast - 1) << 1
+  }
+
+  private def flagged(address: Long, removed: Boolean, shadowsParent: Boolean): Long = {
+    var result = address
+    if (removed) result |= RemovedFlag
+    if (shadowsParent) result |= ShadowsParentFlag
+    result
+  }
+
+  private def writeRecord(
+      arena: RowArena, address: Long,
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int): Unit = {
+    val page = arena.page(address)
+    val recordOffset = arena.unsafeOffset(address)
+    Platform.putInt(page, recordOffset, keyLength)
+    Platform.putInt(page, recordOffset + 4, stateLength)
+    Platform.copyMemory(keyBase, keyOffset, page, recordOffset + RecordHeaderSize, keyLength)
+    if (stateLength > 0) {
+      Platform.copyMemory(stateBase, stateOffset,
+        page, recordOffset + RecordHeaderSize + keyLength, stateLength)
+    }
+  }
+}

@@ -1,0 +1,73 @@
+package io.mapwithstate.state
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+
+/**
+ * The keyed state of one mapWithState partition: for each key (an UnsafeRow of the grouping
+ * columns) its state (an UnsafeRow of the state schema) and the time it was last updated, which
+ * is what timeouts are measured from.
+ *
+ * A state map is versioned the way micro-batches need: [[copy]] is cheap and returns a map that
+ * starts out with this map's contents and takes every later write, while this map keeps the
+ * state as of the previous batch (for a retried task, and for checkpointing only what a batch
+ * changed). A map that has been copied is read-only.
+ *
+ * Rows passed in are copied, so callers may reuse their projection buffers. Rows handed out are
+ * read-only views of the map's bytes that stay valid however the map changes later; copy one
+ * before writing to it.
+ *
+ * Not thread-safe.
+ */
+abstract class StateMap {
+
+  /** Number of fields of every key row. */
+  def keyNumFields: Int
+
+  /** Number of fields of every state row. */
+  def stateNumFields: Int
+
+  /** The state of a key, or null if it has none. */
+  def get(key: UnsafeRow): UnsafeRow
+
+  def contains(key: UnsafeRow): Boolean
+
+  /** Adds or replaces the state of a key. */
+  def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit
+
+  def remove(key: UnsafeRow): Unit
+
+  /** Every key whose state was last updated strictly before `threshUpdatedTime`. */
+  def getByTime(threshUpdatedTime: Long): Iterator[StateEntry]
+
+  def getAll(): Iterator[StateEntry]
+
+  /** Number of keys with a state. */
+  def size: Int
+
+  /**
+   * A map with this map's contents that takes all later writes; this map becomes read-only and
+   * keeps its contents.
+   */
+  def copy(): StateMap
+
+  def toDebugString: String = toString
+}
+
+/**
+ * One key of a [[StateMap]] with its state and update time. The rows are views of the map's
+ * bytes (see [[StateMap]]); equality compares their bytes.
+ */
+final case class StateEntry(key: UnsafeRow, state: UnsafeRow, updateTime: Long)
+
+object StateMap {
+
+  /** How many layers a map's delta chain may grow to before a copy compacts it. */
+  val DefaultDeltaChainThreshold: Int = 20
+
+  /** A new, empty, writable state map. */
+  def empty(
+      keyNumFields: Int,
+      stateNumFields: Int,
+      deltaChainThreshold: Int = DefaultDeltaChainThreshold): DeltaChainStateMap =
+    new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold)
+}

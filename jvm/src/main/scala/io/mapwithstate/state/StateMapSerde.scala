@@ -1,0 +1,412 @@
+package io.mapwithstate.state
+
+import java.io.{DataInputStream, DataOutputStream, EOFException, IOException}
+import java.util.zip.CRC32
+
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.unsafe.Platform
+
+/**
+ * The durable formats of a [[StateMap]], for checkpoints: a snapshot holds every live entry; a
+ * delta holds the top layer of a [[DeltaChainStateMap]], i.e. the puts and tombstones of the
+ * writes made since its parent was copied, and is only meaningful on top of that parent's
+ * contents.
+ *
+ * Both formats are self-checking, because loading wrong state silently is the one failure a
+ * stateful query cannot recover from. Every stream starts with a magic number telling the two
+ * formats apart and a format version, then the key and state field counts and counts of what
+ * follows, closed by a CRC32 of the header so that a damaged count is caught before it sizes
+ * anything; then the records, an end-of-records marker and a CRC32 of everything before it. A
+ * delta also records the size of the parent it was written against and the size it results
+ * in. A stream that is truncated, corrupted, of the other kind, of another schema or applied to
+ * the wrong parent fails with an IOException saying so; a failed read returns no map.
+ *
+ * Layout (integers are big-endian; row bytes are UnsafeRow bytes, copied as they are):
+ * {{{
+ *   int magic, int version, int keyNumFields, int stateNumFields,
+ *   (delta only) int parentSize, int resultSize,
+ *   int recordCount, int CRC32 of the header,
+ *   recordCount times: int keyLength, int stateLength (-1 for a tombstone), long updateTime,
+ *                      key bytes, state bytes,
+ *   int -1 (end of records), int CRC32 of all the above
+ * }}}
+ */
+object StateMapSerde {
+
+  val SnapshotMagic: Int = 0x4D575353 // "MWSS"
+  val DeltaMagic: Int = 0x4D575344 // "MWSD"
+  val FormatVersion: Int = 1
+
+  private val EndOfRecords = -1
+  private val TombstoneLength = -1
+
+  /**
+   * Row lengths above this are treated as corruption rather than trusted, so that a damaged
+   * length cannot ask for an absurd allocation.
+   */
+  private val MaxRowBytes = (1 << 30) - 8
+
+  /**
+   * Presizing is only a speed-up: beyond this many entries the table grows as records arrive,
+   * in case a header that passed its checksum still carries a wild count.
+   */
+  private val MaxPresizedEntries = 1 << 24
+
+  /** Writes every live entry of `map`. Does not close `out`. */
+  def writeSnapshot(map: StateMap, out: DataOutputStream): Unit = {
+    val writer = new ChecksummedWriter(out)
+    writer.writeInt(SnapshotMagic)
+    writer.writeInt(FormatVersion)
+    writer.writeInt(map.keyNumFields)
+    writer.writeInt(map.stateNumFields)
+    val expected = map.size
+    writer.writeInt(expected)
+    writer.writeHeaderChecksum()
+    var written = 0
+    val entries = map.getAll()
+    while (entries.hasNext) {
+      val entry = entries.next()
+      writer.writeInt(entry.key.getSizeInBytes)
+      writer.writeInt(entry.state.getSizeInBytes)
+      writer.writeLong(entry.updateTime)
+      writer.writeRow(entry.key)
+      writer.writeRow(entry.state)
+      written += 1
+    }
+    if (written != expected) {
+      throw new IllegalStateException(s"state map of size $expected produced $written entries")
+    }
+    writer.finish()
+  }
+
+  /**
+   * Reads a snapshot into a new single-layer map.
+   *
+   * @param keyNumFields   the key field count the caller expects; a snapshot of another schema
+   *                       is rejected
+   * @param stateNumFields likewise for states
+   */
+  def readSnapshot(
+      in: DataInputStream,
+      keyNumFields: Int,
+      stateNumFields: Int,
+      deltaChainThreshold: Int = StateMap.DefaultDeltaChainThreshold): DeltaChainStateMap = {
+    val reader = new ChecksummedReader(in, "state map snapshot")
+    reader.readHeader(SnapshotMagic)
+    val recordCount = reader.readInt()
+    reader.checkHeader(keyNumFields, stateNumFields)
+    reader.checkCount("record count", recordCount)
+    val presizedEntries = math.min(recordCount, MaxPresizedEntries)
+    val map = DeltaChainStateMap.presized(keyNumFields, stateNumFields, deltaChainThreshold,
+      presizedEntries, presizedEntries * 32L)
+    var read = 0
+    while (reader.nextRecord(read, recordCount)) {
+      if (reader.stateLength == TombstoneLength) {
+        throw reader.corrupt(s"record $read is a tombstone, which a snapshot cannot hold")
+      }
+      val sizeBefore = map.size
+      map.putBytes(reader.keyHash, reader.buffer, reader.keyOffset, reader.keyLength,
+        reader.buffer, reader.stateOffset, reader.stateLength, reader.updateTime)
+      if (map.size == sizeBefore) throw reader.corrupt(s"record $read repeats an earlier key")
+      read += 1
+    }
+    reader.finish()
+    map
+  }
+
+  /**
+   * Writes the top layer of `map`: its puts and its tombstones, relative to its parent.
+   * Does not close `out`.
+   */
+  def writeDelta(map: DeltaChainStateMap, out: DataOutputStream): Unit = {
+    val layer = map.layer
+    var recordCount = 0
+    var slot = 0
+    while (slot < layer.slotCapacity) {
+      if (layer.isLive(slot) || layer.isTombstone(slot)) recordCount += 1
+      slot += 1
+    }
+
+    val writer = new ChecksummedWriter(out)
+    writer.writeInt(DeltaMagic)
+    writer.writeInt(FormatVersion)
+    writer.writeInt(map.keyNumFields)
+    writer.writeInt(map.stateNumFields)
+    writer.writeInt(if (map.parentMap == null) 0 else map.parentMap.size)
+    writer.writeInt(map.size)
+    writer.writeInt(recordCount)
+    writer.writeHeaderChecksum()
+    slot = 0
+    while (slot < layer.slotCapacity) {
+      val live = layer.isLive(slot)
+      if (live || layer.isTombstone(slot)) {
+        val page = layer.pageAt(slot)
+        writer.writeInt(layer.keyLengthAt(slot))
+        writer.writeInt(if (live) layer.stateLengthAt(slot) else TombstoneLength)
+        writer.writeLong(if (live) layer.updateTimeAt(slot) else 0L)
+        writer.writeBytes(page, layer.keyOffsetAt(slot), layer.keyLengthAt(slot))
+        if (live) writer.writeBytes(page, layer.stateOffsetAt(slot), layer.stateLengthAt(slot))
+      }
+      slot += 1
+    }
+    writer.finish()
+  }
+
+  /**
+   * Applies a delta to `parent`, which must have the contents of the map the delta was written
+   * from had before its last copy, and returns the result: `parent.copy()` with the delta's
+   * writes (so `parent` becomes read-only, and the copy may compact the chain). The header is
+   * checked against `parent` before anything is copied.
+   */
+  def readDelta(in: DataInputStream, parent: DeltaChainStateMap): DeltaChainStateMap = {
+    val reader = new ChecksummedReader(in, "state map delta")
+    reader.readHeader(DeltaMagic)
+    val parentSize = reader.readInt()
+    val resultSize = reader.readInt()
+    val recordCount = reader.readInt()
+    reader.checkHeader(parent.keyNumFields, parent.stateNumFields)
+    reader.checkCount("parent size", parentSize)
+    reader.checkCount("result size", resultSize)
+    reader.checkCount("record count", recordCount)
+    if (parentSize != parent.size) {
+      throw new IOException(s"state map delta was written on top of a map of $parentSize keys, " +
+        s"but is being applied to one of ${parent.size} keys: wrong parent version?")
+    }
+
+    val map = parent.copy()
+    var read = 0
+    while (reader.nextRecord(read, recordCount)) {
+      if (map.layer.find(reader.keyHash, reader.buffer, reader.keyOffset, reader.keyLength) >= 0) {
+        throw reader.corrupt(s"record $read repeats an earlier key")
+      }
+      if (reader.stateLength == TombstoneLength) {
+        val removed = map.removeBytes(
+          reader.keyHash, reader.buffer, reader.keyOffset, reader.keyLength)
+        if (!removed) {
+          throw new IOException(s"state map delta removes a key (record $read) that its parent " +
+            "does not have: wrong parent version?")
+        }
+      } else {
+        map.putBytes(reader.keyHash, reader.buffer, reader.keyOffset, reader.keyLength,
+          reader.buffer, reader.stateOffset, reader.stateLength, reader.updateTime)
+      }
+      read += 1
+    }
+    reader.finish()
+    if (map.size != resultSize) {
+      throw new IOException(s"state map delta should result in $resultSize keys but gave " +
+        s"${map.size}: wrong parent version?")
+    }
+    map
+  }
+
+  /** Writes through to `out` while computing the CRC32 that [[finish]] appends. */
+  private final class ChecksummedWriter(out: DataOutputStream) {
+    private val crc = new CRC32
+    private val scratch = new Array[Byte](8)
+
+    def writeInt(value: Int): Unit = {
+      putBigEndian(value.toLong, 4)
+      write(scratch, 0, 4)
+    }
+
+    def writeLong(value: Long): Unit = {
+      putBigEndian(value, 8)
+      write(scratch, 0, 8)
+    }
+
+    def writeRow(row: UnsafeRow): Unit =
+      writeBytes(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)
+
+    def writeBytes(base: AnyRef, unsafeOffset: Long, length: Int): Unit = base match {
+      case array: Array[Byte] =>
+        write(array, (unsafeOffset - Platform.BYTE_ARRAY_OFFSET).toInt, length)
+      case _ =>
+        // Off-heap rows: stage the bytes on heap.
+        val copy = new Array[Byte](length)
+        Platform.copyMemory(base, unsafeOffset, copy, Platform.BYTE_ARRAY_OFFSET, length)
+        write(copy, 0, length)
+    }
+
+    /** Writes the CRC32 of everything written so far (it counts towards the final one too). */
+    def writeHeaderChecksum(): Unit = writeInt(crc.getValue.toInt)
+
+    /** Writes the end marker and the checksum, then flushes. */
+    def finish(): Unit = {
+      writeInt(EndOfRecords)
+      out.writeInt(crc.getValue.toInt)
+      out.flush()
+    }
+
+    private def write(bytes: Array[Byte], offset: Int, length: Int): Unit = {
+      out.write(bytes, offset, length)
+      crc.update(bytes, offset, length)
+    }
+
+    private def putBigEndian(value: Long, bytes: Int): Unit = {
+      var i = 0
+      while (i < bytes) {
+        scratch(i) = (value >>> (8 * (bytes - 1 - i))).toByte
+        i += 1
+      }
+    }
+  }
+
+  /**
+   * Reads one stream, checksumming as it goes. Record by record it holds the current record's
+   * key and state bytes back to back in [[buffer]]; the buffer only grows as bytes actually
+   * arrive, so a corrupted length fails at end-of-stream instead of allocating its value.
+   */
+  private final class ChecksummedReader(in: DataInputStream, what: String) {
+    private val crc = new CRC32
+    private val scratch = new Array[Byte](16)
+    private var recordsRead = 0
+    private var expectedRecords = -1
+
+    var buffer: Array[Byte] = new Array[Byte](256)
+    var keyLength = 0
+    var stateLength = 0
+    var updateTime = 0L
+    var keyHash = 0
+    private var keyNumFields = 0
+    private var stateNumFields = 0
+
+    def keyOffset: Long = Platform.BYTE_ARRAY_OFFSET
+
+    def stateOffset: Long = Platform.BYTE_ARRAY_OFFSET + keyLength
+
+    def corrupt(problem: String): IOException = new IOException(s"$what is corrupt: $problem")
+
+    /** Reads the start of the header, checking what can be checked before its checksum. */
+    def readHeader(expectedMagic: Int): Unit = {
+      val magic = readInt()
+      if (magic != expectedMagic) {
+        val kind =
+          if (magic == SnapshotMagic) "a state map snapshot"
+          else if (magic == DeltaMagic) "a state map delta"
+          else f"no state map file (magic number 0x$magic%08x)"
+        throw new IOException(s"expected a $what but found $kind")
+      }
+      val version = readInt()
+      if (version != FormatVersion) {
+        throw new IOException(s"$what has format version $version; this reader knows only " +
+          s"version $FormatVersion")
+      }
+      keyNumFields = readInt()
+      stateNumFields = readInt()
+    }
+
+    /** Reads the header's checksum, then checks the schema the header announced. */
+    def checkHeader(expectedKeyNumFields: Int, expectedStateNumFields: Int): Unit = {
+      val computed = crc.getValue.toInt
+      val stored = readInt()
+      if (stored != computed) {
+        throw corrupt(f"header checksum mismatch (stored 0x$stored%08x, computed 0x$computed%08x)")
+      }
+      if (keyNumFields != expectedKeyNumFields || stateNumFields != expectedStateNumFields) {
+        throw new IOException(s"$what holds keys of $keyNumFields and states of " +
+          s"$stateNumFields fields, expected $expectedKeyNumFields and $expectedStateNumFields")
+      }
+    }
+
+    def checkCount(name: String, count: Int): Unit = {
+      if (count < 0) throw corrupt(s"negative $name $count")
+    }
+
+    /**
+     * Reads the record after `read` records, or the end marker; returns false at the end.
+     * Checks that exactly `expected` records came before the marker.
+     */
+    def nextRecord(read: Int, expected: Int): Boolean = {
+      recordsRead = read
+      expectedRecords = expected
+      keyLength = readInt()
+      if (keyLength == EndOfRecords) {
+        if (read != expected) {
+          throw corrupt(s"ends after $read records, its header announced $expected")
+        }
+        return false
+      }
+      if (read == expected) {
+        throw corrupt(s"has more than the $expected records its header announced")
+      }
+      checkRowLength("key", keyLength, keyNumFields)
+      stateLength = readInt()
+      updateTime = readLong()
+      val stateBytes = if (stateLength == TombstoneLength) {
+        0
+      } else {
+        checkRowLength("state", stateLength, stateNumFields)
+        stateLength
+      }
+      readBytes(keyLength + stateBytes)
+      keyHash = DeltaChainStateMap.hashOf(buffer, keyOffset, keyLength)
+      true
+    }
+
+    /** Reads and checks the final checksum, which must match everything read before it. */
+    def finish(): Unit = {
+      val computed = crc.getValue.toInt
+      val stored = try in.readInt() catch {
+        case e: EOFException => throw truncated(e)
+      }
+      if (stored != computed) {
+        throw corrupt(f"checksum mismatch (stored 0x$stored%08x, computed 0x$computed%08x)")
+      }
+    }
+
+    private def checkRowLength(name: String, length: Int, numFields: Int): Unit = {
+      val fixedPart = UnsafeRow.calculateBitSetWidthInBytes(numFields) + 8L * numFields
+      if (length < fixedPart || length % 8 != 0 || length > MaxRowBytes) {
+        throw corrupt(s"record $recordsRead has a $name of $length bytes, which is not a valid " +
+          s"size for a row of $numFields fields")
+      }
+    }
+
+    def readInt(): Int = {
+      readFully(scratch, 0, 4)
+      ((scratch(0) & 0xff) << 24) | ((scratch(1) & 0xff) << 16) |
+        ((scratch(2) & 0xff) << 8) | (scratch(3) & 0xff)
+    }
+
+    private def readLong(): Long = {
+      readFully(scratch, 0, 8)
+      var value = 0L
+      var i = 0
+      while (i < 8) {
+        value = (value << 8) | (scratch(i) & 0xffL)
+        i += 1
+      }
+      value
+    }
+
+    private def readBytes(length: Int): Unit = {
+      var done = 0
+      while (done < length) {
+        val chunk = math.min(length - done, ReadChunkBytes)
+        if (buffer.length < done + chunk) {
+          buffer = java.util.Arrays.copyOf(buffer,
+            math.max(done + chunk, math.min(buffer.length.toLong * 2, Int.MaxValue - 8L).toInt))
+        }
+        readFully(buffer, done, chunk)
+        done += chunk
+      }
+    }
+
+    private def readFully(bytes: Array[Byte], offset: Int, length: Int): Unit = {
+      try in.readFully(bytes, offset, length) catch {
+        case e: EOFException => throw truncated(e)
+      }
+      crc.update(bytes, offset, length)
+    }
+
+    private def truncated(cause: EOFException): IOException = {
+      val progress =
+        if (expectedRecords < 0) "in its header"
+        else s"after $recordsRead of $expectedRecords records"
+      new IOException(s"$what is truncated: the stream ended $progress", cause)
+    }
+  }
+
+  private val ReadChunkBytes = 1 << 20
+}

@@ -1,0 +1,70 @@
+"""The vocabulary of a state function: Columns that stand for the key's state and the batch.
+
+Inside ``StateSpec.function(update=..., remove=..., emit=...)`` the key and value columns are
+in scope by their own names (``F.col("word")``), and these functions give the rest::
+
+    from pyspark.sql import functions as F
+    from mapwithstate import StateSpec, functions as S
+
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+    )
+
+They only mean something inside a StateSpec; elsewhere Spark reports them as unknown columns.
+"""
+from typing import Optional
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+__all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time"]
+
+# The state function's own input columns, as state_spec.proto defines them.
+_STATE = "__mws_state"
+_STATE_EXISTS = "__mws_state_exists"
+_IS_TIMING_OUT = "__mws_is_timing_out"
+_BATCH_TIME = "__mws_batch_time"
+_NEW_STATE = "__mws_new_state"
+
+
+def _struct_or_field(name: str, field: Optional[str]) -> Column:
+    column = F.col(name)
+    return column if field is None else column.getField(field)
+
+
+def state(field: Optional[str] = None) -> Column:
+    """The key's state before the current record: the whole struct, or one field of it.
+
+    Null when the key has no state (see :func:`state_exists`). For a timing-out call it is the
+    state that times out.
+
+    >>> S.state("n")  # doctest: +SKIP
+    """
+    return _struct_or_field(_STATE, field)
+
+
+def new_state(field: Optional[str] = None) -> Column:
+    """The key's state after the current record (usable in ``emit`` only).
+
+    It is what ``update`` produced, or the state as it was when ``update`` gave null; null when
+    the record removed the state or the key times out.
+    """
+    return _struct_or_field(_NEW_STATE, field)
+
+
+def state_exists() -> Column:
+    """Whether the key had a state before the current record (a BOOLEAN Column)."""
+    return F.col(_STATE_EXISTS)
+
+
+def is_timing_out() -> Column:
+    """True when the call is for a key whose state times out: its value columns are null,
+    ``update`` and ``remove`` are not applied, ``emit`` is, then the state is removed."""
+    return F.col(_IS_TIMING_OUT)
+
+
+def batch_time() -> Column:
+    """The time of the batch being processed (a TIMESTAMP Column)."""
+    return F.col(_BATCH_TIME)

@@ -1,0 +1,31 @@
+from pyspark.sql.connect.proto import expressions_pb2 as _expressions_pb2
+from pyspark.sql.connect.proto import relations_pb2 as _relations_pb2
+from pyspark.sql.connect.proto import types_pb2 as _types_pb2
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StateSpec(_message.Message):
+    __slots__ = ("state_schema_ddl", "state_schema_type", "update", "remove", "emit", "initial_state", "num_partitions", "timeout", "checkpoint_interval")
+    STATE_SCHEMA_DDL_FIELD_NUMBER: _ClassVar[int]
+    STATE_SCHEMA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    EMIT_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_STATE_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    state_schema_ddl: str
+    state_schema_type: _types_pb2.DataType
+    update: _expressions_pb2.Expression
+    remove: _expressions_pb2.Expression
+    emit: _expressions_pb2.Expression
+    initial_state: _relations_pb2.Relation
+    num_partitions: int
+    timeout: str
+    checkpoint_interval: int
+    def __init__(self, state_schema_ddl: _Optional[str] = ..., state_schema_type: _Optional[_Union[_types_pb2.DataType, _Mapping]] = ..., update: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., remove: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., emit: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., initial_state: _Optional[_Union[_relations_pb2.Relation, _Mapping]] = ..., num_partitions: _Optional[int] = ..., timeout: _Optional[str] = ..., checkpoint_interval: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,114 @@
+"""Bad input gets a clear error naming the problem, and the server keeps serving."""
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+
+
+def words(spark):
+    return spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "word STRING, x INT")
+
+
+def count_spec(schema="n BIGINT"):
+    return StateSpec.function(
+        schema,
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+    )
+
+
+def error_of(df) -> str:
+    with pytest.raises(PySparkException) as info:
+        df.collect()
+    return str(info.value)
+
+
+def assert_still_serving(spark):
+    result = map_with_state(words(spark), key="word", value="x", spec=count_spec())
+    assert sorted(tuple(r) for r in result.collect()) == [("a", 1), ("a", 2), ("b", 1)]
+
+
+def test_bad_state_schema(spark):
+    message = error_of(map_with_state(words(spark), key="word", spec=count_spec("n BIGINTT")))
+    assert "state_schema" in message and "n BIGINTT" in message
+    assert_still_serving(spark)
+
+
+def test_missing_key_column(spark):
+    message = error_of(map_with_state(words(spark), key="nope", spec=count_spec()))
+    assert "key" in message and "nope" in message
+    assert_still_serving(spark)
+
+
+def test_update_that_is_not_a_struct(spark):
+    spec = StateSpec.function("n BIGINT", update=F.lit(1), emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "update must be a struct" in message and "n BIGINT" in message
+    assert_still_serving(spark)
+
+
+def test_update_with_a_field_the_state_does_not_have(spark):
+    spec = StateSpec.function("n BIGINT", update=F.struct(F.lit(1).alias("m")),
+                              emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "'n' is missing" in message and "m" in message
+
+
+def test_update_narrowing_a_field_is_refused(spark):
+    spec = StateSpec.function("n INT", update=F.struct(F.lit(1).cast("bigint").alias("n")),
+                              emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "field 'n' is BIGINT" in message and "INT" in message
+
+
+def test_remove_must_be_boolean(spark):
+    spec = StateSpec.function("n BIGINT", remove=F.lit(1), emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "remove must be a BOOLEAN" in message
+
+
+def test_emit_must_be_a_struct(spark):
+    spec = StateSpec.function("n BIGINT", emit=F.col("word"))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "emit must be a struct" in message
+
+
+def test_new_state_outside_emit(spark):
+    spec = StateSpec.function("n BIGINT", update=F.struct(S.new_state("n").alias("n")),
+                              emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "new_state" in message and "update" in message
+
+
+def test_unknown_column_in_update_names_the_expression(spark):
+    spec = StateSpec.function("n BIGINT", update=F.struct(F.col("missing_col").alias("n")),
+                              emit=F.struct(F.col("word")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert message.count("update") >= 1 and "missing_col" in message
+
+
+def test_emitted_output_needs_emit(spark):
+    spec = StateSpec.function("n BIGINT", update=F.struct(F.lit(1).cast("bigint").alias("n")))
+    message = error_of(map_with_state(words(spark), key="word", spec=spec))
+    assert "emit" in message and "snapshots" in message
+
+
+def test_non_positive_num_partitions(spark):
+    message = error_of(map_with_state(words(spark), key="word", spec=count_spec().num_partitions(0)))
+    assert "num_partitions must be a positive number, got 0" in message
+
+
+def test_bad_timeout_duration(spark):
+    message = error_of(map_with_state(words(spark), key="word", spec=count_spec().timeout("soon")))
+    assert "timeout" in message and "'soon' is not a duration" in message
+
+
+def test_python_side_type_errors(spark):
+    with pytest.raises(TypeError, match="update must be a Column"):
+        StateSpec.function("n BIGINT", update="n + 1")
+    with pytest.raises(ValueError, match="output must be one of"):
+        map_with_state(words(spark), key="word", spec=count_spec(), output="everything")
+    with pytest.raises(TypeError, match="needs a Spark Connect DataFrame"):
+        map_with_state([("a",)], key="word", spec=count_spec())
