@@ -1,15 +1,18 @@
 package io.mapwithstate
 
 import io.mapwithstate.execution.MapWithStateStrategy
+import io.mapwithstate.plan.StreamingWriteCheck
 import org.apache.spark.sql.SparkSessionExtensions
 
 /**
- * Installs mapWithState's physical planning into a Spark session. Registered with
+ * Installs mapWithState's physical planning into a Spark session, and the check that refuses
+ * streaming writes it cannot serve. Registered with
  * `spark.sql.extensions=io.mapwithstate.MapWithStateExtensions`, beside the Connect plugin
  * (`spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin`).
  */
 class MapWithStateExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     extensions.injectPlannerStrategy(_ => MapWithStateStrategy)
+    extensions.injectCheckRule(_ => StreamingWriteCheck)
   }
 }

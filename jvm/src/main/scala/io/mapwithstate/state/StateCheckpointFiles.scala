@@ -1,0 +1,85 @@
+package io.mapwithstate.state
+
+import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, IOException}
+
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{Path, PathFilter}
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+
+/**
+ * The files of one state store partition in a query's checkpoint: `<version>.delta` holds the
+ * writes of the batch that made `version` (a [[StateMapSerde]] delta over `version - 1`), and
+ * `<version>.snapshot` the whole state at `version`.
+ *
+ * Writes are atomic (a file appears complete or not at all) and may overwrite, because a batch
+ * that is re-run after a failure rewrites the same version. Every read or write error names
+ * the file: a stateful query that cannot load its state must say which file is at fault.
+ */
+class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
+  import StateCheckpointFiles._
+
+  private val fileManager = CheckpointFileManager.create(directory, hadoopConf)
+  fileManager.mkdirs(directory)
+
+  def deltaFile(version: Long): Path = new Path(directory, s"$version$DeltaSuffix")
+
+  def snapshotFile(version: Long): Path = new Path(directory, s"$version$SnapshotSuffix")
+
+  def exists(path: Path): Boolean = fileManager.exists(path)
+
+  /** Writes `path` atomically with `body`; a failed write leaves no file behind. */
+  def write(path: Path)(body: DataOutputStream => Unit): Unit = {
+    val raw = fileManager.createAtomic(path, true)
+    try {
+      val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
+      body(out)
+      out.flush()
+      raw.close()
+    } catch {
+      case NonFatal(e) =>
+        raw.cancel()
+        throw new IOException(s"cannot write mapWithState state file $path: ${e.getMessage}", e)
+    }
+  }
+
+  /** Reads `path` with `body`; an error says which file could not be read and why. */
+  def read[T](path: Path)(body: DataInputStream => T): T = {
+    val in = try fileManager.open(path) catch {
+      case NonFatal(e) =>
+        throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
+    }
+    try body(new DataInputStream(new BufferedInputStream(in, BufferSize)))
+    catch {
+      case NonFatal(e) =>
+        throw new IOException(s"cannot load mapWithState state file $path: ${e.getMessage}", e)
+    } finally in.close()
+  }
+
+  /** The versions that have a delta file, and those that have a snapshot file. */
+  def list(): StateFileListing = {
+    val names = fileManager.list(directory, new PathFilter {
+      override def accept(path: Path): Boolean =
+        path.getName.endsWith(DeltaSuffix) || path.getName.endsWith(SnapshotSuffix)
+    }).map(_.getPath.getName)
+    def versions(suffix: String): Seq[Long] = names.toSeq.flatMap { name =>
+      if (!name.endsWith(suffix)) None
+      else name.stripSuffix(suffix).toLongOption.filter(_ > 0)
+    }.sorted
+    StateFileListing(versions(DeltaSuffix), versions(SnapshotSuffix))
+  }
+
+  def delete(path: Path): Unit = fileManager.delete(path)
+}
+
+object StateCheckpointFiles {
+  val DeltaSuffix = ".delta"
+  val SnapshotSuffix = ".snapshot"
+  private val BufferSize = 1 << 16
+}
+
+/** Which versions of one partition's state have files; both lists ascending. */
+case class StateFileListing(deltas: Seq[Long], snapshots: Seq[Long]) {
+  def latest: Long = (deltas ++ snapshots).foldLeft(0L)(math.max)
+}
