@@ -111,7 +111,11 @@ case class MapWithStateStreamExec(
     val keyOrdinals = keys.map(k => input.indexWhere(_.exprId == k.exprId))
     val dataOrdinals = (keys ++ values).map(a => input.indexWhere(_.exprId == a.exprId))
     val keyTypes = keys.map(_.dataType)
-    val fn = function
+    // Snapshot output is the state alone: what `emit` would produce is not part of it.
+    val fn = options.output match {
+      case OutputKind.Snapshots => function.copy(emit = None)
+      case OutputKind.Emitted => function
+    }
     val stateType = fn.stateType
     val snapshotLayout = output
     val hasTimeout = options.timeoutMs.isDefined

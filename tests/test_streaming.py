@@ -1,0 +1,276 @@
+"""map_with_state over Structured Streaming: micro-batches as batches, state in the checkpoint.
+
+Input is a directory of JSON files read one file per micro-batch (``maxFilesPerTrigger=1``),
+so each test decides exactly what each micro-batch holds. Results go to a JSON file sink
+(exactly-once across restarts) or, for queries that are never restarted, the memory sink.
+"""
+import glob
+import json
+import os
+import time
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+
+OUTPUT_SCHEMA = "word STRING, n BIGINT"
+
+
+def running_count() -> StateSpec:
+    return StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+    )
+
+
+class Stream:
+    """An input directory, a checkpoint and an output directory under one temp dir."""
+
+    def __init__(self, root):
+        self.input = os.path.join(root, "in")
+        self.checkpoint = os.path.join(root, "checkpoint")
+        self.output = os.path.join(root, "out")
+        os.makedirs(self.input)
+        self._files = 0
+
+    def add(self, *words):
+        """Adds one file: one micro-batch of these words."""
+        path = os.path.join(self.input, f"part-{self._files:05d}.json")
+        with open(path + ".tmp", "w") as f:
+            for w in words:
+                f.write(json.dumps({"word": w}) + "\n")
+        os.rename(path + ".tmp", path)  # the file source must never see half a file
+        self._files += 1
+
+    def read(self, spark):
+        return spark.readStream.schema("word STRING").option("maxFilesPerTrigger", 1) \
+            .json(self.input)
+
+    def run_available_now(self, result):
+        """Runs `result` to the end of the input on this stream's checkpoint and sink."""
+        query = result.writeStream.format("json").option("path", self.output) \
+            .option("checkpointLocation", self.checkpoint).trigger(availableNow=True).start()
+        query.awaitTermination()
+        return query
+
+    def results(self, spark, schema=OUTPUT_SCHEMA):
+        return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
+
+
+def counts(*expected):
+    return sorted(expected)
+
+
+def test_running_count_over_micro_batches(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.add("a", "c")
+    query = stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    assert stream.results(spark) == counts(
+        ("a", 1), ("a", 2), ("a", 3), ("b", 1), ("c", 1))
+    progress = query.lastProgress["stateOperators"][0]
+    assert progress["operatorName"] == "mapWithState"
+    assert progress["numRowsTotal"] == 3
+
+
+def test_restart_on_the_same_checkpoint_continues_exactly(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    result = map_with_state(stream.read(spark), "word", running_count())
+    stream.add("a", "b")
+    stream.run_available_now(result)
+    stream.add("a", "c")
+    stream.add("b")
+    stream.run_available_now(result)
+    # No record is counted twice (the sink would hold a duplicate) or lost (a gap in n).
+    assert stream.results(spark) == counts(
+        ("a", 1), ("b", 1), ("a", 2), ("c", 1), ("b", 2))
+
+
+def test_snapshots_hold_the_whole_state_after_each_micro_batch(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.add("c")
+    result = map_with_state(stream.read(spark), "word", running_count(), output="snapshots")
+    assert result.columns == ["batch_time", "word", "n"]
+    stream.run_available_now(result)
+    rows = stream.results(spark, "batch_time TIMESTAMP, word STRING, n BIGINT")
+    by_batch = {}
+    for batch_time, word, n in rows:
+        by_batch.setdefault(batch_time, []).append((word, n))
+    assert sorted(sorted(v) for v in by_batch.values()) == [
+        [("a", 2), ("b", 1)],
+        [("a", 2), ("b", 1), ("c", 1)],
+    ]
+
+
+def test_initial_state_applies_only_to_the_first_batch(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    initial = spark.createDataFrame([("a", 10), ("z", 5)], "word STRING, n BIGINT")
+    result = map_with_state(stream.read(spark), "word", running_count().initial_state(initial))
+    stream.add("a")
+    stream.run_available_now(result)
+    stream.add("a", "z")
+    stream.run_available_now(result)
+    assert stream.results(spark) == counts(("a", 11), ("a", 12), ("z", 6))
+
+
+def test_two_queries_with_different_checkpoints_keep_their_own_state(spark, tmp_path):
+    first, second = Stream(str(tmp_path / "first")), Stream(str(tmp_path / "second"))
+    first.add("a", "a")
+    second.add("a")
+    q1 = first.run_available_now(map_with_state(first.read(spark), "word", running_count()))
+    q2 = second.run_available_now(map_with_state(second.read(spark), "word", running_count()))
+    first.add("a")
+    second.add("a")
+    first.run_available_now(map_with_state(first.read(spark), "word", running_count()))
+    second.run_available_now(map_with_state(second.read(spark), "word", running_count()))
+    assert q1.id != q2.id
+    assert first.results(spark) == counts(("a", 1), ("a", 2), ("a", 3))
+    assert second.results(spark) == counts(("a", 1), ("a", 2))
+
+
+def test_timeouts_fire_on_checkpoint_micro_batches_including_no_data_ones(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n"),
+                      S.is_timing_out().alias("timed_out")),
+    ).timeout("300 milliseconds").checkpoint_interval(2)
+    stream.add("a", "b")
+    name = "mws_timeouts"
+    query = map_with_state(stream.read(spark), "word", spec).writeStream.format("memory") \
+        .queryName(name).option("checkpointLocation", stream.checkpoint) \
+        .trigger(processingTime="400 milliseconds").start()
+    try:
+        deadline = time.monotonic() + 120
+        rows = []
+        while time.monotonic() < deadline:
+            rows = spark.sql(f"select * from {name}").collect()
+            if sum(1 for r in rows if r.timed_out) == 2:
+                break
+            time.sleep(0.5)
+        progress = query.recentProgress
+    finally:
+        query.stop()
+    assert sorted(tuple(r) for r in rows) == [
+        ("a", 1, False), ("a", None, True), ("b", 1, False), ("b", None, True)]
+    # The keys timed out in a no-data micro-batch that Spark ran only because keys were
+    # waiting: the second batch (batch id 1) is the first checkpoint batch, 400 ms after the
+    # first; with the keys gone, no more batches ran.
+    timeout_batches = [p for p in progress if p["stateOperators"]
+                       and p["stateOperators"][0]["customMetrics"]["numTimedOutKeys"] > 0]
+    assert [p["batchId"] for p in timeout_batches] == [1]
+    assert timeout_batches[0]["numInputRows"] == 0
+    assert timeout_batches[0]["stateOperators"][0]["numRowsTotal"] == 0
+    assert max(p["batchId"] for p in progress) == 1
+
+
+@pytest.mark.parametrize("mode,error", [
+    ("update", r"map_with_state over a stream supports only outputMode\('append'\), not 'update'"),
+    # Spark's own check refuses complete mode first, as clearly, for any query without an
+    # aggregation; ours would refuse it after one.
+    ("complete", r"Invalid streaming output mode: complete"),
+])
+def test_unsupported_output_mode_is_refused_at_start(spark, tmp_path, mode, error):
+    stream = Stream(str(tmp_path))
+    result = map_with_state(stream.read(spark), "word", running_count())
+    with pytest.raises(PySparkException, match=error):
+        result.writeStream.format("memory").queryName(f"mws_{mode}").outputMode(mode) \
+            .option("checkpointLocation", stream.checkpoint).start()
+
+
+def test_complete_mode_is_refused_even_after_an_aggregation(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    result = map_with_state(stream.read(spark), "word", running_count()).groupBy("word").count()
+    with pytest.raises(PySparkException, match=r"supports only outputMode\('append'\), not 'complete'"):
+        result.writeStream.format("memory").queryName("mws_agg").outputMode("complete") \
+            .option("checkpointLocation", stream.checkpoint).start()
+
+
+def test_num_partitions_is_refused_for_a_stream(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    with pytest.raises(PySparkException, match="num_partitions is for batch DataFrames"):
+        map_with_state(stream.read(spark), "word", running_count().num_partitions(3)).schema
+
+
+def state_files(stream, pattern):
+    return sorted(glob.glob(os.path.join(stream.checkpoint, "state", "1000", "*", pattern)))
+
+
+def corrupt(path, how):
+    with open(path, "r+b") as f:
+        if how == "truncate":
+            f.truncate(os.path.getsize(path) // 2)
+        else:
+            f.seek(os.path.getsize(path) - 6)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+    # Hadoop's own checksum would catch it first; the state format must catch it alone.
+    crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
+    if os.path.exists(crc):
+        os.remove(crc)
+
+
+@pytest.mark.parametrize("kind,how", [("delta", "flip"), ("snapshot", "truncate")])
+def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kind, how):
+    stream = Stream(str(tmp_path))
+    # A snapshot every version, so that loading version 1 reads the snapshot.
+    spec = running_count().checkpoint_interval(1 if kind == "snapshot" else 10)
+    result = map_with_state(stream.read(spark), "word", spec)
+    stream.add(*[f"w{i}" for i in range(40)])
+    stream.run_available_now(result)
+    damaged = state_files(stream, f"1.{kind}")[0]
+    corrupt(damaged, how)
+    stream.add(*[f"w{i}" for i in range(40)])
+    with pytest.raises(PySparkException) as failure:
+        stream.run_available_now(result)
+    message = str(failure.value)
+    assert f"cannot load mapWithState state file file:{damaged}" in message
+    assert ("truncated" if how == "truncate" else "corrupt") in message
+
+
+@pytest.fixture(scope="module")
+def fresh_server():
+    """A second server process; tasks may fail 3 times (local[2,3]) so failures are retried."""
+    with mws.LocalConnectServer(master="local[2,3]",
+                                conf={"spark.sql.shuffle.partitions": "4"}) as s:
+        session = s.session()
+        yield session
+        session.stop()
+
+
+def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    stream.add("a", "b")
+    stream.run_available_now(
+        map_with_state(stream.read(fresh_server), "word", running_count()))
+    assert stream.results(fresh_server) == counts(
+        ("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2))
+
+
+def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
+        fresh_server, tmp_path):
+    marker = str(tmp_path / "failed-once")
+    stream = Stream(str(tmp_path / "stream"))
+    words = [f"w{i % 8}" for i in range(64)]
+    stream.add(*words)
+    result = map_with_state(stream.read(fresh_server), "word", running_count())
+    stream.run_available_now(result)
+    fresh_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
+    try:
+        stream.add(*words)
+        stream.run_available_now(result)
+    finally:
+        fresh_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
+    assert os.path.exists(marker), "no task failed: the fault was not injected"
+    assert stream.results(fresh_server) == counts(
+        *[(f"w{k}", n) for k in range(8) for n in range(1, 17)])
