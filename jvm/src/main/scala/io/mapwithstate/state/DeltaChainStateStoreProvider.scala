@@ -110,8 +110,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       val delta = files.deltaFile(current)
       if (!files.exists(delta)) {
         throw new IOException(s"cannot load version $version of mapWithState state in " +
-          s"${files.directory}: the delta file $delta is missing (and no snapshot at or after " +
-          s"version $current below $version exists)")
+          s"${files.directory}: the delta file $delta is missing, and no later snapshot at or " +
+          s"below version $version replaces it")
       }
       val parent = map
       map = files.read(delta)(in => StateMapSerde.readDelta(in, parent))
