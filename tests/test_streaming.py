@@ -274,3 +274,20 @@ def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
     assert os.path.exists(marker), "no task failed: the fault was not injected"
     assert stream.results(fresh_server) == counts(
         *[(f"w{k}", n) for k in range(8) for n in range(1, 17)])
+
+
+def test_a_changed_state_schema_is_refused_on_restart(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    changed = StateSpec.function(
+        "n BIGINT, last STRING",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n"),
+                        F.col("word").alias("last")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
+    stream.add("a")
+    with pytest.raises(PySparkException) as failure:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", changed))
+    assert "the key columns or the state schema differ from those this query's checkpoint" \
+        in str(failure.value)
+    assert stream.results(spark) == [("a", 1)]
