@@ -112,3 +112,65 @@ def test_python_side_type_errors(spark):
         map_with_state(words(spark), key="word", spec=count_spec(), output="everything")
     with pytest.raises(TypeError, match="needs a Spark Connect DataFrame"):
         map_with_state([("a",)], key="word", spec=count_spec())
+
+
+def test_unknown_value_column(spark):
+    message = error_of(map_with_state(words(spark), key="word", value="nope", spec=count_spec()))
+    assert "value" in message and "nope" in message
+
+
+def test_unknown_order_by_column(spark):
+    message = error_of(map_with_state(words(spark), key="word", order_by="nope", spec=count_spec()))
+    assert "order_by" in message and "nope" in message
+
+
+def test_batch_interval_needs_batch_time(spark):
+    message = error_of(map_with_state(words(spark), key="word", batch_interval="1 second",
+                                      spec=count_spec()))
+    assert "batch_interval needs batch_time" in message
+
+
+def test_batch_time_must_be_a_timestamp(spark):
+    message = error_of(map_with_state(words(spark), key="word", batch_time="x", spec=count_spec()))
+    assert "batch_time must be a TIMESTAMP column" in message and "INT" in message
+
+
+def test_zero_and_negative_timeouts(spark):
+    for duration in ("0 seconds", "-5 seconds"):
+        message = error_of(map_with_state(words(spark), key="word",
+                                          spec=count_spec().timeout(duration)))
+        assert "timeout must be positive" in message
+
+
+def test_non_positive_checkpoint_interval(spark):
+    message = error_of(map_with_state(words(spark), key="word",
+                                      spec=count_spec().checkpoint_interval(0)))
+    assert "checkpoint_interval must be a positive number, got 0" in message
+
+
+def test_initial_state_missing_a_state_field(spark):
+    initial = spark.createDataFrame([("a", 1)], "word STRING, m BIGINT")
+    message = error_of(map_with_state(words(spark), key="word",
+                                      spec=count_spec().initial_state(initial)))
+    assert "initial_state has no column 'n'" in message
+
+
+def test_initial_state_with_a_narrowing_type(spark):
+    initial = spark.createDataFrame([("a", "1")], "word STRING, n STRING")
+    message = error_of(map_with_state(words(spark), key="word",
+                                      spec=count_spec().initial_state(initial)))
+    assert "initial_state column 'n' is STRING" in message and "BIGINT" in message
+
+
+def test_initial_state_with_duplicate_keys(spark):
+    initial = spark.createDataFrame([("a", 1), ("a", 2)], "word STRING, n BIGINT")
+    message = error_of(map_with_state(words(spark), key="word",
+                                      spec=count_spec().initial_state(initial)))
+    assert "initial_state has more than one row for the key (a)" in message
+    assert_still_serving(spark)
+
+
+def test_reserved_input_column_names(spark):
+    df = spark.createDataFrame([("a", 1)], "word STRING, __mws_state INT")
+    message = error_of(map_with_state(df, key="word", spec=count_spec()))
+    assert "'__mws_state'" in message and "reserved" in message

@@ -17,7 +17,8 @@ They only mean something inside a StateSpec; elsewhere Spark reports them as unk
 from typing import Optional
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
+# Connect's own functions: these Columns are Connect Columns whether or not a session exists.
+from pyspark.sql.connect import functions as F
 
 __all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time"]
 

@@ -2,7 +2,7 @@
 from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
+from pyspark.sql.connect import functions as F
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
 

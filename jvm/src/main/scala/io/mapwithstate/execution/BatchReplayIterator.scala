@@ -68,7 +68,7 @@ class BatchReplayIterator(
         phase = Timeouts
         timingOut = timeoutMicros match {
           case Some(t) if (batch + 1) % options.checkpointInterval == 0 =>
-            updater.timingOutKeys(time - t).iterator
+            updater.timingOutKeys(time - t)
           case _ => Iterator.empty
         }
       }

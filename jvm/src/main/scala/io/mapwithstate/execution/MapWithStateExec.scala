@@ -65,7 +65,8 @@ case class MapWithStateExec(
     val dataOrdinals = (keys ++ values).map(a => input.indexWhere(_.exprId == a.exprId))
     val keyTypes = keys.map(_.dataType)
     val batchTimeOrdinal = batchTime.map(bt => input.indexWhere(_.exprId == bt.exprId)).getOrElse(-1)
-    val fn = function
+    // Snapshot output shows the state only: what the function would emit is not computed.
+    val fn = if (options.output == OutputKind.Snapshots) function.copy(emit = None) else function
     val opts = options
     val stateFields = fn.stateType.length
     val numOutputRows = longMetric("numOutputRows")

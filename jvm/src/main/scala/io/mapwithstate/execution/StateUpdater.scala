@@ -51,7 +51,6 @@ class StateUpdater(
     val updated = if (removed) null else function.update()
     val after = if (removed) null else if (updated != null) updated else before
 
-    // Emit before the map changes: `before` is a view of the map's own bytes.
     val emitted =
       if (function.hasEmit) {
         function.setNewState(after)
@@ -69,17 +68,14 @@ class StateUpdater(
       map.put(key, updated, batchTime)
       updatedKeys += 1
     } else if (before != null && hasTimeout) {
-      map.put(key, before.copy(), batchTime)
+      map.put(key, before, batchTime)
     }
     emitted
   }
 
-  /**
-   * The keys whose state was last updated strictly before `threshold`, copied out of the map so
-   * that their calls can remove them.
-   */
-  def timingOutKeys(threshold: Long): Array[(UnsafeRow, UnsafeRow)] =
-    map.getByTime(threshold).map(e => (e.key.copy(), e.state.copy())).toArray
+  /** The keys whose state was last updated strictly before `threshold`, with their states. */
+  def timingOutKeys(threshold: Long): Iterator[(UnsafeRow, UnsafeRow)] =
+    map.getByTime(threshold).map(e => (e.key, e.state))
 
   /** Runs the timing-out call of one key, removes its state, and returns what it emits. */
   def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {

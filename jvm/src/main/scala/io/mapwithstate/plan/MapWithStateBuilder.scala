@@ -4,11 +4,11 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Expression, NamedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{DataType, StructType, TimestampNTZType, TimestampType}
+import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType, TimestampType}
 
 /**
  * Turns a [[MapWithStateRequest]] into a resolved [[MapWithState]] plan, checking everything a
@@ -55,13 +55,26 @@ class MapWithStateBuilder(session: SparkSession) {
       throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
         "record's time")
     }
+    val batchIntervalMs = request.batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
     val batchTime = request.batchTime.map { e =>
-      val Seq(bt) = project(Seq(Alias(e, "__mws_batch_time")()), input, "batch_time")
-      bt.dataType match {
-        case TimestampType | TimestampNTZType => bt
-        case other =>
-          throw MapWithStateException(
-            s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${other.sql}")
+      val Seq(raw) = project(Seq(Alias(e, "__mws_batch_time")()), input, "batch_time")
+      if (raw.dataType != TimestampType) {
+        throw MapWithStateException(
+          s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${raw.dataType.sql}" +
+            (if (raw.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
+      }
+      batchIntervalMs match {
+        case None => raw
+        case Some(ms) =>
+          // As a DStream's batch times are multiples of its batch interval, a record at t
+          // belongs to the batch at the first multiple not before t: records arrive in
+          // (T - interval, T].
+          val step = ms * 1000L
+          val micros = Cast(UnixMicros(e), DoubleType)
+          val batch = Multiply(Ceil(Divide(micros, Literal(step.toDouble))), Literal(step))
+          val Seq(aligned) = project(
+            Seq(Alias(MicrosToTimestamp(batch), "__mws_batch_time")()), input, "batch_time")
+          aligned
       }
     }
     val orderColumns = request.orderBy.zipWithIndex.map { case (o, i) =>
@@ -93,7 +106,7 @@ class MapWithStateBuilder(session: SparkSession) {
       checkpointInterval = positive(
         spec.checkpointInterval.getOrElse(MapWithStateOptions.DefaultCheckpointInterval),
         "checkpoint_interval"),
-      batchIntervalMs = request.batchInterval.map(Durations.positiveMillis(_, "batch_interval")),
+      batchIntervalMs = batchIntervalMs,
       output = request.output)
 
     val output = request.output match {

@@ -45,7 +45,8 @@ final class DeltaChainStateMap private (
 
   require(keyNumFields >= 0, s"keyNumFields must not be negative, got $keyNumFields")
   require(stateNumFields >= 0, s"stateNumFields must not be negative, got $stateNumFields")
-  require(deltaChainThreshold >= 1, s"deltaChainThreshold must be at least 1, got $deltaChainThreshold")
+  require(deltaChainThreshold >= 1,
+    s"deltaChainThreshold must be at least 1, got $deltaChainThreshold")
 
   private[state] val layer = new RowHashMap(
     RowHashMap.capacityFor(expectedEntries), RowHashMap.pageSizeFor(expectedRecordBytes))
@@ -127,18 +128,44 @@ final class DeltaChainStateMap private (
   def compact(): DeltaChainStateMap = {
     val compacted = new DeltaChainStateMap(
       keyNumFields, stateNumFields, deltaChainThreshold, null, size, chainRecordBytes)
-    val scan = new ChainScan(this, 0L, filterByTime = false)
-    while (scan.advance()) {
-      val from = scan.layer
-      val slot = scan.slot
-      val page = from.pageAt(slot)
-      compacted.layer.insertLive(
-        from.hashAt(slot),
-        page, from.keyOffsetAt(slot), from.keyLengthAt(slot),
-        page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
-        from.updateTimeAt(slot),
-        shadowsParent = false)
-      compacted.liveKeys += 1
+    val target = compacted.layer
+    var tombstones = 0
+    // Layers are merged top first, since the first layer holding a key decides: a key already
+    // in `target` is skipped further down. That costs one lookup per slot, where checking each
+    // entry against every layer above it (as a scan does) would cost one per layer. Tombstones
+    // are copied too, to hide their keys from the layers below, and dropped at the end (a base
+    // layer needs none); removed keys that no lower layer has need no such marker.
+    var map = this
+    while (map != null) {
+      val from = map.layer
+      var slot = 0
+      while (slot < from.slotCapacity) {
+        val live = from.isLive(slot)
+        if (live || from.isTombstone(slot)) {
+          val hash = from.hashAt(slot)
+          val page = from.pageAt(slot)
+          val keyOffset = from.keyOffsetAt(slot)
+          val keyLength = from.keyLengthAt(slot)
+          if ((map eq this) || target.find(hash, page, keyOffset, keyLength) < 0) {
+            if (live) {
+              target.insertLive(hash, page, keyOffset, keyLength,
+                page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
+                from.updateTimeAt(slot), shadowsParent = false)
+              compacted.liveKeys += 1
+            } else {
+              target.insertTombstone(hash, page, keyOffset, keyLength)
+              tombstones += 1
+            }
+          }
+        }
+        slot += 1
+      }
+      map = map.parent
+    }
+    if (tombstones > 0) target.dropAllRemovedKeys()
+    if (compacted.liveKeys != size) {
+      throw new IllegalStateException(
+        s"compacting a state map of $size keys gave ${compacted.liveKeys}:\n$toDebugString")
     }
     compacted
   }
@@ -159,8 +186,8 @@ final class DeltaChainStateMap private (
 
   override def toDebugString: String = {
     val layers = Iterator.iterate(this)(_.parent).takeWhile(_ != null).map { map =>
-      s"  layer ${map.deltaChainLength}: ${map.layer.usedSlotCount} keys in " +
-        s"${map.layer.slotCapacity} slots, ${map.layer.footprintBytes} bytes"
+      s"  layer ${map.deltaChainLength}: ${map.layer.usedSlotCount} of " +
+        s"${map.layer.slotCapacity} slots used, ${map.layer.footprintBytes} bytes"
     }
     (s"DeltaChainStateMap($size keys, chain length $deltaChainLength)" +: layers.toSeq)
       .mkString("\n")

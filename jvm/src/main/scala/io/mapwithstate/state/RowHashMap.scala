@@ -90,7 +90,8 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
   def keyOffsetAt(slot: Int): Long = arena.unsafeOffset(addresses(slot)) + RecordHeaderSize
 
-  def keyLengthAt(slot: Int): Int = Platform.getInt(pageAt(slot), arena.unsafeOffset(addresses(slot)))
+  def keyLengthAt(slot: Int): Int =
+    Platform.getInt(pageAt(slot), arena.unsafeOffset(addresses(slot)))
 
   /** Only meaningful for a live slot: removed slots may have dropped their state bytes. */
   def stateOffsetAt(slot: Int): Long = keyOffsetAt(slot) + keyLengthAt(slot)
@@ -116,6 +117,12 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     val address = appendRecord(keyBase, keyOffset, keyLength, null, 0L, 0)
     occupyEmptySlot(hash, flagged(address, removed = true, shadowsParent = true), 0L)
   }
+
+  /**
+   * Rebuilds the table without any removed keys, tombstones included: for a table that has
+   * become a base layer, with no parent whose keys tombstones would hide.
+   */
+  def dropAllRemovedKeys(): Unit = rebuild(capacity, dropTombstones = true)
 
   /** Gives a used slot (live or removed) a new live state, keeping its key. */
   def updateLive(
@@ -145,11 +152,11 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     addresses(slot) = removed
     retainedBytes += retainedSize(removed)
     if ((old & ShadowsParentFlag) == 0) droppableSlots += 1
-    updateTimes(slot) = 0L
     vacuumIfWasteful()
   }
 
-  private def keyEquals(address: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
+  private def keyEquals(
+      address: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
     val page = arena.page(address)
     val recordOffset = arena.unsafeOffset(address)
     Platform.getInt(page, recordOffset) == keyLength &&
@@ -172,7 +179,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     if (usedSlots + 1 > growThreshold) {
       val kept = usedSlots - droppableSlots
       // Only dropping removed keys would leave the table too full to be worth it: grow too.
-      rebuild(if (kept + 1 > growThreshold / 2) capacity * 2 else capacity)
+      rebuild(if (kept + 1 > growThreshold / 2) capacity * 2 else capacity, dropTombstones = false)
     }
   }
 
@@ -191,7 +198,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
    * Re-places every slot worth keeping into fresh arrays of `newCapacity` slots. Records are
    * copied into a new arena only if enough of the old one is garbage to pay for the copy.
    */
-  private def rebuild(newCapacity: Int): Unit = {
+  private def rebuild(newCapacity: Int, dropTombstones: Boolean): Unit = {
     if (newCapacity > MaxCapacity) {
       throw new IllegalStateException(s"state map layer cannot grow beyond $MaxCapacity slots")
     }
@@ -213,7 +220,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     while (oldSlot < oldAddresses.length) {
       val address = oldAddresses(oldSlot)
       if (address != EmptySlot) {
-        val droppable = address < 0 && (address & ShadowsParentFlag) == 0
+        val droppable = address < 0 && (dropTombstones || (address & ShadowsParentFlag) == 0)
         if (droppable) {
           retainedBytes -= retainedSize(address, oldArena)
           usedSlots -= 1

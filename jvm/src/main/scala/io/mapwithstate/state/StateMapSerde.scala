@@ -28,8 +28,12 @@ import org.apache.spark.unsafe.Platform
  *   int recordCount, int CRC32 of the header,
  *   recordCount times: int keyLength, int stateLength (-1 for a tombstone), long updateTime,
  *                      key bytes, state bytes,
- *   int -1 (end of records), int CRC32 of all the above
+ *   int -1 (end of records), int 0, long 0 (a record header, so that every record header is
+ *                      read in one go without reading past the end),
+ *   int CRC32 of all the above
  * }}}
+ *
+ * Reads consume exactly one file's bytes, so a stream may hold several files back to back.
  */
 object StateMapSerde {
 
@@ -66,9 +70,8 @@ object StateMapSerde {
     val entries = map.getAll()
     while (entries.hasNext) {
       val entry = entries.next()
-      writer.writeInt(entry.key.getSizeInBytes)
-      writer.writeInt(entry.state.getSizeInBytes)
-      writer.writeLong(entry.updateTime)
+      writer.writeRecordHeader(entry.key.getSizeInBytes, entry.state.getSizeInBytes,
+        entry.updateTime)
       writer.writeRow(entry.key)
       writer.writeRow(entry.state)
       written += 1
@@ -115,8 +118,8 @@ object StateMapSerde {
   }
 
   /**
-   * Writes the top layer of `map`: its puts and its tombstones, relative to its parent.
-   * Does not close `out`.
+   * Writes the top layer of `map`: the puts and tombstones of the writes made since its parent
+   * was copied (all its entries, if it has no parent). Does not close `out`.
    */
   def writeDelta(map: DeltaChainStateMap, out: DataOutputStream): Unit = {
     val layer = map.layer
@@ -141,11 +144,16 @@ object StateMapSerde {
       val live = layer.isLive(slot)
       if (live || layer.isTombstone(slot)) {
         val page = layer.pageAt(slot)
-        writer.writeInt(layer.keyLengthAt(slot))
-        writer.writeInt(if (live) layer.stateLengthAt(slot) else TombstoneLength)
-        writer.writeLong(if (live) layer.updateTimeAt(slot) else 0L)
-        writer.writeBytes(page, layer.keyOffsetAt(slot), layer.keyLengthAt(slot))
-        if (live) writer.writeBytes(page, layer.stateOffsetAt(slot), layer.stateLengthAt(slot))
+        val keyLength = layer.keyLengthAt(slot)
+        if (live) {
+          val stateLength = layer.stateLengthAt(slot)
+          writer.writeRecordHeader(keyLength, stateLength, layer.updateTimeAt(slot))
+          // A record's key and state bytes are adjacent in the layer's arena.
+          writer.writeBytes(page, layer.keyOffsetAt(slot), keyLength + stateLength)
+        } else {
+          writer.writeRecordHeader(keyLength, TombstoneLength, 0L)
+          writer.writeBytes(page, layer.keyOffsetAt(slot), keyLength)
+        }
       }
       slot += 1
     }
@@ -153,10 +161,11 @@ object StateMapSerde {
   }
 
   /**
-   * Applies a delta to `parent`, which must have the contents of the map the delta was written
-   * from had before its last copy, and returns the result: `parent.copy()` with the delta's
-   * writes (so `parent` becomes read-only, and the copy may compact the chain). The header is
-   * checked against `parent` before anything is copied.
+   * Applies a delta to `parent` and returns the result: `parent.copy()` with the delta's writes
+   * (so `parent` becomes read-only, and the copy may compact the chain). `parent` must have the
+   * contents of the parent of the map the delta was written from, e.g. as read back from its
+   * own snapshot or deltas, or be empty for a delta of a map without parent. Sizes recorded in
+   * the delta catch most mix-ups of versions; the header is checked before `parent` is copied.
    */
   def readDelta(in: DataInputStream, parent: DeltaChainStateMap): DeltaChainStateMap = {
     val reader = new ChecksummedReader(in, "state map delta")
@@ -200,55 +209,75 @@ object StateMapSerde {
     map
   }
 
-  /** Writes through to `out` while computing the CRC32 that [[finish]] appends. */
+  /**
+   * Writes to `out` through a buffer, computing the CRC32 that [[finish]] appends a buffer at a
+   * time: records are small, and a write and a checksum update per field would cost more than
+   * the copying.
+   */
   private final class ChecksummedWriter(out: DataOutputStream) {
     private val crc = new CRC32
-    private val scratch = new Array[Byte](8)
+    private val buffer = new Array[Byte](WriteBufferBytes)
+    private var buffered = 0
 
     def writeInt(value: Int): Unit = {
+      if (buffer.length - buffered < 4) flushBuffer()
       putBigEndian(value.toLong, 4)
-      write(scratch, 0, 4)
     }
 
     def writeLong(value: Long): Unit = {
+      if (buffer.length - buffered < 8) flushBuffer()
       putBigEndian(value, 8)
-      write(scratch, 0, 8)
+    }
+
+    def writeRecordHeader(keyLength: Int, stateLength: Int, updateTime: Long): Unit = {
+      writeInt(keyLength)
+      writeInt(stateLength)
+      writeLong(updateTime)
     }
 
     def writeRow(row: UnsafeRow): Unit =
       writeBytes(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)
 
-    def writeBytes(base: AnyRef, unsafeOffset: Long, length: Int): Unit = base match {
-      case array: Array[Byte] =>
-        write(array, (unsafeOffset - Platform.BYTE_ARRAY_OFFSET).toInt, length)
-      case _ =>
-        // Off-heap rows: stage the bytes on heap.
-        val copy = new Array[Byte](length)
-        Platform.copyMemory(base, unsafeOffset, copy, Platform.BYTE_ARRAY_OFFSET, length)
-        write(copy, 0, length)
+    /** Copies bytes from an Unsafe address (on or off heap). */
+    def writeBytes(base: AnyRef, unsafeOffset: Long, length: Int): Unit = {
+      var done = 0
+      while (done < length) {
+        if (buffered == buffer.length) flushBuffer()
+        val chunk = math.min(length - done, buffer.length - buffered)
+        Platform.copyMemory(base, unsafeOffset + done,
+          buffer, Platform.BYTE_ARRAY_OFFSET + buffered, chunk)
+        buffered += chunk
+        done += chunk
+      }
     }
 
     /** Writes the CRC32 of everything written so far (it counts towards the final one too). */
-    def writeHeaderChecksum(): Unit = writeInt(crc.getValue.toInt)
+    def writeHeaderChecksum(): Unit = {
+      flushBuffer()
+      writeInt(crc.getValue.toInt)
+    }
 
     /** Writes the end marker and the checksum, then flushes. */
     def finish(): Unit = {
-      writeInt(EndOfRecords)
+      writeRecordHeader(EndOfRecords, 0, 0L)
+      flushBuffer()
       out.writeInt(crc.getValue.toInt)
       out.flush()
     }
 
-    private def write(bytes: Array[Byte], offset: Int, length: Int): Unit = {
-      out.write(bytes, offset, length)
-      crc.update(bytes, offset, length)
+    private def flushBuffer(): Unit = {
+      out.write(buffer, 0, buffered)
+      crc.update(buffer, 0, buffered)
+      buffered = 0
     }
 
     private def putBigEndian(value: Long, bytes: Int): Unit = {
       var i = 0
       while (i < bytes) {
-        scratch(i) = (value >>> (8 * (bytes - 1 - i))).toByte
+        buffer(buffered + i) = (value >>> (8 * (bytes - 1 - i))).toByte
         i += 1
       }
+      buffered += bytes
     }
   }
 
@@ -320,7 +349,10 @@ object StateMapSerde {
     def nextRecord(read: Int, expected: Int): Boolean = {
       recordsRead = read
       expectedRecords = expected
-      keyLength = readInt()
+      readFully(scratch, 0, 16)
+      keyLength = getInt(0)
+      stateLength = getInt(4)
+      updateTime = getLong(8)
       if (keyLength == EndOfRecords) {
         if (read != expected) {
           throw corrupt(s"ends after $read records, its header announced $expected")
@@ -331,8 +363,6 @@ object StateMapSerde {
         throw corrupt(s"has more than the $expected records its header announced")
       }
       checkRowLength("key", keyLength, keyNumFields)
-      stateLength = readInt()
-      updateTime = readLong()
       val stateBytes = if (stateLength == TombstoneLength) {
         0
       } else {
@@ -365,20 +395,15 @@ object StateMapSerde {
 
     def readInt(): Int = {
       readFully(scratch, 0, 4)
-      ((scratch(0) & 0xff) << 24) | ((scratch(1) & 0xff) << 16) |
-        ((scratch(2) & 0xff) << 8) | (scratch(3) & 0xff)
+      getInt(0)
     }
 
-    private def readLong(): Long = {
-      readFully(scratch, 0, 8)
-      var value = 0L
-      var i = 0
-      while (i < 8) {
-        value = (value << 8) | (scratch(i) & 0xffL)
-        i += 1
-      }
-      value
-    }
+    private def getInt(at: Int): Int =
+      ((scratch(at) & 0xff) << 24) | ((scratch(at + 1) & 0xff) << 16) |
+        ((scratch(at + 2) & 0xff) << 8) | (scratch(at + 3) & 0xff)
+
+    private def getLong(at: Int): Long =
+      (getInt(at).toLong << 32) | (getInt(at + 4) & 0xffffffffL)
 
     private def readBytes(length: Int): Unit = {
       var done = 0
@@ -409,4 +434,5 @@ object StateMapSerde {
   }
 
   private val ReadChunkBytes = 1 << 20
+  private val WriteBufferBytes = 1 << 16
 }

@@ -1,0 +1,161 @@
+package io.mapwithstate.execution
+
+import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.state.StateMap
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce, CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.types.{IntegerType, StringType, StructType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.BeforeAndAfterAll
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * The per-record semantics of Spark's `MapWithStateRDDRecord.updateRecordWithData`, as
+ * MapWithStateRDDSuite checks them, on our compiled state function over a StateMap.
+ *
+ * The function reads its record's action from the value column, like the suite's
+ * mapping function: "noop" does nothing, "increment" updates the state to state + 1,
+ * "remove" removes it, "both" asks for both (remove wins). Every call emits
+ * (key, action, state before, state after, timing out).
+ */
+class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
+  private var spark: SparkSession = _
+
+  override def beforeAll(): Unit = {
+    spark = SparkSession.builder().master("local[1]").appName("StateUpdaterSuite").getOrCreate()
+  }
+
+  override def afterAll(): Unit = if (spark != null) spark.stop()
+
+  private val key = AttributeReference("k", StringType)()
+  private val action = AttributeReference("v", StringType)()
+  private val stateType = new StructType().add("n", IntegerType)
+  private val initialTime = 1000L
+  private val batchTime = 2000L
+
+  private def col(name: String): Expression = UnresolvedAttribute(name)
+  private def field(struct: String, name: String): Expression =
+    UnresolvedExtractValue(UnresolvedAttribute(struct), Literal(name))
+  private def actionIs(a: String): Expression = EqualTo(col("v"), Literal(a))
+
+  private def newUpdater(hasTimeout: Boolean): StateUpdater = {
+    val update = CaseWhen(Seq(
+      (actionIs("increment"), CreateNamedStruct(Seq(Literal("n"),
+        Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))),
+      (actionIs("both"), CreateNamedStruct(Seq(Literal("n"), Literal(100))))))
+    val remove = org.apache.spark.sql.catalyst.expressions.Or(actionIs("remove"), actionIs("both"))
+    val emit = CreateNamedStruct(Seq(
+      Literal("k"), col("k"), Literal("v"), col("v"),
+      Literal("before"), field(StateFunctionInput.State, "n"),
+      Literal("after"), field(StateFunctionInput.NewState, "n"),
+      Literal("timing_out"), col(StateFunctionInput.IsTimingOut)))
+    val function = new StateFunctionResolver(spark)
+      .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    compiled.initialize(0)
+    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, hasTimeout)
+  }
+
+  private val keyRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
+  private val stateRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](IntegerType))
+  private def k(s: String): UnsafeRow = keyRow(InternalRow(UTF8String.fromString(s))).copy()
+  private def s(n: Int): UnsafeRow = stateRow(InternalRow(n)).copy()
+  private def record(key: String, act: String): InternalRow =
+    InternalRow(UTF8String.fromString(key), UTF8String.fromString(act))
+
+  /** (k, v, before, after, timing out) of an emitted row, nulls as None. */
+  private def call(row: UnsafeRow): (String, Option[String], Option[Int], Option[Int], Boolean) =
+    (row.getUTF8String(0).toString,
+      Option(row.getUTF8String(1)).map(_.toString),
+      if (row.isNullAt(2)) None else Some(row.getInt(2)),
+      if (row.isNullAt(3)) None else Some(row.getInt(3)),
+      row.getBoolean(4))
+
+  /** The map's entries as key -> (state, update time). */
+  private def contents(updater: StateUpdater): Map[String, (Int, Long)] =
+    updater.map.getAll().map(e => e.key.getUTF8String(0).toString -> (e.state.getInt(0), e.updateTime)).toMap
+
+  test("a record is processed even when its key has no state, and leaves it absent") {
+    val updater = newUpdater(hasTimeout = false)
+    assert(call(updater.processRecord(record("a", "noop"), batchTime)) ===
+      ("a", Some("noop"), None, None, false))
+    assert(contents(updater).isEmpty)
+  }
+
+  test("an update creates the state at the batch time") {
+    val updater = newUpdater(hasTimeout = false)
+    assert(call(updater.processRecord(record("a", "increment"), batchTime)) ===
+      ("a", Some("increment"), None, Some(1), false))
+    assert(contents(updater) === Map("a" -> (1, batchTime)))
+  }
+
+  test("without a timeout, a record that does not update keeps the state's update time") {
+    val updater = newUpdater(hasTimeout = false)
+    updater.loadInitialState(k("a"), s(0), initialTime)
+    updater.processRecord(record("a", "noop"), batchTime)
+    assert(contents(updater) === Map("a" -> (0, initialTime)))
+  }
+
+  test("with a timeout, every record refreshes its key's update time") {
+    val updater = newUpdater(hasTimeout = true)
+    updater.loadInitialState(k("a"), s(0), initialTime)
+    assert(call(updater.processRecord(record("a", "noop"), batchTime)) ===
+      ("a", Some("noop"), Some(0), Some(0), false))
+    assert(contents(updater) === Map("a" -> (0, batchTime)))
+  }
+
+  test("records of one key see each other's updates, in order") {
+    val updater = newUpdater(hasTimeout = false)
+    val calls = (1 to 3).map(_ => call(updater.processRecord(record("a", "increment"), batchTime)))
+    assert(calls.map(c => (c._3, c._4)) === Seq((None, Some(1)), (Some(1), Some(2)), (Some(2), Some(3))))
+    assert(contents(updater) === Map("a" -> (3, batchTime)))
+  }
+
+  test("remove removes the state; new_state is null") {
+    val updater = newUpdater(hasTimeout = true)
+    updater.loadInitialState(k("a"), s(5), initialTime)
+    assert(call(updater.processRecord(record("a", "remove"), batchTime)) ===
+      ("a", Some("remove"), Some(5), None, false))
+    assert(contents(updater).isEmpty)
+    assert(updater.removedKeys === 1)
+  }
+
+  test("remove wins over update") {
+    val updater = newUpdater(hasTimeout = false)
+    updater.loadInitialState(k("a"), s(5), initialTime)
+    assert(call(updater.processRecord(record("a", "both"), batchTime))._4 === None)
+    assert(contents(updater).isEmpty)
+  }
+
+  test("a state can be created again after it was removed") {
+    val updater = newUpdater(hasTimeout = false)
+    updater.processRecord(record("a", "increment"), batchTime)
+    updater.processRecord(record("a", "remove"), batchTime)
+    updater.processRecord(record("a", "increment"), batchTime + 1)
+    assert(contents(updater) === Map("a" -> (1, batchTime + 1)))
+  }
+
+  test("timing out: keys last updated strictly before the threshold get one call, then go") {
+    val updater = newUpdater(hasTimeout = true)
+    updater.loadInitialState(k("old"), s(1), initialTime)
+    updater.loadInitialState(k("edge"), s(2), initialTime + 10)
+    updater.processRecord(record("fresh", "increment"), batchTime)
+
+    val timingOut = updater.timingOutKeys(initialTime + 10).toArray
+    assert(timingOut.map(_._1.getUTF8String(0).toString).toSeq === Seq("old"))
+    val calls = timingOut.map { case (key, state) => call(updater.timeOut(key, state, batchTime)) }
+    // the value columns are null, the state is the expiring one, nothing comes after it
+    assert(calls.toSeq === Seq(("old", None, Some(1), None, true)))
+    assert(contents(updater).keySet === Set("edge", "fresh"))
+    assert(updater.timedOutKeys === 1)
+  }
+
+  test("an initial state with two rows for one key is refused, naming the key") {
+    val updater = newUpdater(hasTimeout = false)
+    updater.loadInitialState(k("a"), s(1), initialTime)
+    val e = intercept[IllegalArgumentException](updater.loadInitialState(k("a"), s(2), initialTime))
+    assert(e.getMessage.contains("more than one row for the key (a)"))
+  }
+}

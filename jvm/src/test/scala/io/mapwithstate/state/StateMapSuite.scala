@@ -1,0 +1,924 @@
+package io.mapwithstate.state
+
+import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
+import java.io.IOException
+import java.util.ConcurrentModificationException
+
+import scala.collection.mutable
+import scala.util.Random
+
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.types.{DataType, IntegerType, LongType, StringType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * Spark's StateMapSuite re-expressed for UnsafeRow keys and states, plus what our map adds:
+ * copying of caller buffers, read-only parents, compaction on copy, memory bounds, writes
+ * during iteration, and the snapshot and delta formats.
+ */
+class StateMapSuite extends AnyFunSuite {
+  import StateMapSuite._
+
+  test("empty map") {
+    val map = StateMap.empty(1, 1)
+    assert(map.get(longKey(1)) === null)
+    assert(!map.contains(longKey(1)))
+    assert(map.getByTime(10000).isEmpty)
+    assert(map.getAll().isEmpty)
+    assert(map.size === 0)
+    map.remove(longKey(1)) // no exception
+    assert(map.size === 0)
+
+    val copy = map.copy()
+    assert(copy.size === 0)
+    assert(copy.getAll().isEmpty)
+    assert(copy.deltaChainLength === 1)
+    copy.put(longKey(1), longState(100), 1)
+    assert(longContents(copy) === Map(1L -> (100L, 1L)))
+    assert(map.getAll().isEmpty)
+  }
+
+  test("put, get, getByTime, getAll, remove") {
+    val map = StateMap.empty(1, 1)
+
+    map.put(longKey(1), longState(100), 10)
+    assert(map.get(longKey(1)).getLong(0) === 100)
+    assert(map.get(longKey(2)) === null)
+    assert(map.contains(longKey(1)))
+    assert(!map.contains(longKey(2)))
+    assert(longEntries(map.getByTime(11)) === Set((1, 100, 10)))
+    assert(longEntries(map.getByTime(10)) === Set.empty)
+    assert(longEntries(map.getByTime(9)) === Set.empty)
+    assert(longEntries(map.getAll()) === Set((1, 100, 10)))
+    assert(map.size === 1)
+
+    map.put(longKey(2), longState(200), 20)
+    assert(longEntries(map.getByTime(21)) === Set((1, 100, 10), (2, 200, 20)))
+    assert(longEntries(map.getByTime(11)) === Set((1, 100, 10)))
+    assert(longEntries(map.getByTime(10)) === Set.empty)
+    assert(longEntries(map.getByTime(9)) === Set.empty)
+    assert(longEntries(map.getAll()) === Set((1, 100, 10), (2, 200, 20)))
+    assert(map.size === 2)
+
+    map.put(longKey(1), longState(101), 30)
+    assert(map.get(longKey(1)).getLong(0) === 101)
+    assert(longEntries(map.getByTime(21)) === Set((2, 200, 20)))
+    assert(map.size === 2)
+
+    map.remove(longKey(1))
+    assert(map.get(longKey(1)) === null)
+    assert(!map.contains(longKey(1)))
+    assert(longEntries(map.getAll()) === Set((2, 200, 20)))
+    assert(map.size === 1)
+
+    map.remove(longKey(1)) // removing twice changes nothing
+    assert(map.size === 1)
+    map.put(longKey(1), longState(102), 40)
+    assert(longEntries(map.getAll()) === Set((1, 102, 40), (2, 200, 20)))
+    assert(map.size === 2)
+  }
+
+  test("extreme update times are kept and compared strictly") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), longState(1), Long.MinValue)
+    map.put(longKey(2), longState(2), Long.MaxValue)
+    map.put(longKey(3), longState(3), 0)
+    assert(longEntries(map.getAll()) ===
+      Set((1, 1, Long.MinValue), (2, 2, Long.MaxValue), (3, 3, 0)))
+    assert(longEntries(map.getByTime(Long.MinValue)) === Set.empty)
+    assert(longEntries(map.getByTime(0)) === Set((1, 1, Long.MinValue)))
+    assert(longEntries(map.getByTime(Long.MaxValue)) === Set((1, 1, Long.MinValue), (3, 3, 0)))
+    assert(longContents(map.compact()) === longContents(map))
+  }
+
+  test("put copies the caller's key and state bytes") {
+    val keyProjection = UnsafeProjection.create(Array[DataType](LongType))
+    val stateProjection = UnsafeProjection.create(Array[DataType](StringType))
+    val map = StateMap.empty(1, 1)
+    // The projections reuse one buffer each, as the operator's projections do.
+    for (i <- 0 until 100) {
+      map.put(keyProjection(InternalRow(i.toLong)),
+        stateProjection(InternalRow(UTF8String.fromString("state " + i))), i)
+    }
+    for (i <- 0 until 100) {
+      assert(map.get(keyProjection(InternalRow(i.toLong))).getUTF8String(0).toString ===
+        "state " + i)
+    }
+    assert(map.size === 100)
+  }
+
+  test("rows handed out stay valid after later writes") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), stringState("first"), 1)
+    val first = map.get(longKey(1))
+    val entry = map.getAll().next()
+
+    map.put(longKey(1), stringState("second"), 2)
+    map.remove(longKey(1))
+    // Enough overwrites of one key to make the layer copy its records into a new arena.
+    val big = "x" * 200
+    for (i <- 0 until 20000) map.put(longKey(1), stringState(big + i), i)
+    assert(map.get(longKey(1)).getUTF8String(0).toString === big + 19999)
+
+    assert(first.getUTF8String(0).toString === "first")
+    assert(entry.key.getLong(0) === 1)
+    assert(entry.state.getUTF8String(0).toString === "first")
+    assert(entry.updateTime === 1)
+  }
+
+  test("rows of the wrong field count are rejected") {
+    val map = StateMap.empty(1, 1)
+    val twoFields = UnsafeProjection.create(Array[DataType](LongType, LongType))
+    val wide = twoFields(InternalRow(1L, 2L)).copy()
+    intercept[IllegalArgumentException](map.put(wide, longState(1), 1))
+    intercept[IllegalArgumentException](map.put(longKey(1), wide, 1))
+    intercept[IllegalArgumentException](map.get(wide))
+    intercept[IllegalArgumentException](map.remove(wide))
+    assert(map.size === 0)
+  }
+
+  test("put, get, getByTime, getAll, remove with copy") {
+    val parentMap = StateMap.empty(1, 1)
+    parentMap.put(longKey(1), longState(100), 1)
+    parentMap.put(longKey(2), longState(200), 2)
+    parentMap.remove(longKey(1))
+
+    // Create child map and make changes
+    val map = parentMap.copy()
+    assert(map.get(longKey(1)) === null)
+    assert(map.get(longKey(2)).getLong(0) === 200)
+    assert(longEntries(map.getByTime(10)) === Set((2, 200, 2)))
+    assert(longEntries(map.getByTime(2)) === Set.empty)
+    assert(longEntries(map.getAll()) === Set((2, 200, 2)))
+    assert(map.size === 1)
+
+    // Add new items
+    map.put(longKey(3), longState(300), 3)
+    assert(map.get(longKey(3)).getLong(0) === 300)
+    map.put(longKey(4), longState(400), 4)
+    assert(map.get(longKey(4)).getLong(0) === 400)
+    assert(longEntries(map.getByTime(10)) === Set((2, 200, 2), (3, 300, 3), (4, 400, 4)))
+    assert(longEntries(map.getByTime(4)) === Set((2, 200, 2), (3, 300, 3)))
+    assert(longEntries(map.getAll()) === Set((2, 200, 2), (3, 300, 3), (4, 400, 4)))
+    assert(longEntries(parentMap.getAll()) === Set((2, 200, 2)))
+    assert(map.size === 3)
+
+    // Remove items
+    map.remove(longKey(4))
+    assert(map.get(longKey(4)) === null) // added in this map, then removed in this map
+    map.remove(longKey(2))
+    assert(map.get(longKey(2)) === null) // added in the parent, then removed in this map
+    assert(longEntries(map.getAll()) === Set((3, 300, 3)))
+    assert(longEntries(parentMap.getAll()) === Set((2, 200, 2)))
+    assert(parentMap.get(longKey(2)).getLong(0) === 200)
+    assert(map.size === 1)
+
+    // Update items
+    map.put(longKey(1), longState(1000), 100)
+    assert(map.get(longKey(1)).getLong(0) === 1000) // removed in the parent, added in this map
+    map.put(longKey(2), longState(2000), 200)
+    assert(map.get(longKey(2)).getLong(0) === 2000) // in the parent, removed + added here
+    map.put(longKey(3), longState(3000), 300)
+    assert(map.get(longKey(3)).getLong(0) === 3000) // added + updated in this map
+    map.put(longKey(4), longState(4000), 400)
+    assert(map.get(longKey(4)).getLong(0) === 4000) // removed + updated in this map
+
+    assert(longEntries(map.getAll()) ===
+      Set((1, 1000, 100), (2, 2000, 200), (3, 3000, 300), (4, 4000, 400)))
+    assert(longEntries(parentMap.getAll()) === Set((2, 200, 2)))
+    assert(map.size === 4)
+    assert(parentMap.size === 1)
+
+    map.remove(longKey(2)) // remove a key of the parent, so that the child does not see it
+
+    // Create child map and see availability of items
+    val childMap = map.copy()
+    assert(longEntries(childMap.getAll()) === longEntries(map.getAll()))
+    assert(childMap.get(longKey(1)).getLong(0) === 1000) // removed in grandparent, added in parent
+    assert(childMap.get(longKey(2)) === null) // added in grandparent, removed in parent
+    assert(childMap.get(longKey(3)).getLong(0) === 3000) // added and updated in parent
+    assert(childMap.size === 3)
+
+    childMap.put(longKey(2), longState(20000), 200)
+    assert(childMap.get(longKey(2)).getLong(0) === 20000)
+    assert(childMap.size === 4)
+    assert(map.get(longKey(2)) === null)
+    assert(parentMap.get(longKey(2)).getLong(0) === 200)
+  }
+
+  test("a map that has been copied is read-only") {
+    val parent = StateMap.empty(1, 1)
+    parent.put(longKey(1), longState(1), 1)
+    val child = parent.copy()
+    intercept[IllegalStateException](parent.put(longKey(2), longState(2), 2))
+    intercept[IllegalStateException](parent.remove(longKey(1)))
+    assert(longContents(parent) === Map(1L -> (1L, 1L)))
+
+    // A second copy of the same parent (a retried batch) starts from the same contents.
+    child.put(longKey(2), longState(2), 2)
+    val retry = parent.copy()
+    assert(longContents(retry) === Map(1L -> (1L, 1L)))
+    retry.remove(longKey(1))
+    assert(longContents(child) === Map(1L -> (1L, 1L), 2L -> (2L, 2L)))
+    assert(longContents(retry).isEmpty)
+  }
+
+  test("getByTime across layers") {
+    val base = StateMap.empty(1, 1)
+    for (k <- 0 until 10) base.put(longKey(k), longState(k), k)
+    val middle = base.copy()
+    middle.put(longKey(2), longState(20), 20) // newer time hides the base's old one
+    middle.put(longKey(10), longState(10), 10)
+    middle.remove(longKey(3))
+    val top = middle.copy()
+    top.put(longKey(4), longState(40), 1) // an older time than the base's wins as well
+    top.remove(longKey(10))
+    top.put(longKey(11), longState(11), 11)
+
+    val expected = Map[Long, (Long, Long)](
+      0L -> (0L, 0L), 1L -> (1L, 1L), 2L -> (20L, 20L), 4L -> (40L, 1L), 5L -> (5L, 5L),
+      6L -> (6L, 6L), 7L -> (7L, 7L), 8L -> (8L, 8L), 9L -> (9L, 9L), 11L -> (11L, 11L))
+    assertMap(top, LongCodec, LongCodec, expected, 0L until 12L, 25L)
+    assert(longEntries(top.getByTime(2)) === Set((0, 0, 0), (4, 40, 1), (1, 1, 1)))
+    assert(longEntries(top.getByTime(5)) === Set((0, 0, 0), (4, 40, 1), (1, 1, 1)))
+    assert(longEntries(top.getByTime(6)) === Set((0, 0, 0), (4, 40, 1), (1, 1, 1), (5, 5, 5)))
+  }
+
+  test("string, multi-column and nullable keys; states with nulls and strings") {
+    val keyCodec = PairKeyCodec
+    val stateCodec = WideStateCodec
+    var map = StateMap.empty(keyCodec.numFields, stateCodec.numFields)
+    val ref = mutable.HashMap[(Integer, String), (WideState, Long)]()
+    val keys = Seq[(Integer, String)](
+      (1, "a"), (1, "b"), (2, "a"), (null, "a"), (1, null), (null, null), (0, ""),
+      (1, "a long key string that needs more than one word of variable-length data"),
+      (Int.MinValue, "ü∂ unicode"))
+    val random = new Random(7)
+    var time = 0L
+    for (round <- 0 until 5; key <- keys) {
+      time += 1
+      if (random.nextInt(4) == 0) {
+        map.remove(keyCodec(key))
+        ref.remove(key)
+      } else {
+        val state = WideState.random(random)
+        map.put(keyCodec(key), stateCodec(state), time)
+        ref(key) = (state, time)
+      }
+      if (key == keys.last) {
+        assertMap(map, keyCodec, stateCodec, ref.toMap, keys, time + 1)
+        map = map.copy()
+      }
+    }
+    assertMap(map, keyCodec, stateCodec, ref.toMap, keys, time + 1)
+    // (null, "a") and (1, null) and (null, null) are three different keys.
+    assert(keys.count(k => map.contains(keyCodec(k))) === ref.size)
+
+    val stringKeys = StateMap.empty(1, stateCodec.numFields)
+    stringKeys.put(StringCodec("k"), stateCodec(WideState(null, null, null)), 1)
+    stringKeys.put(StringCodec(""), stateCodec(WideState("", 0L, "")), 2)
+    stringKeys.put(StringCodec(null), stateCodec(WideState("n", -1L, null)), 3)
+    assert(contents(stringKeys, StringCodec, stateCodec) === Map(
+      "k" -> (WideState(null, null, null), 1L),
+      "" -> (WideState("", 0L, ""), 2L),
+      (null: String) -> (WideState("n", -1L, null), 3L)))
+  }
+
+  test("compaction when the chain reaches the threshold") {
+    val threshold = 5
+    var map = StateMap.empty(1, 1, threshold)
+    val ref = mutable.HashMap[Long, (Long, Long)]()
+    val chainLengths = mutable.ArrayBuffer[Int]()
+    for (i <- 1 to 12) {
+      map.put(longKey(i), longState(i * 10), i)
+      ref(i.toLong) = (i * 10L, i.toLong)
+      if (i % 3 == 0) {
+        map.remove(longKey(i - 1))
+        ref.remove(i - 1L)
+      }
+      map.put(longKey(1), longState(i), i) // a key that every layer overwrites
+      ref(1L) = (i.toLong, i.toLong)
+
+      val before = map
+      val beforeContents = longContents(before)
+      assert(beforeContents === ref)
+      map = map.copy()
+      chainLengths += map.deltaChainLength
+      assert(longContents(map) === beforeContents, s"copy $i differs from its parent")
+      assert(longContents(before) === beforeContents, s"copy $i changed its parent")
+      if (before.shouldCompact) {
+        assert(map.parentMap ne before)
+        assert(map.parentMap.deltaChainLength === 0)
+      } else {
+        assert(map.parentMap eq before)
+      }
+      assertMap(map, LongCodec, LongCodec, ref.toMap, 0L to 13L, 14L)
+    }
+    assert(chainLengths === Seq(1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2))
+
+    val compacted = map.compact()
+    assert(compacted.deltaChainLength === 0)
+    assert(compacted.parentMap === null)
+    assert(longContents(compacted) === longContents(map))
+    compacted.put(longKey(100), longState(100), 100) // independent of the map it came from
+    assert(!map.contains(longKey(100)))
+  }
+
+  test("a removed key is dropped unless a lower layer has it") {
+    val base = StateMap.empty(1, 1)
+    base.put(longKey(1), longState(1), 1)
+    val top = base.copy()
+    top.put(longKey(2), longState(2), 2)
+    top.remove(longKey(2)) // never below: no tombstone needed
+    top.remove(longKey(1)) // below: needs a tombstone
+    top.remove(longKey(3)) // nowhere: nothing to do
+    val layer = top.layer
+    val tombstones = (0 until layer.slotCapacity).count(layer.isTombstone)
+    val removed = (0 until layer.slotCapacity).count(layer.isRemoved)
+    assert(tombstones === 1)
+    assert(removed === 2)
+    assert(deltaRecordCount(top) === 1)
+    assert(top.size === 0)
+  }
+
+  test("removed keys do not pile up in a layer") {
+    val map = StateMap.empty(1, 1)
+    val live = 1000
+    for (i <- 0 until 200000) {
+      map.put(longKey(i), longState(i), i)
+      if (i >= live) map.remove(longKey(i - live))
+    }
+    assert(map.size === live)
+    assert(map.layer.slotCapacity <= 4096, map.toDebugString)
+    assert(map.memoryUsedBytes < (2L << 20), map.toDebugString)
+    assert(longContents(map) === (200000 - live until 200000).map { i =>
+      i.toLong -> (i.toLong, i.toLong)
+    }.toMap)
+  }
+
+  test("overwrites of the same keys do not pile up garbage") {
+    val map = StateMap.empty(1, 1)
+    val payload = "p" * 100
+    for (round <- 0 until 2000; k <- 0 until 50) {
+      map.put(longKey(k), stringState(payload + round), round)
+    }
+    assert(map.size === 50)
+    assert(map.memoryUsedBytes < (4L << 20), map.toDebugString)
+    for (k <- 0 until 50) {
+      assert(map.get(longKey(k)).getUTF8String(0).toString === payload + 1999)
+    }
+  }
+
+  test("memory per entry of small states") {
+    val entries = 180000
+    val map = StateMap.empty(1, 1)
+    for (i <- 0 until entries) map.put(longKey(i), longState(i), i)
+    val bytesPerEntry = map.memoryUsedBytes.toDouble / entries
+    info(f"$bytesPerEntry%.1f bytes per (BIGINT key, BIGINT state) entry at $entries entries")
+    // 32 bytes of rows, 8 of record header, 20 per slot at a load factor of 0.69.
+    assert(bytesPerEntry < 80)
+  }
+
+  test("removing or re-putting the key just returned while iterating") {
+    def chain(): (DeltaChainStateMap, mutable.HashMap[Long, (Long, Long)]) = {
+      val base = StateMap.empty(1, 1)
+      val ref = mutable.HashMap[Long, (Long, Long)]()
+      for (k <- 0L until 100L) {
+        base.put(longKey(k), longState(k), k)
+        ref(k) = (k, k)
+      }
+      val top = base.copy()
+      for (k <- 100L until 150L) {
+        top.put(longKey(k), longState(k), k)
+        ref(k) = (k, k)
+      }
+      for (k <- 0L until 10L) {
+        top.put(longKey(k), longState(k), 1000)
+        ref(k) = (k, 1000L)
+      }
+      for (k <- 10L until 20L) {
+        top.remove(longKey(k))
+        ref.remove(k)
+      }
+      (top, ref)
+    }
+
+    // Timing out, as mapWithState does it: remove each key as getByTime returns it.
+    val (timingOut, timingOutRef) = chain()
+    val timedOut = mutable.ArrayBuffer[Long]()
+    timingOut.getByTime(120).foreach { entry =>
+      timedOut += entry.key.getLong(0)
+      timingOut.remove(entry.key)
+    }
+    assert(timedOut.sorted === ((20L until 100L) ++ (100L until 120L)))
+    timedOut.foreach(timingOutRef.remove)
+    assert(longContents(timingOut) === timingOutRef)
+
+    // Updating every key as getAll returns it: each key is returned exactly once.
+    val (updating, updatingRef) = chain()
+    val updated = mutable.ArrayBuffer[Long]()
+    updating.getAll().foreach { entry =>
+      val k = entry.key.getLong(0)
+      updated += k
+      updating.put(entry.key, longState(entry.state.getLong(0) + 1), 2000)
+    }
+    assert(updated.sorted === updatingRef.keys.toSeq.sorted)
+    assert(longContents(updating) === updatingRef.map { case (k, (s, _)) => k -> (s + 1, 2000L) })
+  }
+
+  test("other writes while iterating fail fast") {
+    val map = StateMap.empty(1, 1)
+    for (k <- 0 until 10) map.put(longKey(k), longState(k), k)
+    val entries = map.getAll()
+    entries.next()
+    for (k <- 10 until 10000) map.put(longKey(k), longState(k), k)
+    intercept[ConcurrentModificationException](entries.foreach(_ => ()))
+  }
+
+  test("all possible sequences of operations with copies") {
+    checkAllSequences(numSets = 3, numOpsPerSet = 3, deltaChainThreshold = 20)
+  }
+
+  test("all possible sequences of operations with copies and compaction") {
+    // Chain lengths 1, 2, then every other copy compacts.
+    checkAllSequences(numSets = 4, numOpsPerSet = 2, deltaChainThreshold = 2)
+    // Every copy after the first compacts.
+    checkAllSequences(numSets = 3, numOpsPerSet = 3, deltaChainThreshold = 1)
+  }
+
+  test("random operations with copies, timeouts and large states against a reference map") {
+    // Enough churn for layer rebuilds and arena vacuums, and states larger than an arena page.
+    val random = new Random(23)
+    val numKeys = 3000
+    var map = StateMap.empty(1, 1, 4)
+    var replica = StateMap.empty(1, 1, 3)
+    val ref = mutable.HashMap[Long, (String, Long)]()
+    def randomState(): String = random.nextInt(1000) match {
+      case 0 => "L" * (RowArena.MaxPageSize + random.nextInt(1000))
+      case n if n < 20 => "m" * random.nextInt(3000)
+      case _ => "s" * random.nextInt(40)
+    }
+    for (time <- 1L to 60000L) {
+      val k = random.nextInt(numKeys).toLong
+      if (random.nextInt(3) == 0) {
+        map.remove(longKey(k))
+        ref.remove(k)
+      } else {
+        val state = randomState()
+        map.put(longKey(k), stringState(state), time)
+        ref(k) = (state, time)
+      }
+      if (time % 2000 == 0) {
+        // Time out what has not been updated for a while, as mapWithState does.
+        map.getByTime(time - 3000).foreach { entry =>
+          assert(entry.updateTime < time - 3000)
+          map.remove(entry.key)
+        }
+        ref.filterInPlace { case (_, (_, updateTime)) => updateTime >= time - 3000 }
+        assert(contents(map, LongCodec, StringCodec) === ref, s"at time $time")
+        assert(map.size === ref.size)
+        replica = readDelta(writeDelta(map), replica)
+        assert(contents(replica, LongCodec, StringCodec) === ref, s"replica at time $time")
+        map = map.copy()
+      }
+    }
+    for (k <- 0L until numKeys) {
+      val row = map.get(longKey(k))
+      assert(Option(row).map(_.getUTF8String(0).toString) === ref.get(k).map(_._1))
+    }
+    val restored = readSnapshot(writeSnapshot(map), 1, 1)
+    assert(contents(restored, LongCodec, StringCodec) === ref)
+    assert(contents(map.compact(), LongCodec, StringCodec) === ref)
+  }
+
+  test("snapshot and delta round trips") {
+    val map1 = StateMap.empty(1, 1)
+    checkRoundTrips(Seq(map1), "empty map")
+
+    map1.put(longKey(1), longState(100), 1)
+    map1.put(longKey(2), longState(200), 2)
+    checkRoundTrips(Seq(map1), "map with data + no delta")
+
+    val map2 = map1.copy()
+    assert(!map1.shouldCompact && !map2.shouldCompact)
+    checkRoundTrips(Seq(map1, map2), "map with 1 delta + no new data")
+
+    map2.put(longKey(3), longState(300), 3)
+    map2.put(longKey(4), longState(400), 4)
+    checkRoundTrips(Seq(map1, map2), "map with 1 delta + new data")
+
+    val map3 = map2.copy()
+    checkRoundTrips(Seq(map1, map2, map3), "map with 2 deltas + no new data")
+    map3.put(longKey(3), longState(600), 3)
+    map3.remove(longKey(2))
+    map3.put(longKey(5), longState(500), 5)
+    map3.remove(longKey(5))
+    checkRoundTrips(Seq(map1, map2, map3), "map with 2 deltas + new data")
+
+    val wide = StateMap.empty(PairKeyCodec.numFields, WideStateCodec.numFields)
+    wide.put(PairKeyCodec((1, "a")), WideStateCodec(WideState(null, 5L, "x" * 100)), 1)
+    wide.put(PairKeyCodec((null, null)), WideStateCodec(WideState("", null, null)), 2)
+    val wideChild = wide.copy()
+    wideChild.remove(PairKeyCodec((1, "a")))
+    wideChild.put(PairKeyCodec((2, "b")), WideStateCodec(WideState("y", 6L, "")), 3)
+    checkRoundTrips(Seq(wide, wideChild), "map with strings and nulls")
+  }
+
+  test("snapshot and delta round trips with compaction") {
+    val deltaChainThreshold = 5
+    val random = new Random(11)
+    val maps = mutable.ArrayBuffer(StateMap.empty(1, 1, deltaChainThreshold))
+    for (i <- 1 to 13) {
+      val map = maps.last
+      map.put(longKey(random.nextLong()), longState(random.nextLong()), i)
+      map.put(longKey(i % 4), longState(i), i)
+      if (i % 2 == 0) map.remove(longKey((i + 1) % 4))
+      maps += map.copy()
+    }
+    assert(maps.map(_.deltaChainLength).max === deltaChainThreshold)
+    assert(maps.last.deltaChainLength < deltaChainThreshold)
+    checkRoundTrips(maps.toSeq, "compacted chain")
+
+    // Deltas also replay onto a chain that compacts at other points.
+    for (threshold <- Seq(1, 3, 20)) {
+      val replica = replayDeltas(maps.toSeq, threshold)
+      assert(longContents(replica) === longContents(maps.last),
+        s"replica with threshold $threshold")
+    }
+
+    val compacted = maps.last.compact()
+    checkRoundTrips(Seq(compacted), "compact() result")
+    val restored = readSnapshot(writeSnapshot(maps.last), 1, 1, deltaChainThreshold)
+    assert(restored.deltaChainLength === 0)
+    assert(!restored.shouldCompact)
+  }
+
+  test("streams hold several files back to back") {
+    val a = StateMap.empty(1, 1)
+    a.put(longKey(1), longState(1), 1)
+    val b = a.copy()
+    b.put(longKey(2), longState(2), 2)
+    val bytes = new ByteArrayOutputStream()
+    val out = new DataOutputStream(bytes)
+    StateMapSerde.writeSnapshot(a, out)
+    StateMapSerde.writeDelta(b, out)
+    StateMapSerde.writeSnapshot(b, out)
+    out.writeInt(12345)
+    val in = new DataInputStream(new ByteArrayInputStream(bytes.toByteArray))
+    val a2 = StateMapSerde.readSnapshot(in, 1, 1)
+    val b2 = StateMapSerde.readDelta(in, a2)
+    val b3 = StateMapSerde.readSnapshot(in, 1, 1)
+    assert(in.readInt() === 12345)
+    assert(longContents(a2) === longContents(a))
+    assert(longContents(b2) === longContents(b))
+    assert(longContents(b3) === longContents(b))
+  }
+
+  test("truncated streams fail with a clear IOException") {
+    val (parent, child) = sampleChain()
+    for ((name, bytes, read) <- sampleFiles(parent, child); length <- 0 until bytes.length) {
+      val e = intercept[IOException](read(bytes.take(length)))
+      assert(e.getMessage.contains("truncated"), s"$name cut to $length bytes: ${e.getMessage}")
+    }
+  }
+
+  test("corrupted streams fail with an IOException") {
+    val (parent, child) = sampleChain()
+    for {
+      (name, bytes, read) <- sampleFiles(parent, child)
+      position <- bytes.indices
+      flip <- Seq(0x01, 0x80, 0xff)
+    } {
+      val corrupted = bytes.clone()
+      corrupted(position) = (corrupted(position) ^ flip).toByte
+      val e = intercept[IOException](read(corrupted))
+      assert(e.getMessage.nonEmpty, s"$name with byte $position flipped by $flip")
+    }
+  }
+
+  test("files of the wrong kind, schema or parent are rejected") {
+    val (parent, child) = sampleChain()
+    val snapshot = writeSnapshot(child)
+    val delta = writeDelta(child)
+
+    val asDelta = intercept[IOException](readDelta(snapshot, parent.compact()))
+    assert(asDelta.getMessage.contains("expected a state map delta but found a state map snapshot"))
+    val asSnapshot = intercept[IOException](readSnapshot(delta, 1, 2))
+    assert(asSnapshot.getMessage.contains("but found a state map delta"))
+    val garbage = intercept[IOException](readSnapshot("not a state map".getBytes("UTF-8"), 1, 2))
+    assert(garbage.getMessage.contains("no state map file"))
+
+    val schema = intercept[IOException](readSnapshot(snapshot, 1, 2))
+    assert(schema.getMessage.contains("holds keys of 1 and states of 3 fields, expected 1 and 2"))
+    val deltaSchema = intercept[IOException](readDelta(delta, StateMap.empty(2, 2)))
+    assert(deltaSchema.getMessage.contains("expected 2 and 2"))
+
+    // A parent of another size.
+    val bigger = parent.compact()
+    bigger.put(longKey(1000), WideStateCodec(WideState("z", 1L, "z")), 1)
+    val size = intercept[IOException](readDelta(delta, bigger))
+    assert(size.getMessage.contains("wrong parent version"))
+    assert(bigger.contains(longKey(1000)) && !bigger.shouldCompact)
+    bigger.put(longKey(1001), WideStateCodec(WideState("z", 1L, "z")), 1) // still writable
+
+    // A parent of the same size that lacks a key the delta removes.
+    val sameSize = StateMap.empty(1, 3)
+    for (k <- 500L until 500L + parent.size) {
+      sameSize.put(longKey(k), WideStateCodec(WideState("z", 1L, "z")), 1)
+    }
+    val missing = intercept[IOException](readDelta(delta, sameSize))
+    assert(missing.getMessage.contains("removes a key"))
+
+    // A parent of the same size whose keys make the delta's puts land differently.
+    val (parent2, _) = sampleChain()
+    val putsOnly = parent2.copy()
+    putsOnly.put(longKey(2), WideStateCodec(WideState("new", 2L, "new")), 9)
+    putsOnly.put(longKey(3), WideStateCodec(WideState("new", 3L, "new")), 9)
+    val shifted = StateMap.empty(1, 3)
+    shifted.put(longKey(2), WideStateCodec(WideState("old", 2L, "old")), 1)
+    for (k <- 500L until 500L + parent2.size - 1) {
+      shifted.put(longKey(k), WideStateCodec(WideState("z", 1L, "z")), 1)
+    }
+    val result = intercept[IOException](readDelta(writeDelta(putsOnly), shifted))
+    assert(result.getMessage.contains("should result in"))
+  }
+
+  private def checkAllSequences(numSets: Int, numOpsPerSet: Int, deltaChainThreshold: Int): Unit = {
+    /*
+     * As in Spark's test: every key gets its own sequence of puts and removes, one operation
+     * per step, so that all 2 ^ (numSets * numOpsPerSet) sequences are covered. After each set
+     * of steps the map is copied and the next set goes to the copy, which checks that data
+     * persists across copies and that a copy's writes never reach its parent. With a small
+     * threshold the copies also compact. In addition, every set is checkpointed as a delta
+     * (replayed onto a replica map) and as a snapshot, and both are compared as well.
+     */
+    val numTotalOps = numSets * numOpsPerSet
+    val numKeys = 1 << numTotalOps
+    val keys = 0L until numKeys
+
+    val refMap = mutable.HashMap[Long, (WideState, Long)]()
+    var prevSetRefMap: Map[Long, (WideState, Long)] = null
+    var stateMap = StateMap.empty(1, WideStateCodec.numFields, deltaChainThreshold)
+    var prevSetStateMap: DeltaChainStateMap = null
+    var replica = StateMap.empty(1, WideStateCodec.numFields, deltaChainThreshold)
+    var compactions = 0
+    val random = new Random(numSets * 100 + numOpsPerSet * 10 + deltaChainThreshold)
+    var time = 1L
+
+    for (setId <- 0 until numSets) {
+      for (opInSetId <- 0 until numOpsPerSet) {
+        val opId = setId * numOpsPerSet + opInSetId
+        for (keyId <- keys) {
+          time += 1
+          // The opId-th bit of the key, from the left, says which operation it gets.
+          ((keyId >> (numTotalOps - opId - 1)) & 1: @unchecked) match {
+            case 0L =>
+              val state = WideState.random(random)
+              stateMap.put(longKey(keyId), WideStateCodec(state), time)
+              refMap.put(keyId, (state, time))
+            case 1L =>
+              stateMap.remove(longKey(keyId))
+              refMap.remove(keyId)
+          }
+        }
+        withClue(s"after operation $opId: ") {
+          assertMap(stateMap, LongCodec, WideStateCodec, refMap.toMap, keys, time)
+          if (prevSetStateMap != null) {
+            withClue("parent of the map changed: ") {
+              assertMap(prevSetStateMap, LongCodec, WideStateCodec, prevSetRefMap, keys, time)
+            }
+          }
+        }
+      }
+
+      withClue(s"after set $setId: ") {
+        replica = StateMapSerde.readDelta(
+          new DataInputStream(new ByteArrayInputStream(writeDelta(stateMap))), replica)
+        withClue("replica rebuilt from deltas: ") {
+          assertMap(replica, LongCodec, WideStateCodec, refMap.toMap, keys, time)
+        }
+        withClue("compacted map: ") {
+          val compacted = stateMap.compact()
+          assert(compacted.deltaChainLength === 0)
+          assertMap(compacted, LongCodec, WideStateCodec, refMap.toMap, keys, time)
+        }
+        withClue("map read from a snapshot: ") {
+          val restored = readSnapshot(writeSnapshot(stateMap), 1, WideStateCodec.numFields)
+          assertMap(restored, LongCodec, WideStateCodec, refMap.toMap, keys, time)
+        }
+      }
+
+      prevSetStateMap = stateMap
+      prevSetRefMap = refMap.toMap
+      stateMap = stateMap.copy()
+      if (stateMap.parentMap ne prevSetStateMap) compactions += 1
+      assert(stateMap.deltaChainLength <= deltaChainThreshold)
+      withClue(s"copy after set $setId: ") {
+        assertMap(stateMap, LongCodec, WideStateCodec, prevSetRefMap, keys, time)
+      }
+    }
+    assertMap(stateMap, LongCodec, WideStateCodec, refMap.toMap, keys, time)
+    if (deltaChainThreshold < numSets) assert(compactions > 0)
+  }
+
+  /**
+   * Checks snapshot round trips of every map of a chain of copies, and a replay of their deltas
+   * (each written from one map of the chain, in order) onto an empty map.
+   */
+  private def checkRoundTrips(chain: Seq[DeltaChainStateMap], msg: String): Unit = withClue(msg) {
+    val states = chain.head.stateNumFields
+    for (map <- chain) {
+      val restored = readSnapshot(writeSnapshot(map), map.keyNumFields, states)
+      assert(restored.deltaChainLength === 0)
+      assert(restored.size === map.size)
+      assert(rawContents(restored) === rawContents(map))
+      assert(rawContents(map.compact()) === rawContents(map))
+    }
+    val replica = replayDeltas(chain, StateMap.DefaultDeltaChainThreshold)
+    assert(rawContents(replica) === rawContents(chain.last))
+    assert(replica.size === chain.last.size)
+    for (entry <- chain.last.getAll()) {
+      assert(replica.get(entry.key) === entry.state)
+    }
+  }
+
+  private def replayDeltas(chain: Seq[DeltaChainStateMap], threshold: Int): DeltaChainStateMap = {
+    var replica = StateMap.empty(chain.head.keyNumFields, chain.head.stateNumFields, threshold)
+    for (map <- chain) {
+      replica = readDelta(writeDelta(map), replica)
+    }
+    replica
+  }
+
+  /** A parent with entries and a child with puts, overwrites and tombstones. */
+  private def sampleChain(): (DeltaChainStateMap, DeltaChainStateMap) = {
+    val parent = StateMap.empty(1, 3)
+    for (k <- 0L until 6L) {
+      parent.put(longKey(k), WideStateCodec(WideState(if (k % 2 == 0) null else "s" * k.toInt,
+        k, "t")), k)
+    }
+    val child = parent.copy()
+    child.remove(longKey(0))
+    child.remove(longKey(1))
+    child.put(longKey(2), WideStateCodec(WideState("two", null, "")), 20)
+    child.put(longKey(10), WideStateCodec(WideState(null, 10L, null)), 21)
+    (parent, child)
+  }
+
+  private def sampleFiles(parent: DeltaChainStateMap, child: DeltaChainStateMap)
+      : Seq[(String, Array[Byte], Array[Byte] => StateMap)] = Seq(
+    ("snapshot", writeSnapshot(child), bytes => readSnapshot(bytes, 1, 3)),
+    ("empty snapshot", writeSnapshot(StateMap.empty(1, 3)), bytes => readSnapshot(bytes, 1, 3)),
+    // A fresh compacted copy of the parent each time: a failed read may freeze the parent.
+    ("delta", writeDelta(child), bytes => readDelta(bytes, parent.compact())))
+
+  private def deltaRecordCount(map: DeltaChainStateMap): Int = {
+    val in = new DataInputStream(new ByteArrayInputStream(writeDelta(map)))
+    (0 until 6).foreach(_ => in.readInt()) // magic, version, fields, parent and result sizes
+    in.readInt()
+  }
+}
+
+object StateMapSuite {
+  import org.scalatest.Assertions._
+
+  /** Encodes Scala values as UnsafeRows of one schema and back. */
+  final class RowCodec[T](
+      types: Seq[DataType], toRow: T => InternalRow, fromRow: UnsafeRow => T) {
+    private val projection = UnsafeProjection.create(types.toArray)
+
+    def numFields: Int = types.size
+
+    /** A row of its own (projections reuse their buffer). */
+    def apply(value: T): UnsafeRow = projection(toRow(value)).copy()
+
+    def decode(row: UnsafeRow): T = fromRow(row)
+  }
+
+  private def utf8(s: String): UTF8String = if (s == null) null else UTF8String.fromString(s)
+
+  private def string(row: UnsafeRow, i: Int): String =
+    if (row.isNullAt(i)) null else row.getUTF8String(i).toString
+
+  val LongCodec = new RowCodec[Long](Seq(LongType), v => InternalRow(v), _.getLong(0))
+
+  val StringCodec = new RowCodec[String](Seq(StringType), s => InternalRow(utf8(s)), string(_, 0))
+
+  val PairKeyCodec = new RowCodec[(Integer, String)](
+    Seq(IntegerType, StringType),
+    { case (i, s) => InternalRow(i, utf8(s)) },
+    row => (if (row.isNullAt(0)) null else Integer.valueOf(row.getInt(0)), string(row, 1)))
+
+  /** A state with a nullable string, a nullable long and another nullable string. */
+  final case class WideState(name: String, count: java.lang.Long, note: String)
+
+  object WideState {
+    def random(random: Random): WideState = WideState(
+      if (random.nextInt(4) == 0) null else "s" * random.nextInt(20) + random.nextInt(),
+      if (random.nextInt(5) == 0) null else java.lang.Long.valueOf(random.nextLong()),
+      if (random.nextInt(3) == 0) null else "n" * random.nextInt(3))
+  }
+
+  val WideStateCodec = new RowCodec[WideState](
+    Seq(StringType, LongType, StringType),
+    s => InternalRow(utf8(s.name), s.count, utf8(s.note)),
+    row => WideState(string(row, 0),
+      if (row.isNullAt(1)) null else java.lang.Long.valueOf(row.getLong(1)), string(row, 2)))
+
+  def longKey(k: Long): UnsafeRow = LongCodec(k)
+
+  def longState(s: Long): UnsafeRow = LongCodec(s)
+
+  def stringState(s: String): UnsafeRow = StringCodec(s)
+
+  /** (key, state, update time) of each entry, for (BIGINT) -> (BIGINT) maps. */
+  def longEntries(entries: Iterator[StateEntry]): Set[(Long, Long, Long)] = {
+    val seq = entries.map(e => (e.key.getLong(0), e.state.getLong(0), e.updateTime)).toSeq
+    assert(seq.map(_._1).distinct.size == seq.size, s"a key was returned twice: $seq")
+    seq.toSet
+  }
+
+  def longContents(map: StateMap): Map[Long, (Long, Long)] = contents(map, LongCodec, LongCodec)
+
+  /** The decoded contents of a map, checking that no key is returned twice. */
+  def contents[K, S](map: StateMap, keys: RowCodec[K], states: RowCodec[S]): Map[K, (S, Long)] =
+    decode(map.getAll(), keys, states)
+
+  def decode[K, S](
+      entries: Iterator[StateEntry], keys: RowCodec[K], states: RowCodec[S]): Map[K, (S, Long)] = {
+    val seq = entries.map(e => keys.decode(e.key) -> (states.decode(e.state), e.updateTime)).toSeq
+    val result = seq.toMap
+    assert(result.size == seq.size, s"a key was returned twice: ${seq.map(_._1)}")
+    result
+  }
+
+  /** Contents as bytes, for comparing maps of any schema; keys must not repeat. */
+  def rawContents(map: StateMap): Map[Seq[Byte], (Seq[Byte], Long)] = {
+    val seq = map.getAll().map { e =>
+      e.key.getBytes.toSeq -> (e.state.getBytes.toSeq, e.updateTime)
+    }.toSeq
+    val result = seq.toMap
+    assert(result.size == seq.size, "a key was returned twice")
+    result
+  }
+
+  /**
+   * Checks everything a map can be asked against a reference: all entries, get and contains
+   * for every key of `universe` (present or not), size, and getByTime at thresholds from 0 to
+   * `maxTime + 1`, every one while that is cheap, then a spread that includes the ends.
+   */
+  def assertMap[K, S](
+      map: StateMap,
+      keys: RowCodec[K],
+      states: RowCodec[S],
+      ref: Map[K, (S, Long)],
+      universe: Iterable[K],
+      maxTime: Long): Unit = {
+    assert(contents(map, keys, states) === ref)
+    assert(map.size === ref.size)
+    for (key <- universe ++ ref.keys) {
+      val row = map.get(keys(key))
+      ref.get(key) match {
+        case Some((state, _)) =>
+          assert(row !== null, s"key $key is missing")
+          assert(states.decode(row) === state, s"key $key")
+          assert(map.contains(keys(key)))
+        case None =>
+          assert(row === null, s"key $key should be absent")
+          assert(!map.contains(keys(key)))
+      }
+    }
+    val step = math.max(1L, (maxTime + 2) / 97)
+    val thresholds = ((0L to maxTime + 1 by step) ++ Seq(maxTime, maxTime + 1) ++
+      ref.values.take(20).flatMap { case (_, t) => Seq(t, t + 1) }).distinct
+    for (t <- thresholds) {
+      val expected = ref.filter { case (_, (_, updateTime)) => updateTime < t }
+      assert(decode(map.getByTime(t), keys, states) === expected, s"getByTime($t)")
+    }
+  }
+
+  def writeSnapshot(map: StateMap): Array[Byte] = {
+    val bytes = new ByteArrayOutputStream()
+    StateMapSerde.writeSnapshot(map, new DataOutputStream(bytes))
+    bytes.toByteArray
+  }
+
+  def writeDelta(map: DeltaChainStateMap): Array[Byte] = {
+    val bytes = new ByteArrayOutputStream()
+    StateMapSerde.writeDelta(map, new DataOutputStream(bytes))
+    bytes.toByteArray
+  }
+
+  def readSnapshot(
+      bytes: Array[Byte],
+      keyNumFields: Int,
+      stateNumFields: Int,
+      deltaChainThreshold: Int = StateMap.DefaultDeltaChainThreshold): DeltaChainStateMap =
+    StateMapSerde.readSnapshot(new DataInputStream(new ByteArrayInputStream(bytes)),
+      keyNumFields, stateNumFields, deltaChainThreshold)
+
+  def readDelta(bytes: Array[Byte], parent: DeltaChainStateMap): DeltaChainStateMap =
+    StateMapSerde.readDelta(new DataInputStream(new ByteArrayInputStream(bytes)), parent)
+}

@@ -1,0 +1,36 @@
+"""The deployment helpers: finding the jar and the configuration a server needs."""
+import pytest
+
+import mapwithstate as mws
+
+
+def test_missing_jar_is_named(monkeypatch, tmp_path):
+    missing = tmp_path / "nowhere" / "mapwithstate-assembly-0.1.0.jar"
+    monkeypatch.setenv("MAPWITHSTATE_JAR", str(missing))
+    with pytest.raises(FileNotFoundError, match=str(missing)):
+        mws.jar_path()
+    with pytest.raises(FileNotFoundError, match="not a file"):
+        mws.local_session()
+
+
+def test_server_conf_names_the_plugin_classes(tmp_path):
+    jar = tmp_path / "plugin.jar"
+    conf = mws.server_conf(str(jar))
+    assert conf == {
+        "spark.jars": str(jar),
+        "spark.connect.extensions.relation.classes":
+            "io.mapwithstate.connect.MapWithStateRelationPlugin",
+        "spark.sql.extensions": "io.mapwithstate.MapWithStateExtensions",
+    }
+
+
+def test_the_built_jar_holds_the_plugin_classes():
+    import zipfile
+
+    names = set(zipfile.ZipFile(mws.jar_path()).namelist())
+    assert "io/mapwithstate/connect/MapWithStateRelationPlugin.class" in names
+    assert "io/mapwithstate/MapWithStateExtensions.class" in names
+    assert "io/mapwithstate/proto/MapWithState.class" in names
+    # Spark, Scala and protobuf come from the server, never from our jar
+    assert not any(n.startswith(("org/apache/spark/", "scala/", "com/google/protobuf/",
+                                 "org/sparkproject/")) for n in names)
