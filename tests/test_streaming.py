@@ -155,7 +155,11 @@ def test_timeouts_fire_on_checkpoint_micro_batches_including_no_data_ones(spark,
             if sum(1 for r in rows if r.timed_out) == 2:
                 break
             time.sleep(0.5)
+        # The sink has a batch's rows before the query reports the batch's progress.
         progress = query.recentProgress
+        while time.monotonic() < deadline and not any(p["batchId"] == 1 for p in progress):
+            time.sleep(0.5)
+            progress = query.recentProgress
     finally:
         query.stop()
     assert sorted((tuple(r) for r in rows), key=repr) == sorted([
