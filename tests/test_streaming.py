@@ -197,10 +197,14 @@ def test_complete_mode_is_refused_even_after_an_aggregation(spark, tmp_path):
             .option("checkpointLocation", stream.checkpoint).start()
 
 
-def test_num_partitions_is_refused_for_a_stream(spark, tmp_path):
+def test_num_partitions_of_a_stream_must_be_its_shuffle_partitions(spark, tmp_path):
     stream = Stream(str(tmp_path))
-    with pytest.raises(PySparkException, match="num_partitions is for batch DataFrames"):
+    # the test server runs with spark.sql.shuffle.partitions=4
+    with pytest.raises(PySparkException, match=r"num_partitions\(3\) differs from "
+                                               r"spark.sql.shuffle.partitions \(4\)"):
         map_with_state(stream.read(spark), "word", running_count().num_partitions(3)).schema
+    result = map_with_state(stream.read(spark), "word", running_count().num_partitions(4))
+    assert result.isStreaming and result.columns == ["word", "n"]
 
 
 def state_files(stream, pattern):

@@ -46,10 +46,13 @@ class MapWithStateBuilder(session: SparkSession) {
         "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
           "are its micro-batches")
     }
-    if (input.isStreaming && spec.numPartitions.isDefined) {
-      throw MapWithStateException(
-        "num_partitions is for batch DataFrames: a streaming query keeps its state in " +
-          "spark.sql.shuffle.partitions partitions, fixed in its checkpoint when it first starts")
+    spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions).foreach {
+      n =>
+        throw MapWithStateException(
+          s"num_partitions($n) differs from spark.sql.shuffle.partitions " +
+            s"(${conf.numShufflePartitions}): a streaming query keeps its state in " +
+            "spark.sql.shuffle.partitions partitions, fixed in its checkpoint when it first " +
+            "starts; set that instead")
     }
     if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
       throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
