@@ -1,0 +1,87 @@
+"""An executor lost mid-stream: the query recovers its state from the checkpoint files.
+
+The server runs Spark's local-cluster mode (a master, two workers and one executor JVM per
+worker, all on this machine), so killing one executor process is a real executor loss: its
+in-memory state stores are gone, its tasks are retried on the other executor, which loads
+those partitions' state from the delta and snapshot files.
+"""
+import subprocess
+import time
+
+import pytest
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+from test_streaming import Stream
+
+
+def executor_pids(server_pid: int):
+    """The executor JVMs of a LocalConnectServer: started by the local-cluster workers inside
+    the server, they share its session (the server starts one of its own)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,sid=,args="], capture_output=True, text=True).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, sid, args = line.split(None, 2)
+        if int(sid) == server_pid and "CoarseGrainedExecutorBackend" in args:
+            pids.append(int(pid))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    server = mws.LocalConnectServer(
+        master="local-cluster[2,1,1024]",
+        conf={"spark.sql.shuffle.partitions": "4", "spark.task.maxFailures": "4",
+              # a lost executor's state must come from the checkpoint, not another replica
+              "spark.sql.streaming.stateStore.maintenanceInterval": "600s"})
+    try:
+        deadline = time.monotonic() + 120
+        while len(executor_pids(server._process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(1)
+        session = server.session()
+        yield server, session
+        session.stop()
+    finally:
+        server.stop()
+
+
+def test_executor_lost_mid_stream_recovers_from_the_checkpoint(cluster, tmp_path):
+    server, spark = cluster
+    assert len(executor_pids(server._process.pid)) == 2, server.log_tail()
+    stream = Stream(str(tmp_path))
+    words = [f"w{i % 16}" for i in range(64)]
+    batches = 8
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
+    killed = None
+    query = map_with_state(stream.read(spark), "word", spec).writeStream.format("json") \
+        .option("path", stream.output).option("checkpointLocation", stream.checkpoint) \
+        .trigger(processingTime="1 second").start()
+    try:
+        for i in range(batches):
+            stream.add(*words)
+            if i == 3:
+                # let the query commit state on both executors, then take one away
+                deadline = time.monotonic() + 120
+                while (query.lastProgress or {}).get("batchId", -1) < 2 \
+                        and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                victim = executor_pids(server._process.pid)[0]
+                subprocess.run(["kill", "-9", str(victim)], check=True)
+                killed = victim
+            time.sleep(1)
+        expected_rows = batches * len(words)
+        deadline = time.monotonic() + 180
+        while len(stream.results(spark)) < expected_rows and time.monotonic() < deadline:
+            assert query.isActive, query.exception()
+            time.sleep(1)
+    finally:
+        query.stop()
+    assert killed not in executor_pids(server._process.pid)
+    # every word counted exactly once per occurrence: 1..32 for each of the 16 words
+    assert stream.results(spark) == sorted(
+        (f"w{k}", n) for k in range(16) for n in range(1, batches * 4 + 1))
