@@ -2,7 +2,8 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{StateFunction, StateFunctionInput}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, Expression, GenericInternalRow, JoinedRow, Predicate, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.types.StructType
 
 /**
  * A [[StateFunction]] compiled with Spark's code generation for one row layout: the operator's
@@ -15,10 +16,10 @@ import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, Boun
 class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) {
   import StateFunctionInput._
 
-  private val context = new GenericInternalRow(function.contextAttributes.size)
+  // Typed slots: the batch time and the flags are set on every call, and a generic row would
+  // box each of them.
+  private val context = new SpecificInternalRow(function.contextAttributes.map(_.dataType))
   private val joined = new JoinedRow()
-  private val stateFields = function.stateType.length
-  private val emitFields = function.emitType.length
 
   private val bound: Map[Attribute, Int] =
     (function.dataAttributes.zip(dataOrdinals) ++
@@ -30,10 +31,8 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
 
   private val removePredicate: BasePredicate =
     function.remove.map(r => Predicate.create(bind(r))).orNull
-  private val updateProjection: UnsafeProjection =
-    function.update.map(u => UnsafeProjection.create(Seq(bind(u)))).orNull
-  private val emitProjection: UnsafeProjection =
-    function.emit.map(e => UnsafeProjection.create(Seq(bind(e)))).orNull
+  private val updateProjection = function.update.map(u => new StructProjection(bind(u))).orNull
+  private val emitProjection = function.emit.map(e => new StructProjection(bind(e))).orNull
 
   val hasUpdate: Boolean = updateProjection != null
   val hasRemove: Boolean = removePredicate != null
@@ -62,16 +61,42 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
   def shouldRemove(): Boolean = removePredicate != null && removePredicate.eval(joined)
 
   /** The new state `update` produces for the current record; null leaves the state as it was. */
-  def update(): UnsafeRow = {
-    if (updateProjection == null) return null
-    val result = updateProjection(joined)
-    if (result.isNullAt(0)) null else result.getStruct(0, stateFields)
-  }
+  def update(): UnsafeRow = if (updateProjection == null) null else updateProjection(joined)
 
   /** The record `emit` produces for the current record, or null when it emits nothing. */
-  def emit(): UnsafeRow = {
-    if (emitProjection == null) return null
-    val result = emitProjection(joined)
-    if (result.isNullAt(0)) null else result.getStruct(0, emitFields)
+  def emit(): UnsafeRow = if (emitProjection == null) null else emitProjection(joined)
+}
+
+/**
+ * Evaluates a struct-typed expression into an UnsafeRow of its fields, or null where the struct
+ * is null; the row is valid until the next call.
+ *
+ * The usual `F.struct(...)` is a CreateNamedStruct, which is never null: its fields are then
+ * projected as the row itself, rather than into a struct nested in a one-column row that would
+ * be written, and null-checked, once more per record.
+ */
+private class StructProjection(struct: Expression) {
+  private val numFields = struct.dataType.asInstanceOf[StructType].length
+
+  private val flat: UnsafeProjection = struct match {
+    case s: CreateNamedStruct => UnsafeProjection.create(s.valExprs)
+    case _ => null
   }
+  private val nested: UnsafeProjection =
+    if (flat == null) UnsafeProjection.create(Seq(struct)) else null
+  private val nestedView = new UnsafeRow(numFields)
+
+  def apply(input: InternalRow): UnsafeRow = {
+    if (flat != null) return flat(input)
+    val result = nested(input)
+    if (result.isNullAt(0)) return null
+    // UnsafeRow.getStruct without a new row per call.
+    val offsetAndSize = result.getLong(0)
+    nestedView.pointTo(result.getBaseObject,
+      result.getBaseOffset + (offsetAndSize >>> 32), offsetAndSize.toInt)
+    nestedView
+  }
+
+  def initialize(partitionIndex: Int): Unit =
+    (if (flat != null) flat else nested).initialize(partitionIndex)
 }

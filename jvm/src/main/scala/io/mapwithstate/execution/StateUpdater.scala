@@ -65,10 +65,12 @@ class StateUpdater(
         removedKeys += 1
       }
     } else if (updated != null) {
-      map.put(key, updated, batchTime)
+      // In place: `before` has served its last use (emit, above), and neither it nor anything
+      // derived from it outlives this call.
+      map.putInPlace(key, updated, batchTime)
       updatedKeys += 1
     } else if (before != null && hasTimeout) {
-      map.put(key, before, batchTime)
+      map.putInPlace(key, before, batchTime)
     }
     emitted
   }

@@ -3,6 +3,8 @@ package io.mapwithstate.state
 import java.util.ConcurrentModificationException
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.array.ByteArrayMethods
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /**
@@ -64,18 +66,34 @@ final class DeltaChainStateMap private (
   /** Whether the next [[copy]] compacts the chain. */
   def shouldCompact: Boolean = deltaChainLength >= deltaChainThreshold
 
+  /**
+   * Also remembers what the lookup found (see [[recalled]]), so that a write of the same key
+   * right after it, as in a read-modify-write of one record, costs no second lookup.
+   */
   override def get(key: UnsafeRow): UnsafeRow = {
     checkKey(key)
-    val hash = hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
-    var map = this
-    while (map != null) {
-      val slot = map.layer.find(hash, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
-      if (slot >= 0) {
-        return if (map.layer.isLive(slot)) stateView(map.layer, slot) else null
+    val base = key.getBaseObject
+    val offset = key.getBaseOffset
+    val length = key.getSizeInBytes
+    val hash = hashOf(base, offset, length)
+    val probe = layer.probe(hash, base, offset, length)
+    var result: UnsafeRow = null
+    if (probe >= 0) {
+      if (layer.isLive(probe)) result = stateView(layer, probe)
+    } else {
+      var map = parent
+      while (map != null) {
+        val slot = map.layer.find(hash, base, offset, length)
+        if (slot >= 0) {
+          if (map.layer.isLive(slot)) result = stateView(map.layer, slot)
+          map = null
+        } else {
+          map = map.parent
+        }
       }
-      map = map.parent
     }
-    null
+    if (!readOnly) remember(base, offset, length, hash, probe, inParent = result != null)
+    result
   }
 
   override def contains(key: UnsafeRow): Boolean = {
@@ -85,24 +103,19 @@ final class DeltaChainStateMap private (
       key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
   }
 
-  override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit = {
-    checkKey(key)
-    if (state.numFields != stateNumFields) {
-      throw new IllegalArgumentException(
-        s"state row has ${state.numFields} fields, this state map holds $stateNumFields")
-    }
-    putBytes(
-      hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
-      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
-      state.getBaseObject, state.getBaseOffset, state.getSizeInBytes,
-      updateTime)
-  }
+  override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit =
+    write(key, state, updateTime, inPlace = false)
+
+  /** Overwrites in place only the top layer's records: lower layers are read-only. */
+  override def putInPlace(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit =
+    write(key, state, updateTime, inPlace = true)
 
   override def remove(key: UnsafeRow): Unit = {
     checkKey(key)
-    removeBytes(
-      hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
-      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+    checkWritable()
+    locate(key)
+    removeAt(lookupHash, lookupProbe,
+      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes, lookupInParent)
   }
 
   /**
@@ -204,34 +217,127 @@ final class DeltaChainStateMap private (
       stateBase: AnyRef, stateOffset: Long, stateLength: Int,
       updateTime: Long): Unit = {
     checkWritable()
-    val slot = layer.find(hash, keyBase, keyOffset, keyLength)
-    if (slot >= 0) {
-      if (!layer.isLive(slot)) liveKeys += 1
-      layer.updateLive(slot, stateBase, stateOffset, stateLength, updateTime)
-    } else {
-      val inParent = parent != null && parent.containsKeyBytes(hash, keyBase, keyOffset, keyLength)
-      if (!inParent) liveKeys += 1
-      layer.insertLive(hash, keyBase, keyOffset, keyLength,
-        stateBase, stateOffset, stateLength, updateTime, shadowsParent = inParent)
-    }
+    forget()
+    putAt(hash, layer.probe(hash, keyBase, keyOffset, keyLength), keyBase, keyOffset, keyLength,
+      stateBase, stateOffset, stateLength, updateTime, UnknownInParent, inPlace = false)
   }
 
   /** Removes a key; returns whether it had a state. */
   private[state] def removeBytes(
       hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
     checkWritable()
-    val slot = layer.find(hash, keyBase, keyOffset, keyLength)
-    if (slot >= 0) {
-      if (!layer.isLive(slot)) return false
-      layer.markRemoved(slot)
+    forget()
+    removeAt(hash, layer.probe(hash, keyBase, keyOffset, keyLength),
+      keyBase, keyOffset, keyLength, UnknownInParent)
+  }
+
+  private def write(key: UnsafeRow, state: UnsafeRow, updateTime: Long, inPlace: Boolean)
+    : Unit = {
+    checkKey(key)
+    if (state.numFields != stateNumFields) {
+      throw new IllegalArgumentException(
+        s"state row has ${state.numFields} fields, this state map holds $stateNumFields")
+    }
+    checkWritable()
+    locate(key)
+    putAt(lookupHash, lookupProbe, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+      state.getBaseObject, state.getBaseOffset, state.getSizeInBytes, updateTime,
+      lookupInParent, inPlace)
+  }
+
+  /**
+   * Puts a key whose top-layer [[RowHashMap.probe]] gave `probe`. `inParent` tells whether a
+   * lower layer has the key live, when a lookup has already found that out.
+   */
+  private def putAt(
+      hash: Int, probe: Int,
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+      updateTime: Long, inParent: Int, inPlace: Boolean): Unit = {
+    if (probe >= 0) {
+      if (!layer.isLive(probe)) liveKeys += 1
+      if (inPlace) layer.overwriteLive(probe, stateBase, stateOffset, stateLength, updateTime)
+      else layer.updateLive(probe, stateBase, stateOffset, stateLength, updateTime)
     } else {
-      if (parent == null || !parent.containsKeyBytes(hash, keyBase, keyOffset, keyLength)) {
-        return false
-      }
-      layer.insertTombstone(hash, keyBase, keyOffset, keyLength)
+      val shadows = isInParent(inParent, hash, keyBase, keyOffset, keyLength)
+      if (!shadows) liveKeys += 1
+      layer.insertLive(hash, keyBase, keyOffset, keyLength,
+        stateBase, stateOffset, stateLength, updateTime, shadowsParent = shadows,
+        emptySlot = -1 - probe)
+    }
+  }
+
+  /** Removes a key whose top-layer probe gave `probe` (see [[putAt]]). */
+  private def removeAt(
+      hash: Int, probe: Int,
+      keyBase: AnyRef, keyOffset: Long, keyLength: Int, inParent: Int): Boolean = {
+    if (probe >= 0) {
+      if (!layer.isLive(probe)) return false
+      layer.markRemoved(probe)
+    } else {
+      if (!isInParent(inParent, hash, keyBase, keyOffset, keyLength)) return false
+      layer.insertTombstone(hash, keyBase, keyOffset, keyLength, emptySlot = -1 - probe)
     }
     liveKeys -= 1
     true
+  }
+
+  private def isInParent(
+      inParent: Int, hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean =
+    if (inParent == UnknownInParent) {
+      parent != null && parent.containsKeyBytes(hash, keyBase, keyOffset, keyLength)
+    } else {
+      inParent == InParent
+    }
+
+  // What the last get found, valid until the next write: its key's bytes (copied, since
+  // callers reuse their key buffers), hash, top-layer probe result and whether a lower layer
+  // has the key live. Lower layers are read-only, so only a write can make it stale.
+  private var recalledKey = new Array[Byte](16)
+  private var recalledKeyLength = -1
+  private var recalledHash = 0
+  private var recalledProbe = 0
+  private var recalledInParent = false
+
+  // Where the key of the write under way is, from [[locate]].
+  private var lookupHash = 0
+  private var lookupProbe = 0
+  private var lookupInParent = UnknownInParent
+
+  private def remember(
+      base: AnyRef, offset: Long, length: Int, hash: Int, probe: Int, inParent: Boolean): Unit = {
+    if (recalledKey.length < length) {
+      recalledKey = new Array[Byte](math.max(length, 2 * recalledKey.length))
+    }
+    RowHashMap.copyBytes(base, offset, recalledKey, Platform.BYTE_ARRAY_OFFSET, length)
+    recalledKeyLength = length
+    recalledHash = hash
+    recalledProbe = probe
+    recalledInParent = inParent
+  }
+
+  private def forget(): Unit = recalledKeyLength = -1
+
+  /** Whether the last get was of these key bytes, with no write since. */
+  private def recalled(base: AnyRef, offset: Long, length: Int): Boolean =
+    recalledKeyLength == length &&
+      ByteArrayMethods.arrayEquals(recalledKey, Platform.BYTE_ARRAY_OFFSET, base, offset, length)
+
+  /** Sets the lookup fields for a write of `key`, then forgets the last get: a write follows. */
+  private def locate(key: UnsafeRow): Unit = {
+    val base = key.getBaseObject
+    val offset = key.getBaseOffset
+    val length = key.getSizeInBytes
+    if (recalled(base, offset, length)) {
+      lookupHash = recalledHash
+      lookupProbe = recalledProbe
+      lookupInParent = if (recalledInParent) InParent else NotInParent
+    } else {
+      lookupHash = hashOf(base, offset, length)
+      lookupProbe = layer.probe(lookupHash, base, offset, length)
+      lookupInParent = UnknownInParent
+    }
+    forget()
   }
 
   private[state] def containsKeyBytes(
@@ -298,6 +404,11 @@ object DeltaChainStateMap {
       expectedRecordBytes: Long): DeltaChainStateMap =
     new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, null,
       expectedEntries, expectedRecordBytes)
+
+  // Whether a lower layer has a key live: not looked up yet, or what the lookup found.
+  private val UnknownInParent = -1
+  private val NotInParent = 0
+  private val InParent = 1
 
   /** Expected keys of a fresh top layer: one batch's worth for a small partition. */
   private val NewLayerEntries = 48

@@ -7,11 +7,12 @@ import org.apache.spark.unsafe.Platform
  * are bump-allocated from, each record addressed by a packed `Long` (page number and offset).
  *
  * It exists so that millions of small rows cost a few bytes of overhead each instead of a
- * byte[] header and a pointer per row. Written bytes are never overwritten: the map hands out
- * UnsafeRow views that point straight into the pages, and those views must stay valid however
- * the map changes afterwards. Space freed by overwrites and removes is therefore only reclaimed
- * by copying the live records into a new arena (see [[RowHashMap]]) and dropping this one; the
- * old pages live on for as long as a view still refers to them.
+ * byte[] header and a pointer per row. Written bytes are not overwritten, bar one case: the map
+ * hands out UnsafeRow views that point straight into the pages, and those views must stay valid
+ * however the map changes afterwards, except that [[StateMap.putInPlace]] may write a state over
+ * its key's previous one of the same size. Space freed by other overwrites and by removes is
+ * therefore only reclaimed by copying the live records into a new arena (see [[RowHashMap]]) and
+ * dropping this one; the old pages live on for as long as a view still refers to them.
  *
  * Pages start small, so that the many short-lived delta layers of a state map stay cheap, and
  * double up to [[RowArena.MaxPageSize]]. That cap is kept below half of G1's smallest region

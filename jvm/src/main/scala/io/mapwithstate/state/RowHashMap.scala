@@ -58,10 +58,20 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
   /** The slot holding the given key bytes, or -1. */
   def find(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
+    val slot = probe(hash, keyBase, keyOffset, keyLength)
+    if (slot >= 0) slot else -1
+  }
+
+  /**
+   * The slot holding the given key bytes, or, if there is none, `-1 - s` for the empty slot `s`
+   * where the probe ended: where [[insertLive]] puts the key unless a write moves slots first.
+   * Handing that slot to the insert saves probing the table a second time.
+   */
+  def probe(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
     var slot = hash & mask
     while (true) {
       val address = addresses(slot)
-      if (address == EmptySlot) return -1
+      if (address == EmptySlot) return -1 - slot
       if (hashes(slot) == hash && keyEquals(address, keyBase, keyOffset, keyLength)) return slot
       slot = (slot + 1) & mask
     }
@@ -99,23 +109,28 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   def stateLengthAt(slot: Int): Int =
     Platform.getInt(pageAt(slot), arena.unsafeOffset(addresses(slot)) + 4)
 
-  /** Adds a live key that the caller has checked is not in this table. */
+  /**
+   * Adds a live key that the caller has checked is not in this table. `emptySlot` is the
+   * empty slot a [[probe]] for it ended at since the last write, or -1 if unknown.
+   */
   def insertLive(
       hash: Int,
       keyBase: AnyRef, keyOffset: Long, keyLength: Int,
       stateBase: AnyRef, stateOffset: Long, stateLength: Int,
       updateTime: Long,
-      shadowsParent: Boolean): Unit = {
-    makeRoomForOneMore()
+      shadowsParent: Boolean,
+      emptySlot: Int = -1): Unit = {
+    val slot = makeRoomForOneMore(emptySlot)
     val address = appendRecord(keyBase, keyOffset, keyLength, stateBase, stateOffset, stateLength)
-    occupyEmptySlot(hash, flagged(address, removed = false, shadowsParent), updateTime)
+    occupyEmptySlot(slot, hash, flagged(address, removed = false, shadowsParent), updateTime)
   }
 
   /** Adds a tombstone for a key that the caller has checked is not in this table. */
-  def insertTombstone(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Unit = {
-    makeRoomForOneMore()
+  def insertTombstone(
+      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int, emptySlot: Int = -1): Unit = {
+    val slot = makeRoomForOneMore(emptySlot)
     val address = appendRecord(keyBase, keyOffset, keyLength, null, 0L, 0)
-    occupyEmptySlot(hash, flagged(address, removed = true, shadowsParent = true), 0L)
+    occupyEmptySlot(slot, hash, flagged(address, removed = true, shadowsParent = true), 0L)
   }
 
   /**
@@ -141,6 +156,34 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     addresses(slot) = flagged(address, removed = false, (old & ShadowsParentFlag) != 0)
     updateTimes(slot) = updateTime
     vacuumIfWasteful()
+  }
+
+  /**
+   * Like [[updateLive]], but a live slot whose state has the new state's length gets the new
+   * bytes written over the old ones. That saves appending a record and, later, vacuuming the
+   * old one away; the price is that a view of the old state now shows the new one, which only
+   * callers that are done with the old state may pay (see [[StateMap.putInPlace]]).
+   */
+  def overwriteLive(
+      slot: Int,
+      stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+      updateTime: Long): Unit = {
+    val address = addresses(slot)
+    if (address > 0) {
+      val page = arena.page(address)
+      val recordOffset = arena.unsafeOffset(address)
+      if (Platform.getInt(page, recordOffset + 4) == stateLength) {
+        val target = recordOffset + RecordHeaderSize + Platform.getInt(page, recordOffset)
+        // A key put again with the very state the map handed out (a refresh of its update
+        // time) needs no copy.
+        if (!((stateBase eq page) && stateOffset == target)) {
+          copyBytes(stateBase, stateOffset, page, target, stateLength)
+        }
+        updateTimes(slot) = updateTime
+        return
+      }
+    }
+    updateLive(slot, stateBase, stateOffset, stateLength, updateTime)
   }
 
   /** Flags a live slot as removed; its state bytes become garbage. */
@@ -174,19 +217,32 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     address
   }
 
-  /** Rebuilds first if one more slot would make the table too full. */
-  private def makeRoomForOneMore(): Unit = {
+  /**
+   * Rebuilds first if one more slot would make the table too full. Returns `emptySlot`, or -1
+   * if a rebuild has moved the slots and the new key's must be probed for again.
+   */
+  private def makeRoomForOneMore(emptySlot: Int): Int = {
     if (usedSlots + 1 > growThreshold) {
       val kept = usedSlots - droppableSlots
       // Only dropping removed keys would leave the table too full to be worth it: grow too.
       rebuild(if (kept + 1 > growThreshold / 2) capacity * 2 else capacity, dropTombstones = false)
+      -1
+    } else {
+      emptySlot
     }
   }
 
-  /** Places a record appended after [[makeRoomForOneMore]] (a rebuild may replace the arena). */
-  private def occupyEmptySlot(hash: Int, flaggedAddress: Long, updateTime: Long): Unit = {
-    var slot = hash & mask
-    while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
+  /**
+   * Places a record appended after [[makeRoomForOneMore]] (a rebuild may replace the arena) in
+   * `emptySlot`, or in the first empty slot of its probe sequence if that is -1.
+   */
+  private def occupyEmptySlot(
+      emptySlot: Int, hash: Int, flaggedAddress: Long, updateTime: Long): Unit = {
+    var slot = emptySlot
+    if (slot < 0) {
+      slot = hash & mask
+      while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
+    }
     hashes(slot) = hash
     addresses(slot) = flaggedAddress
     updateTimes(slot) = updateTime
@@ -330,10 +386,29 @@ private[state] object RowHashMap {
     val recordOffset = arena.unsafeOffset(address)
     Platform.putInt(page, recordOffset, keyLength)
     Platform.putInt(page, recordOffset + 4, stateLength)
-    Platform.copyMemory(keyBase, keyOffset, page, recordOffset + RecordHeaderSize, keyLength)
+    copyBytes(keyBase, keyOffset, page, recordOffset + RecordHeaderSize, keyLength)
     if (stateLength > 0) {
-      Platform.copyMemory(stateBase, stateOffset,
+      copyBytes(stateBase, stateOffset,
         page, recordOffset + RecordHeaderSize + keyLength, stateLength)
     }
   }
+
+  /**
+   * `Platform.copyMemory`, but word by word for the small whole-word runs that UnsafeRows of
+   * a few fixed-size fields are: that beats the call into Unsafe's bulk copy at these sizes.
+   */
+  private[state] def copyBytes(
+      srcBase: AnyRef, srcOffset: Long, dstBase: AnyRef, dstOffset: Long, length: Int): Unit = {
+    if (length <= SmallCopyBytes && (length & 7) == 0) {
+      var i = 0
+      while (i < length) {
+        Platform.putLong(dstBase, dstOffset + i, Platform.getLong(srcBase, srcOffset + i))
+        i += 8
+      }
+    } else {
+      Platform.copyMemory(srcBase, srcOffset, dstBase, dstOffset, length)
+    }
+  }
+
+  private val SmallCopyBytes = 64
 }

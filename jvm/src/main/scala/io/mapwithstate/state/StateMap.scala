@@ -13,8 +13,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  * changed). A map that has been copied is read-only.
  *
  * Rows passed in are copied, so callers may reuse their projection buffers. Rows handed out are
- * read-only views of the map's bytes that stay valid however the map changes later; copy one
- * before writing to it.
+ * read-only views of the map's bytes; copy one before writing to it. They stay valid however
+ * the map changes later, with one exception: [[putInPlace]] of a key may overwrite the bytes
+ * that views of that key's state (the one it had just before) point at.
  *
  * Not thread-safe.
  */
@@ -33,6 +34,16 @@ abstract class StateMap {
 
   /** Adds or replaces the state of a key. */
   def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit
+
+  /**
+   * [[put]] for a caller that is done with the key's current state: the map may write the new
+   * state over the old one's bytes, so a row handed out for the key's current state may show
+   * the new state afterwards. Rows of other keys, and of states a [[copy]] has frozen, are not
+   * affected. A read-modify-write of one key (get, compute, putInPlace) saves a new record and
+   * the later reclamation of the old one this way; `state` may be the row `get` returned.
+   */
+  def putInPlace(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit =
+    put(key, state, updateTime)
 
   def remove(key: UnsafeRow): Unit
 

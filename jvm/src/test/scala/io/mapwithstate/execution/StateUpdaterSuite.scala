@@ -152,6 +152,33 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(updater.timedOutKeys === 1)
   }
 
+  test("update and emit as struct literals or as other struct expressions, null ones included") {
+    // newUpdater's update is a CASE WHEN and its emit a struct literal; here the other way
+    // round: a struct literal update, and an emit that is null for some records.
+    val update = CreateNamedStruct(Seq(Literal("n"),
+      Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
+    val emit = CaseWhen(Seq((actionIs("quiet"), Literal(null, new StructType().add("k", StringType)
+      .add("n", IntegerType)))),
+      CreateNamedStruct(Seq(Literal("k"), col("k"),
+        Literal("n"), field(StateFunctionInput.NewState, "n"))))
+    val function = new StateFunctionResolver(spark)
+      .resolve(Seq(key, action), stateType, Some(update), None, Some(emit))
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    compiled.initialize(0)
+    val updater =
+      new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, false)
+
+    def run(key: String, act: String): Option[(String, Int)] =
+      Option(updater.processRecord(record(key, act), batchTime))
+        .map(row => (row.getUTF8String(0).toString, row.getInt(1)))
+    assert(run("a", "x") === Some(("a", 1)))
+    assert(run("b", "quiet") === None)
+    assert(run("a", "quiet") === None)
+    assert(run("a", "x") === Some(("a", 3)))
+    assert(run("b", "x") === Some(("b", 2)))
+    assert(contents(updater) === Map("a" -> (3, batchTime), "b" -> (2, batchTime)))
+  }
+
   test("an initial state with two rows for one key is refused, naming the key") {
     val updater = newUpdater(hasTimeout = false)
     updater.loadInitialState(k("a"), s(1), initialTime)

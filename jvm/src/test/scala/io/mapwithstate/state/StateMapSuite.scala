@@ -448,9 +448,118 @@ class StateMapSuite extends AnyFunSuite {
     checkAllSequences(numSets = 3, numOpsPerSet = 3, deltaChainThreshold = 1)
   }
 
+  test("all possible sequences of read-modify-writes with copies and compaction") {
+    checkAllSequences(numSets = 3, numOpsPerSet = 3, deltaChainThreshold = 20,
+      readModifyWrite = true)
+    checkAllSequences(numSets = 4, numOpsPerSet = 2, deltaChainThreshold = 2,
+      readModifyWrite = true)
+  }
+
+  test("putInPlace overwrites only the views of the key's current state") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), longState(10), 1)
+    map.put(longKey(2), longState(20), 1)
+    val one = map.get(longKey(1))
+    val two = map.get(longKey(2))
+    val used = map.memoryUsedBytes
+
+    map.putInPlace(longKey(1), longState(11), 2)
+    assert(map.get(longKey(1)).getLong(0) === 11)
+    assert(one.getLong(0) === 11, "same-size state: written over the old bytes")
+    assert(two.getLong(0) === 20)
+    // The state row get handed out may be put back: only the update time changes.
+    map.putInPlace(longKey(1), map.get(longKey(1)), 3)
+    assert(longContents(map) === Map(1L -> (11L, 3L), 2L -> (20L, 1L)))
+
+    // Overwrites of same-size states take no memory.
+    for (i <- 0 until 100000) map.putInPlace(longKey(1 + i % 2), longState(i), i)
+    assert(map.memoryUsedBytes === used)
+    assert(longContents(map) === Map(1L -> (99998L, 99998L), 2L -> (99999L, 99999L)))
+
+    // A state of another size cannot go where the old one was: plain put, old views intact.
+    val strings = StateMap.empty(1, 1)
+    strings.put(longKey(1), stringState("short"), 1)
+    val short = strings.get(longKey(1))
+    strings.putInPlace(longKey(1), stringState("a state that takes more words"), 2)
+    assert(short.getUTF8String(0).toString === "short")
+    assert(strings.get(longKey(1)).getUTF8String(0).toString === "a state that takes more words")
+  }
+
+  test("putInPlace leaves the layers a copy has frozen alone") {
+    val base = StateMap.empty(1, 1)
+    base.put(longKey(1), longState(10), 1)
+    val frozen = base.get(longKey(1))
+    val top = base.copy()
+    top.putInPlace(longKey(1), longState(11), 2)
+    val mine = top.get(longKey(1))
+    top.putInPlace(longKey(1), longState(12), 3)
+    assert(frozen.getLong(0) === 10)
+    assert(longContents(base) === Map(1L -> (10L, 1L)))
+    assert(mine.getLong(0) === 12, "the top layer's own record is overwritten")
+    assert(longContents(top) === Map(1L -> (12L, 3L)))
+    // A removed key put again in place gets a record of its own.
+    top.remove(longKey(1))
+    top.putInPlace(longKey(1), longState(13), 4)
+    assert(longContents(top) === Map(1L -> (13L, 4L)))
+    assert(longContents(base) === Map(1L -> (10L, 1L)))
+  }
+
+  test("a write after a get of another key, or of a reused key buffer, finds its own key") {
+    val keys = UnsafeProjection.create(Array[DataType](LongType))
+    // Keys that start probing at the same slot of a new layer, so that one takes the empty
+    // slot where a get of the other ended.
+    val slots = 128 // a new layer's capacity
+    def slotOf(k: Long): Int = {
+      val row = longKey(k)
+      DeltaChainStateMap.hashOf(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes) &
+        (slots - 1)
+    }
+    val a = 1L
+    val b = Iterator.from(2).map(_.toLong).find(k => slotOf(k) == slotOf(a)).get
+    val map = StateMap.empty(1, 1)
+    assert(map.layer.slotCapacity === slots)
+
+    assert(map.get(keys(InternalRow(a))) === null)
+    val key = keys(InternalRow(b)) // the same buffer, now holding b
+    map.putInPlace(key, longState(20), 1)
+    map.put(longKey(a), longState(10), 2)
+    assert(longContents(map) === Map(a -> (10L, 2L), b -> (20L, 1L)))
+
+    // A get, a write of another key, then a write of the first key.
+    assert(map.get(longKey(a)).getLong(0) === 10)
+    map.remove(longKey(b))
+    map.putInPlace(longKey(a), longState(11), 3)
+    assert(longContents(map) === Map(a -> (11L, 3L)))
+
+    // A get of a new key, then an insert of it that makes the layer grow first.
+    val full = StateMap.empty(1, 1)
+    var k = 0L
+    while (full.layer.usedSlotCount < full.layer.slotCapacity * 3 / 4) {
+      full.put(longKey(k), longState(k), k)
+      k += 1
+    }
+    assert(full.get(keys(InternalRow(k))) === null)
+    full.putInPlace(keys(InternalRow(k)), longState(k), k)
+    assert(full.layer.slotCapacity === 2 * slots)
+    assert(longContents(full) === (0L to k).map(i => i -> (i, i)).toMap)
+  }
+
   test("random operations with copies, timeouts and large states against a reference map") {
+    checkRandomOperations(readModifyWrite = false)
+  }
+
+  test("random read-modify-writes with copies, timeouts and large states against a reference map") {
+    checkRandomOperations(readModifyWrite = true)
+  }
+
+  /**
+   * With `readModifyWrite`, most writes follow a get (of their key, mostly, from a reused key
+   * buffer) and half of the puts are putInPlace.
+   */
+  private def checkRandomOperations(readModifyWrite: Boolean): Unit = {
     // Enough churn for layer rebuilds and arena vacuums, and states larger than an arena page.
     val random = new Random(23)
+    val keyBuffer = UnsafeProjection.create(Array[DataType](LongType))
     val numKeys = 3000
     var map = StateMap.empty(1, 1, 4)
     var replica = StateMap.empty(1, 1, 3)
@@ -462,12 +571,23 @@ class StateMapSuite extends AnyFunSuite {
     }
     for (time <- 1L to 60000L) {
       val k = random.nextInt(numKeys).toLong
+      val key = if (readModifyWrite) keyBuffer(InternalRow(k)) else longKey(k)
+      if (readModifyWrite && random.nextInt(8) != 0) {
+        val read = if (random.nextInt(8) == 0) random.nextInt(numKeys).toLong else k
+        val state = map.get(keyBuffer(InternalRow(read)))
+        assert(Option(state).map(_.getUTF8String(0).toString) === ref.get(read).map(_._1))
+        keyBuffer(InternalRow(k))
+      }
       if (random.nextInt(3) == 0) {
-        map.remove(longKey(k))
+        map.remove(key)
         ref.remove(k)
       } else {
         val state = randomState()
-        map.put(longKey(k), stringState(state), time)
+        if (readModifyWrite && random.nextBoolean()) {
+          map.putInPlace(key, stringState(state), time)
+        } else {
+          map.put(key, stringState(state), time)
+        }
         ref(k) = (state, time)
       }
       if (time % 2000 == 0) {
@@ -645,7 +765,11 @@ class StateMapSuite extends AnyFunSuite {
     assert(result.getMessage.contains("should result in"))
   }
 
-  private def checkAllSequences(numSets: Int, numOpsPerSet: Int, deltaChainThreshold: Int): Unit = {
+  private def checkAllSequences(
+      numSets: Int,
+      numOpsPerSet: Int,
+      deltaChainThreshold: Int,
+      readModifyWrite: Boolean = false): Unit = {
     /*
      * As in Spark's test: every key gets its own sequence of puts and removes, one operation
      * per step, so that all 2 ^ (numSets * numOpsPerSet) sequences are covered. After each set
@@ -653,6 +777,10 @@ class StateMapSuite extends AnyFunSuite {
      * persists across copies and that a copy's writes never reach its parent. With a small
      * threshold the copies also compact. In addition, every set is checkpointed as a delta
      * (replayed onto a replica map) and as a snapshot, and both are compared as well.
+     *
+     * With `readModifyWrite`, each operation is done as StateUpdater does it: a get of the key
+     * from one reused key buffer, then putInPlace or remove of that buffer, which checks the
+     * lookup a write reuses from the get before it (see DeltaChainStateMap.get).
      */
     val numTotalOps = numSets * numOpsPerSet
     val numKeys = 1 << numTotalOps
@@ -666,6 +794,12 @@ class StateMapSuite extends AnyFunSuite {
     var compactions = 0
     val random = new Random(numSets * 100 + numOpsPerSet * 10 + deltaChainThreshold)
     var time = 1L
+    val keyBuffer = UnsafeProjection.create(Array[DataType](LongType))
+    def keyRead(keyId: Long, expected: Option[WideState]): UnsafeRow = {
+      val key = keyBuffer(InternalRow(keyId))
+      assert(Option(stateMap.get(key)).map(WideStateCodec.decode) === expected, s"key $keyId")
+      key
+    }
 
     for (setId <- 0 until numSets) {
       for (opInSetId <- 0 until numOpsPerSet) {
@@ -676,10 +810,19 @@ class StateMapSuite extends AnyFunSuite {
           ((keyId >> (numTotalOps - opId - 1)) & 1: @unchecked) match {
             case 0L =>
               val state = WideState.random(random)
-              stateMap.put(longKey(keyId), WideStateCodec(state), time)
+              if (readModifyWrite) {
+                val key = keyRead(keyId, refMap.get(keyId).map(_._1))
+                stateMap.putInPlace(key, WideStateCodec(state), time)
+              } else {
+                stateMap.put(longKey(keyId), WideStateCodec(state), time)
+              }
               refMap.put(keyId, (state, time))
             case 1L =>
-              stateMap.remove(longKey(keyId))
+              if (readModifyWrite) {
+                stateMap.remove(keyRead(keyId, refMap.get(keyId).map(_._1)))
+              } else {
+                stateMap.remove(longKey(keyId))
+              }
               refMap.remove(keyId)
           }
         }
