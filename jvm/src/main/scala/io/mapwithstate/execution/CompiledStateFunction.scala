@@ -11,7 +11,7 @@ import org.apache.spark.sql.types.StructType
  * ([[StateFunctionInput]]). One instance per task: it owns mutable buffers.
  *
  * Call order per record: [[setContext]], then [[shouldRemove]] and [[update]] (state before the
- * record), then [[setNewState]] and [[emit]].
+ * record), then [[emit]] with the state after it.
  */
 class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) {
   import StateFunctionInput._
@@ -55,16 +55,21 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
     joined.withLeft(input).withRight(context)
   }
 
-  def setNewState(state: InternalRow): Unit = context.update(NewStateOrdinal, state)
-
   /** Whether `remove` is true for the current record (null counts as false). */
   def shouldRemove(): Boolean = removePredicate != null && removePredicate.eval(joined)
 
   /** The new state `update` produces for the current record; null leaves the state as it was. */
   def update(): UnsafeRow = if (updateProjection == null) null else updateProjection(joined)
 
-  /** The record `emit` produces for the current record, or null when it emits nothing. */
-  def emit(): UnsafeRow = if (emitProjection == null) null else emitProjection(joined)
+  /**
+   * The record `emit` produces for the current record, whose state after it is `newState`
+   * (null when removed), or null when it emits nothing.
+   */
+  def emit(newState: InternalRow): UnsafeRow = {
+    if (emitProjection == null) return null
+    context.update(NewStateOrdinal, newState)
+    emitProjection(joined)
+  }
 }
 
 /**

@@ -84,22 +84,8 @@ case class MapWithStateExec(
       val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, input.size,
         opts.timeoutMs.isDefined)
 
-      val initialKey = UnsafeProjection.create(keyTypes.zipWithIndex.map { case (t, i) =>
-        BoundReference(i, t, nullable = true)
-      })
-      val initialValue = UnsafeProjection.create(fn.stateType.fields.toSeq.zipWithIndex.map {
-        case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
-      })
-      initial.foreach(row => updater.loadInitialState(initialKey(row), initialValue(row),
-        timeline.times(0)))
-
-      val snapshot = opts.output match {
-        case OutputKind.Snapshots =>
-          Some(UnsafeProjection.create(snapshotLayout.zipWithIndex.map { case (a, i) =>
-            BoundReference(i, a.dataType, nullable = true)
-          }))
-        case OutputKind.Emitted => None
-      }
+      PartitionSetup.loadInitialState(updater, initial, keyTypes, fn.stateType, timeline.times(0))
+      val snapshot = PartitionSetup.snapshotProjection(opts.output, snapshotLayout)
       val batchTimeOf: InternalRow => Long =
         if (batchTimeOrdinal < 0) _ => timeline.times(0)
         else row => {
@@ -110,20 +96,11 @@ case class MapWithStateExec(
         }
       val replay = new BatchReplayIterator(records, batchTimeOf, timeline, updater, opts, snapshot,
         () => numOutputRows += 1)
-      new Iterator[InternalRow] {
-        private var finished = false
-        override def hasNext: Boolean = {
-          val more = replay.hasNext
-          if (!more && !finished) {
-            finished = true
-            numUpdated += updater.updatedKeys
-            numRemoved += updater.removedKeys
-            numTimedOut += updater.timedOutKeys
-            numStateRows += stateMap.size
-          }
-          more
-        }
-        override def next(): InternalRow = replay.next()
+      PartitionSetup.onCompletion(replay) {
+        numUpdated += updater.updatedKeys
+        numRemoved += updater.removedKeys
+        numTimedOut += updater.timedOutKeys
+        numStateRows += stateMap.size
       }
     }
 

@@ -153,26 +153,13 @@ case class MapWithStateStreamExec(
       val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, input.size,
         hasTimeout)
 
-      val initialKey = UnsafeProjection.create(keyTypes.zipWithIndex.map { case (t, i) =>
-        BoundReference(i, t, nullable = true)
-      })
-      val initialValue = UnsafeProjection.create(stateType.fields.toSeq.zipWithIndex.map {
-        case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
-      })
-      initial.foreach(row => updater.loadInitialState(initialKey(row), initialValue(row), batchTime))
-
-      val snapshot = replayOptions.output match {
-        case OutputKind.Snapshots =>
-          Some(UnsafeProjection.create(snapshotLayout.zipWithIndex.map { case (a, i) =>
-            BoundReference(i, a.dataType, nullable = true)
-          }))
-        case OutputKind.Emitted => None
-      }
+      PartitionSetup.loadInitialState(updater, initial, keyTypes, stateType, batchTime)
+      val snapshot = PartitionSetup.snapshotProjection(replayOptions.output, snapshotLayout)
       val replay = new BatchReplayIterator(failingOnceAfterFirst(records, failOnceMarker),
         _ => batchTime, BatchTimeline.single(batchTime), updater, replayOptions, snapshot,
         () => numOutputRows += 1)
 
-      onCompletion(replay) {
+      PartitionSetup.onCompletion(replay) {
         allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
         commitTimeMs += timeTakenMs { store.commit() }
         numUpdated += updater.updatedKeys
@@ -206,21 +193,6 @@ object MapWithStateStreamExec {
    * tasks, and every task once the file exists, run normally.
    */
   val FailTaskOnceConf = "spark.mapwithstate.test.failTaskOnceMarker"
-
-  /** `rows`, then `done` once they are exhausted (before hasNext first returns false). */
-  private def onCompletion(rows: Iterator[InternalRow])(done: => Unit): Iterator[InternalRow] =
-    new Iterator[InternalRow] {
-      private var completed = false
-      override def hasNext: Boolean = {
-        val more = rows.hasNext
-        if (!more && !completed) {
-          completed = true
-          done
-        }
-        more
-      }
-      override def next(): InternalRow = rows.next()
-    }
 
   private def failingOnceAfterFirst(records: Iterator[InternalRow], marker: String)
     : Iterator[InternalRow] =

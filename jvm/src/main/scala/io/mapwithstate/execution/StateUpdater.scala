@@ -51,13 +51,7 @@ class StateUpdater(
     val updated = if (removed) null else function.update()
     val after = if (removed) null else if (updated != null) updated else before
 
-    val emitted =
-      if (function.hasEmit) {
-        function.setNewState(after)
-        function.emit()
-      } else {
-        null
-      }
+    val emitted = function.emit(after)
 
     if (removed) {
       if (before != null) {
@@ -87,13 +81,7 @@ class StateUpdater(
       timingOutInput.update(o, key.get(k, keyTypes(k)))
     }
     function.setContext(timingOutInput, state, timingOut = true, batchTime)
-    val emitted =
-      if (function.hasEmit) {
-        function.setNewState(null)
-        function.emit()
-      } else {
-        null
-      }
+    val emitted = function.emit(null)
     map.remove(key)
     timedOutKeys += 1
     emitted
