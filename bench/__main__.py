@@ -24,7 +24,7 @@ import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report  # noqa: E402
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
-from bench.scenarios import Scenario, Suite, suite  # noqa: E402
+from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.md")
 #: Every system, Connect server and spark-submit alike, runs with these (2 cores here).
@@ -91,8 +91,8 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
-    for round_ in range(plan.rounds):
-        tag = f"{scenario.name} round {round_ + 1}/{plan.rounds}"
+    for round_ in range(scenario.rounds):
+        tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         _log(f"{tag}: ours")
         runs["ours"].append(connect_systems.ours(spark, directory, _dir(work, tag, "ours")))
         if pandas_directory:
@@ -208,10 +208,10 @@ def _header(quick: bool, plan: Suite) -> str:
     return (f"## mapwithstate benchmark ({mode}), {datetime.now():%Y-%m-%d %H:%M}\n\n"
             f"{os.cpu_count()} cores, Spark {pyspark.__version__}, local[2], "
             f"spark.sql.shuffle.partitions={SPARK_CONF['spark.sql.shuffle.partitions']}, "
-            f"driver memory {DRIVER_MEMORY}; {plan.rounds} interleaved round(s) per streaming "
-            f"scenario, medians over the pooled measured batches (the first batch and "
-            f"{__import__('bench.scenarios', fromlist=['WARMUP']).WARMUP} warm-up batches "
-            f"excluded). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
+            f"driver memory {DRIVER_MEMORY}; systems interleaved round by round "
+            f"({', '.join(f'{s.name} x{s.rounds}' for s in plan.streaming)}), medians over the "
+            f"pooled measured batches (the first batch and {WARMUP} warm-up batches excluded; "
+            f"S3: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
             f"a ratio of time per record, for an input scaled down.")
 
 
