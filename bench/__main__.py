@@ -5,6 +5,7 @@ applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, i
 the systems round by round (A B A B …) so that drift on a shared machine hits them alike,
 and prints one markdown table per scenario, also written to bench/results/latest.md."""
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -27,6 +28,8 @@ from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.md")
+#: Every run's per-batch numbers, for looking into a table's figures (spikes, warm-up).
+RAW = os.path.join(os.path.dirname(RESULTS), "latest-raw.json")
 #: Every system, Connect server and spark-submit alike, runs with these (2 cores here).
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",
@@ -56,6 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = tempfile.mkdtemp(prefix="mapwithstate-bench-")
     started = time.monotonic()
     sections = [_header(args.quick, plan)]
+    raw: Dict[str, Dict[str, list]] = {}
     print(sections[0], flush=True)
     try:
         _log("starting the Connect server")
@@ -65,7 +69,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             pandas_by_name = {s.name: s for s in plan.pandas}
             for scenario in plan.streaming:
                 if only is None or scenario.name in only:
-                    section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work)
+                    section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
+                                         raw.setdefault(scenario.name, {}))
                     sections.append(section)
                     print("\n" + section, flush=True)
             if only is None or plan.batch.name in only:
@@ -82,12 +87,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         f.write("\n\n".join(sections) + "\n" + footer + "\n")
+    with open(RAW, "w") as f:
+        json.dump(raw, f)
     _log(f"written {RESULTS}")
     return 0
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
-               work: str) -> str:
+               work: str, raw: Dict[str, list]) -> str:
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
@@ -104,6 +111,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                               DRIVER_MEMORY)
         for system, outcome in jvm.items():
             runs[system].append(outcome)
+    raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
 
     rows: List[report.Row] = []
     order = ["ours", "floor", "fmgws-hdfs", "fmgws-rocksdb", "dstream", "pandas"]
@@ -189,7 +197,7 @@ def _batch(spark, plan: Suite) -> str:
                 times[name].append(seconds)
     ours, group_by = times["ours"], times["groupby"]
     line = report.check("time ÷ groupBy().agg()",
-                        report._median(ours) / report._median(group_by) if ours and group_by else None, 1.5)
+                        report.median(ours) / report.median(group_by) if ours and group_by else None, 1.5)
     return (report.batch_table(f"{job.name}: {job.title}", ours, group_by, job.rows) + "\n"
             + report.targets([line]))
 

@@ -22,7 +22,7 @@ IDLE_TIMEOUT = "1 hour"
 IDLE_TIMEOUT_MS = 3_600_000
 #: A query that runs longer is stopped and reported as failed, so one runaway system does not
 #: hold up the suite.
-MAX_QUERY_SECONDS = 1200
+MAX_QUERY_SECONDS = 600
 
 
 

@@ -38,11 +38,12 @@ class Figures:
 
 def figures(runs: Sequence[Sequence[Batch]], measured: Sequence[int]) -> Figures:
     """Pools the measured batches of every run (every round) of one system; the peak state
-    memory is over all batches, loading ones included."""
+    memory is over every batch up to the phase's last, loading ones included (so an early
+    phase of S3 does not show the state of a later one)."""
     chosen = [run[i] for run in runs for i in measured]
     seconds = np.array([b[1] for b in chosen], dtype=float) / 1000.0
     records = sum(b[0] for b in chosen)
-    memory = [b[2] for run in runs for b in run if b[2] >= 0]
+    memory = [b[2] for run in runs for b in run[:max(measured) + 1] if b[2] >= 0]
     return Figures(records_per_s=records / seconds.sum() if seconds.sum() > 0 else float("inf"),
                    median_s=float(np.median(seconds)), p90_s=float(np.percentile(seconds, 90)),
                    batches=len(chosen), peak_state_bytes=max(memory) if memory else None)

@@ -59,7 +59,7 @@ def batch_table(title: str, ours: Sequence[float], group_by: Sequence[float], ro
              "|---|--:|--:|--:|--:|--:|"]
     medians = {}
     for name, times in (("ours", ours), ("groupby", group_by)):
-        medians[name] = _median(times) if times else None
+        medians[name] = median(times) if times else None
     for name, times in (("ours", ours), ("groupby", group_by)):
         m = medians[name]
         if m is None:
@@ -108,7 +108,7 @@ def _div(a: Optional[float], b: Optional[float]) -> str:
     return "n/a" if a is None or not b else f"{a / b:.2f}"
 
 
-def _median(values: Sequence[float]) -> float:
+def median(values: Sequence[float]) -> float:
     s = sorted(values)
     mid = len(s) // 2
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

@@ -15,7 +15,7 @@ object StreamingRun {
   val RocksDbProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
   /** A query that runs longer is stopped and reported as failed (as bench/connect_systems.py). */
-  private val MaxQueryMillis = 1200L * 1000
+  private val MaxQueryMillis = 600L * 1000
 
   val schema: StructType = StructType(Seq(
     StructField("key", LongType, nullable = false), StructField("value", LongType, nullable = false)))
