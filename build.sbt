@@ -75,3 +75,10 @@ lazy val plugin = (project in file("jvm"))
       (assembly / fullClasspath).value.filter(jar => spark.contains(jar.data))
     },
     assembly / test := {})
+
+// The benchmark's JVM systems (bench/): Spark's own stateful operators the plugin is measured
+// against, run with spark-submit. A separate project so none of it goes into the plugin jar.
+lazy val bench = (project in file("bench/jvm"))
+  .settings(
+    name := "mapwithstate-bench",
+    Compile / unmanagedJars ++= sparkJars.value)

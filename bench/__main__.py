@@ -1,0 +1,239 @@
+"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,B1]``: the whole suite in one command.
+
+Generates missing data, starts one local Connect server with the plugin (ours,
+applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
+the systems round by round (A B A B …) so that drift on a shared machine hits them alike,
+and prints one markdown table per scenario, also written to bench/results/latest.md."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+from datetime import datetime
+from typing import Dict, List, Optional
+
+warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
+
+import pyspark  # noqa: E402
+
+import mapwithstate as mws  # noqa: E402
+from bench import connect_systems, data, jvm_systems, report  # noqa: E402
+from bench.measure import Figures, figures, per_file  # noqa: E402
+from bench.outcome import Outcome  # noqa: E402
+from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.md")
+#: Every run's per-batch numbers, for looking into a table's figures (spikes, warm-up).
+RAW = os.path.join(os.path.dirname(RESULTS), "latest-raw.json")
+#: Every system, Connect server and spark-submit alike, runs with these (2 cores here).
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    # AvailableNow runs can have hundreds of batches; keep every progress for the harness.
+    "spark.sql.streaming.numRecentProgressUpdates": "1000",
+    # ProcessingTimeTimeout asks for a batch without data after every batch, forever, so an
+    # AvailableNow query would never end. Without them the timeout scan runs inside each data
+    # batch (flatMapGroupsWithState and applyInPandasWithState look for timed-out keys in every
+    # batch), so its cost stays in the measured batches.
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+}
+DRIVER_MEMORY = "4g"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parse(argv)
+    # A killed run still stops its Connect server (a separate process group) on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # The Connect server's Python workers (applyInPandasWithState) need this environment's
+    # pandas and must import the state function from bench/ by reference.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    plan = suite(args.quick, args.keys or (50_000 if args.quick else 1_000_000))
+    only = set(args.only.split(",")) if args.only else None
+    work = tempfile.mkdtemp(prefix="mapwithstate-bench-")
+    started = time.monotonic()
+    sections = [_header(args.quick, plan)]
+    raw: Dict[str, Dict[str, list]] = {}
+    print(sections[0], flush=True)
+    try:
+        _log("starting the Connect server")
+        server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY})
+        try:
+            spark = server.session()
+            pandas_by_name = {s.name: s for s in plan.pandas}
+            for scenario in plan.streaming:
+                if only is None or scenario.name in only:
+                    section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
+                                         raw.setdefault(scenario.name, {}))
+                    sections.append(section)
+                    print("\n" + section, flush=True)
+            if only is None or plan.batch.name in only:
+                section = _batch(spark, plan)
+                sections.append(section)
+                print("\n" + section, flush=True)
+            spark.stop()
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    footer = f"\nTotal wall time {time.monotonic() - started:.0f} s."
+    print(footer)
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        f.write("\n\n".join(sections) + "\n" + footer + "\n")
+    with open(RAW, "w") as f:
+        json.dump(raw, f)
+    _log(f"written {RESULTS}")
+    return 0
+
+
+def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
+               work: str, raw: Dict[str, list]) -> str:
+    directory = _data(scenario)
+    pandas_directory = _data(pandas_scenario) if pandas_scenario else None
+    runs: Dict[str, List[Outcome]] = defaultdict(list)
+    for round_ in range(scenario.rounds):
+        tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
+        _log(f"{tag}: ours")
+        runs["ours"].append(connect_systems.ours(spark, directory, _dir(work, tag, "ours")))
+        if pandas_directory:
+            _log(f"{tag}: applyInPandasWithState (scaled down)")
+            runs["pandas"].append(connect_systems.apply_in_pandas_with_state(
+                spark, pandas_directory, _dir(work, tag, "pandas")))
+        _log(f"{tag}: {', '.join(jvm_systems.JVM_SYSTEMS)} (spark-submit)")
+        jvm = jvm_systems.run(directory, jvm_systems.JVM_SYSTEMS, _dir(work, tag, "jvm"), SPARK_CONF,
+                              DRIVER_MEMORY)
+        for system, outcome in jvm.items():
+            runs[system].append(outcome)
+    raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
+
+    rows: List[report.Row] = []
+    order = ["ours", "floor", "fmgws-hdfs", "fmgws-rocksdb", "dstream", "pandas"]
+    for phase_index, phase in enumerate(scenario.phases):
+        for system in order:
+            if system == "pandas":
+                if pandas_scenario is None:
+                    if phase_index == 0:
+                        rows.append(report.Row(system, phase.label, None,
+                                               "not run (too slow for this state size)"))
+                    continue
+                source, scale = pandas_scenario, plan.pandas_scale
+            else:
+                source, scale = scenario, 1.0
+            rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
+                             len(source.batches), scale))
+    lines = _targets(scenario, rows, plan)
+    return report.streaming_table(f"{scenario.name}: {scenario.title}", rows) + "\n" + report.targets(lines)
+
+
+def _row(system: str, phase: str, measured, outcomes: List[Outcome], n_files: int,
+         scale: float) -> report.Row:
+    """``phase`` is the full-size scenario's label, so a scaled-down row lines up with the
+    others; ``measured`` are its own batch indexes."""
+    notes = [o.note for o in outcomes if o.batches is None]
+    good = [o.batches for o in outcomes if o.batches is not None]
+    try:
+        per_run = [per_file(b, n_files) for b in good]
+    except ValueError as e:
+        return report.Row(system, phase, None, f"failed: {e}", scale)
+    if not per_run:
+        return report.Row(system, phase, None, notes[0] if notes else "not run", scale)
+    return report.Row(system, phase, figures(per_run, measured), "", scale)
+
+
+def _targets(scenario: Scenario, rows: List[report.Row], plan: Suite) -> List[str]:
+    def median(system: str, phase: str) -> Optional[float]:
+        f = _figures(rows, system, phase)
+        return f.median_s if f else None
+
+    def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+        return a / b if a is not None and b else None
+
+    phase = scenario.phases[0].label
+    ours, floor = median("ours", phase), median("floor", phase)
+    if scenario.name == "S1":
+        return [report.check("median batch ÷ stateless floor", ratio(ours, floor), 1.3),
+                report.check("flatMapGroupsWithState (HDFS) median ÷ ours",
+                             ratio(median("fmgws-hdfs", phase), ours), 2.5, at_least=True)]
+    if scenario.name == "S2":
+        o, p = _figures(rows, "ours", phase), _figures(rows, "pandas", phase)
+        return [report.check("median batch ÷ stateless floor", ratio(ours, floor), 1.5),
+                report.check(f"records/s ÷ applyInPandasWithState's (at {plan.pandas_scale:g}× size)",
+                             o.records_per_s / p.records_per_s if o and p else None, 100, at_least=True)]
+    if scenario.name == "S3":
+        large = scenario.phases[-1].label
+        return [report.check(f"median batch at {large} ÷ at {phase}", ratio(median("ours", large), ours), 1.3)]
+    return []
+
+
+def _figures(rows: List[report.Row], system: str, phase: str) -> Optional[Figures]:
+    for row in rows:
+        if row.system == system and row.phase == phase:
+            return row.figures
+    return None
+
+
+def _batch(spark, plan: Suite) -> str:
+    job = plan.batch
+    directory = data.batch_job_data(job)
+    times: Dict[str, List[float]] = {"ours": [], "groupby": []}
+    runners = {"ours": connect_systems.batch_ours, "groupby": connect_systems.batch_group_by}
+    # One unmeasured run each first (JIT, file listing caches), then alternate.
+    for round_ in range(plan.batch_rounds + 1):
+        for name, runner in runners.items():
+            _log(f"{job.name} round {round_}/{plan.batch_rounds}: {name}")
+            try:
+                seconds = runner(spark, directory)
+            except Exception as e:  # noqa: BLE001 - reported in the table
+                _log(f"{job.name} {name} failed: {e}")
+                continue
+            if round_ > 0:
+                times[name].append(seconds)
+    ours, group_by = times["ours"], times["groupby"]
+    line = report.check("time ÷ groupBy().agg()",
+                        report.median(ours) / report.median(group_by) if ours and group_by else None, 1.5)
+    return (report.batch_table(f"{job.name}: {job.title}", ours, group_by, job.rows) + "\n"
+            + report.targets([line]))
+
+
+def _data(scenario: Scenario) -> str:
+    _log(f"data for {scenario.name} ({scenario.records:,} records in {len(scenario.batches)} files)")
+    return data.scenario_data(scenario)
+
+
+def _dir(work: str, tag: str, system: str) -> str:
+    return os.path.join(work, tag.replace(" ", "-").replace("/", "of"), system)
+
+
+def _header(quick: bool, plan: Suite) -> str:
+    mode = "--quick" if quick else "default scale"
+    return (f"## mapwithstate benchmark ({mode}), {datetime.now():%Y-%m-%d %H:%M}\n\n"
+            f"{os.cpu_count()} cores, Spark {pyspark.__version__}, local[2], "
+            f"spark.sql.shuffle.partitions={SPARK_CONF['spark.sql.shuffle.partitions']}, "
+            f"driver memory {DRIVER_MEMORY}; systems interleaved round by round "
+            f"({', '.join(f'{s.name} x{s.rounds}' for s in plan.streaming)}), medians over the "
+            f"pooled measured batches (the first batch and {WARMUP} warm-up batches excluded; "
+            f"S3: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
+            f"a ratio of time per record, for an input scaled down.")
+
+
+def _log(message: str) -> None:
+    print(f"[bench {datetime.now():%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
+    parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
+    parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The systems a Python user runs through Spark Connect: ours (``map_with_state``),
+``applyInPandasWithState`` with ``ProcessingTimeTimeout``, and for B1 Spark's own
+``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
+like the JVM systems (bench/jvm_systems.py)."""
+import time
+from typing import Callable, Iterator, List, Tuple
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+
+from bench.measure import Batch
+from bench.outcome import Outcome
+
+SCHEMA = "key BIGINT, value BIGINT"
+#: Long enough that nothing expires while measuring; set so that timeout support is on.
+IDLE_TIMEOUT = "1 hour"
+IDLE_TIMEOUT_MS = 3_600_000
+#: A query that runs longer is stopped and reported as failed, so one runaway system does not
+#: hold up the suite.
+MAX_QUERY_SECONDS = 600
+
+
+
+def running_count() -> StateSpec:
+    """The workload: each record increments its key's count and emits (key, count). Built on
+    use: pyspark's functions make Connect Columns only once a Connect session exists."""
+    return StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("key"), S.new_state("n").alias("count")),
+    ).timeout(IDLE_TIMEOUT)
+
+
+#: What map_with_state over a stream says while streaming support has not landed.
+_STREAMING_MISSING = "not supported yet"
+STREAMING_NA = "n/a (streaming not available in this build)"
+
+
+def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    try:
+        # map_with_state only appends: emitted records are never retracted.
+        return Outcome(_stream(spark, directory, checkpoint, "append",
+                               lambda source: map_with_state(source, key="key", spec=running_count())))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        if _STREAMING_MISSING in str(e):
+            return Outcome(note=STREAMING_NA)
+        return Outcome.failed(e)
+
+
+def apply_in_pandas_with_state(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    def build(source: DataFrame) -> DataFrame:
+        return source.groupBy("key").applyInPandasWithState(
+            _running_count_pandas, "key BIGINT, count BIGINT", "n BIGINT", "update",
+            GroupStateTimeout.ProcessingTimeTimeout)
+    try:
+        return Outcome(_stream(spark, directory, checkpoint, "update", build))
+    except Exception as e:  # noqa: BLE001
+        return Outcome.failed(e)
+
+
+def _running_count_pandas(key: Tuple[int], pdfs: Iterator[pd.DataFrame],
+                          state: GroupState) -> Iterator[pd.DataFrame]:
+    """The running count as a pandas user writes it: vectorized per chunk of a key's records."""
+    if state.hasTimedOut:
+        state.remove()
+        return
+    n = state.get[0] if state.exists else 0
+    for pdf in pdfs:
+        counts = pd.RangeIndex(n + 1, n + 1 + len(pdf)).to_numpy()
+        n += len(pdf)
+        yield pd.DataFrame({"key": key[0], "count": counts})
+    state.update((n,))
+    state.setTimeoutDuration(IDLE_TIMEOUT_MS)
+
+
+def batch_ours(spark: SparkSession, directory: str) -> float:
+    """B1 through the batch path: the whole input as one batch; seconds to write it to noop."""
+    return _timed_noop(map_with_state(spark.read.parquet(directory), key="key", spec=running_count()))
+
+
+def batch_group_by(spark: SparkSession, directory: str) -> float:
+    """B1's reference: Spark's own aggregation of the same DataFrame."""
+    df = spark.read.parquet(directory)
+    return _timed_noop(df.groupBy("key").agg(F.count("*").alias("count"), F.sum("value").alias("sum")))
+
+
+def _timed_noop(df: DataFrame) -> float:
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: str,
+            build: Callable[[DataFrame], DataFrame]) -> List[Batch]:
+    """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow, the noop sink,
+    per-batch numbers from StreamingQueryProgress."""
+    source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
+    query = (build(source).writeStream.format("noop").outputMode(output_mode)
+             .option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    try:
+        if not query.awaitTermination(MAX_QUERY_SECONDS):
+            raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
+    finally:
+        query.stop()
+    batches: List[Batch] = []
+    for p in query.recentProgress:
+        operators = p.stateOperators or []
+        memory = sum(o.memoryUsedBytes for o in operators) if operators else -1
+        batches.append((int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)), int(memory)))
+    return batches

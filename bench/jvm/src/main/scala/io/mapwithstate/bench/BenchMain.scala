@@ -1,0 +1,52 @@
+package io.mapwithstate.bench
+
+import java.io.{File, FileWriter}
+
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.streaming.OutputMode
+
+/**
+ * The benchmark's JVM side, started by `bench/run` through pyspark's spark-submit: runs Spark's
+ * own stateful operators (and the stateless floor) over one scenario's Parquet batches, one
+ * system after the other in this JVM, and appends one JSON line per system to the results file.
+ *
+ * Arguments: `<input dir> <work dir> <results file> <system>...`, systems being `floor`,
+ * `fmgws-hdfs`, `fmgws-rocksdb` and `dstream`. A system that fails is reported as failed
+ * rather than ending the run, so one broken baseline does not hide the others.
+ */
+object BenchMain {
+
+  def main(args: Array[String]): Unit = {
+    require(args.length >= 4, "usage: BenchMain <input dir> <work dir> <results file> <system>...")
+    val Array(input, work, results) = args.take(3)
+    val spark = SparkSession.builder().appName("mapwithstate-bench").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try {
+      args.drop(3).zipWithIndex.foreach { case (system, i) =>
+        val dir = new File(work, s"$i-$system").getPath
+        val outcome =
+          try Right(run(spark, system, input, dir))
+          catch { case e: Exception => Left(s"${e.getClass.getSimpleName}: ${e.getMessage}") }
+        append(results, Json.result(system, outcome))
+      }
+    } finally spark.stop()
+  }
+
+  private def run(spark: SparkSession, system: String, input: String, dir: String): Seq[Batch] =
+    system match {
+      case "floor" => StreamingRun(spark, input, dir, OutputMode.Append(), None)(StatelessFloor.query)
+      case "fmgws-hdfs" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
+          RunningCount.query)
+      case "fmgws-rocksdb" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
+          RunningCount.query)
+      case "dstream" => DStreamRunningCount.run(spark, input, dir)
+      case other => throw new IllegalArgumentException(s"unknown system $other")
+    }
+
+  private def append(path: String, line: String): Unit = {
+    val out = new FileWriter(path, true)
+    try out.write(line + "\n") finally out.close()
+  }
+}

@@ -1,0 +1,114 @@
+"""The markdown the suite prints and writes to bench/results/latest.md: one table per scenario,
+every system's figures as ratios to ours and to the stateless floor, and the issue's targets
+checked against this run's medians (never against absolute times from elsewhere)."""
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from bench.measure import Figures
+
+
+@dataclass(frozen=True)
+class Row:
+    """One system in one measured phase; ``figures`` is None when it has no numbers (``note``
+    says why). ``scaled`` is the input size relative to the others (1.0 = the same input)."""
+
+    system: str
+    phase: str
+    figures: Optional[Figures]
+    note: str = ""
+    scaled: float = 1.0
+
+
+LABELS = {
+    "ours": "**ours**: map_with_state (Connect)",
+    "pandas": "applyInPandasWithState (Connect)",
+    "floor": "stateless floor",
+    "fmgws-hdfs": "flatMapGroupsWithState, HDFS store",
+    "fmgws-rocksdb": "flatMapGroupsWithState, RocksDB store",
+    "dstream": "DStream mapWithState",
+    "groupby": "groupBy().agg(count, sum)",
+}
+
+
+def streaming_table(title: str, rows: Sequence[Row]) -> str:
+    """A scenario's table. Ratios compare median batch latency with ours and with the floor in
+    the same phase; for a scaled-down row batch latencies are not comparable, so its ratios are
+    of time per record instead (marked †)."""
+    lines = [f"### {title}", "",
+             "| system | phase | input | records/s | median batch | p90 batch | peak state memory "
+             "| × ours | × floor |",
+             "|---|---|---|--:|--:|--:|--:|--:|--:|"]
+    for row in rows:
+        label = LABELS.get(row.system, row.system)
+        size = "full" if row.scaled == 1.0 else f"{row.scaled:g}× (scaled down)"
+        f = row.figures
+        if f is None:
+            lines.append(f"| {label} | {row.phase} | {size} | {row.note} | | | | | |")
+            continue
+        ours = _find(rows, "ours", row.phase)
+        floor = _find(rows, "floor", row.phase)
+        lines.append(
+            f"| {label} | {row.phase} | {size} | {f.records_per_s:,.0f} | {f.median_s:.3f} s | "
+            f"{f.p90_s:.3f} s | {_bytes(f.peak_state_bytes)} | {_ratio(row, ours)} | "
+            f"{_ratio(row, floor)} |")
+    return "\n".join(lines)
+
+
+def batch_table(title: str, ours: Sequence[float], group_by: Sequence[float], rows: int) -> str:
+    lines = [f"### {title}", "", "| system | runs | records/s | median time | × ours | × groupBy |",
+             "|---|--:|--:|--:|--:|--:|"]
+    medians = {}
+    for name, times in (("ours", ours), ("groupby", group_by)):
+        medians[name] = median(times) if times else None
+    for name, times in (("ours", ours), ("groupby", group_by)):
+        m = medians[name]
+        if m is None:
+            lines.append(f"| {LABELS[name]} | 0 | failed | | | |")
+            continue
+        lines.append(f"| {LABELS[name]} | {len(times)} | {rows / m:,.0f} | {m:.3f} s | "
+                     f"{_div(m, medians['ours'])} | {_div(m, medians['groupby'])} |")
+    return "\n".join(lines)
+
+
+def targets(lines: List[str]) -> str:
+    return "\n".join(["", "Targets (ours, this run):", *[f"- {line}" for line in lines]])
+
+
+def check(what: str, value: Optional[float], limit: float, *, at_least: bool = False) -> str:
+    """``what``: measured ``value`` against ``limit`` (at most, or at least)."""
+    if value is None:
+        return f"{what}: not measured"
+    met = value >= limit if at_least else value <= limit
+    sign = "≥" if at_least else "≤"
+    return f"{what}: {value:.2f}× (target {sign} {limit:g}×) — {'met' if met else '**missed**'}"
+
+
+def _find(rows: Sequence[Row], system: str, phase: str) -> Optional[Row]:
+    for row in rows:
+        if row.system == system and row.phase == phase and row.figures is not None:
+            return row
+    return None
+
+
+def _ratio(row: Row, reference: Optional[Row]) -> str:
+    if reference is None or reference.figures is None or row.figures is None:
+        return "n/a"
+    if row.scaled != reference.scaled:
+        return f"{reference.figures.records_per_s / row.figures.records_per_s:.2f}†"
+    return f"{row.figures.median_s / reference.figures.median_s:.2f}"
+
+
+def _bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "not reported"
+    return f"{n / 2**20:,.1f} MB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MB"
+
+
+def _div(a: Optional[float], b: Optional[float]) -> str:
+    return "n/a" if a is None or not b else f"{a / b:.2f}"
+
+
+def median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

@@ -1,0 +1,150 @@
+"""The workloads: which Parquet batches each scenario feeds every system, and which of those
+batches are measured. Sizes live here and nowhere else, so ``--quick`` and ``--keys`` change
+one table, not the harness."""
+from dataclasses import dataclass
+from typing import List, Tuple
+
+#: The batches excluded from every measurement: the first (it loads the state or starts cold)
+#: and two warm-up batches after it (JIT, caches).
+WARMUP = 2
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """One micro-batch's records. ``kind`` is how its keys are drawn:
+    ``"new"``: keys ``start .. start+records-1``, each once (state grows);
+    ``"existing"``: ``records`` keys drawn at random from ``0 .. key_space-1``;
+    ``"all"``: every key of ``0 .. records-1`` once, in random order (full churn)."""
+
+    kind: str
+    records: int
+    start: int = 0
+    key_space: int = 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A measured stretch of a scenario: the batch indexes whose latency is reported together."""
+
+    label: str
+    batches: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    batches: Tuple[BatchSpec, ...]
+    phases: Tuple[Phase, ...]
+    #: How many interleaved rounds every system runs (batches of all rounds are pooled).
+    rounds: int = 1
+
+    @property
+    def records(self) -> int:
+        return sum(b.records for b in self.batches)
+
+    def data_name(self) -> str:
+        """The data directory's name: changes whenever the batches do, so data is regenerated."""
+        shape = "-".join(f"{b.kind[0]}{b.records}.{b.start}.{b.key_space}" for b in self.batches)
+        return f"{self.name}-{_digest(shape)}"
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _measured(first: int, last: int) -> Tuple[int, ...]:
+    return tuple(range(first + WARMUP, last + 1))
+
+
+def large_state(keys: int, churn: int, batches: int, rounds: int = 1) -> Scenario:
+    """S1: batch 0 loads ``keys`` distinct keys, then ``batches`` of ``churn`` records on random
+    existing keys."""
+    specs = [BatchSpec("new", keys)] + [BatchSpec("existing", churn, key_space=keys)] * batches
+    return Scenario("S1", f"large state, small churn ({_n(keys)} keys, batches of {_n(churn)})",
+                    tuple(specs), (Phase(f"{_n(keys)} keys", _measured(1, batches)),), rounds)
+
+
+def full_churn(keys: int, batches: int, rounds: int = 1) -> Scenario:
+    """S2: every batch updates every one of ``keys`` keys once."""
+    return Scenario("S2", f"full churn ({batches} batches of {_n(keys)} records over {_n(keys)} keys)",
+                    tuple([BatchSpec("all", keys)] * batches),
+                    (Phase(f"{_n(keys)} keys", _measured(1, batches - 1)),), rounds)
+
+
+def state_growth(small: int, large: int, churn: int, batches: int, growth_batches: int) -> Scenario:
+    """S3: batches of ``churn`` records on existing keys at ``small`` keys of state, then the state
+    is grown to ``large`` keys by ``growth_batches`` of new keys, then the same batches at
+    ``large`` keys. Growing 10k keys at a time would take hundreds of batches; the two measured
+    phases answer the same question (does batch cost follow state size?) in minutes."""
+    specs: List[BatchSpec] = [BatchSpec("new", small)]
+    specs += [BatchSpec("existing", churn, key_space=small)] * batches
+    step = -(-(large - small) // growth_batches)
+    for start in range(small, large, step):
+        specs.append(BatchSpec("new", min(step, large - start), start=start))
+    first_large = len(specs)
+    specs += [BatchSpec("existing", churn, key_space=large)] * batches
+    phases = (Phase(f"{_n(small)} keys", _measured(1, batches)),
+              Phase(f"{_n(large)} keys", tuple(range(first_large + WARMUP, len(specs)))))
+    return Scenario("S3", f"state growth (batches of {_n(churn)}, state {_n(small)} -> {_n(large)} keys)",
+                    tuple(specs), phases)
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """B1: one batch of ``rows`` records over ``keys`` keys, through the batch path."""
+
+    name: str
+    rows: int
+    keys: int
+    files: int = 4
+
+    @property
+    def title(self) -> str:
+        return f"batch path ({_n(self.rows)} rows, {_n(self.keys)} keys, one batch)"
+
+    def data_name(self) -> str:
+        return f"{self.name}-{self.rows}-{self.keys}-{self.files}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Everything one run measures: the streaming scenarios at full size, the same scenarios
+    scaled down for applyInPandasWithState (far too slow for full size), and B1 with how often
+    each of its two systems runs (interleaved, after one unmeasured run each)."""
+
+    streaming: Tuple[Scenario, ...]
+    pandas: Tuple[Scenario, ...]
+    pandas_scale: float
+    batch: BatchJob
+    batch_rounds: int
+
+
+def suite(quick: bool, keys: int) -> Suite:
+    """The default suite (``keys`` is S1's state size, 1M by default) or the ``--quick`` one."""
+    if quick:
+        s1, churn, s2, s3 = keys, 2_000, 20_000, (10_000, 200_000, 2_000)
+        batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
+        return Suite((large_state(s1, churn, batches), full_churn(s2, batches),
+                      state_growth(*s3, batches=5, growth_batches=2)),
+                     (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
+                      full_churn(int(s2 * pandas_scale), batches)),
+                     pandas_scale, b1, batch_rounds=2)
+    # Two rounds where a round is cheap; S3 once: loading 5M keys into every system dominates it.
+    pandas_scale = 0.01
+    return Suite((large_state(keys, 10_000, 20, rounds=2), full_churn(200_000, 20, rounds=2),
+                  state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5)),
+                 (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
+                  full_churn(int(200_000 * pandas_scale), 20)),
+                 pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3)
+
+
+def _n(n: int) -> str:
+    """1000000 -> 1M, 200000 -> 200k."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size and n % (size // 10) == 0:
+            value = n / size
+            return f"{value:g}{unit}"
+    return f"{n:,}"
