@@ -63,8 +63,16 @@ final class DeltaChainStateMap private (
 
   override def size: Int = liveKeys
 
-  /** Whether the next [[copy]] compacts the chain. */
-  def shouldCompact: Boolean = deltaChainLength >= deltaChainThreshold
+  /**
+   * Whether the next [[copy]] compacts the chain: when it has reached the threshold, as Spark's
+   * map does, or earlier when its layers hold more than twice the live keys. Under full churn
+   * every layer holds every key, and a chain of 20 would hold 20 copies of the state; compacting
+   * once the chain doubles the live state bounds memory to about three times the state, at an
+   * amortized cost of one pass over the keys written since the last compaction.
+   */
+  def shouldCompact: Boolean =
+    deltaChainLength >= deltaChainThreshold ||
+      (deltaChainLength > 0 && chainEntries > 2L * size + DeltaChainStateMap.MinEntriesToCompactEarly)
 
   /**
    * Also remembers what the lookup found (see [[recalled]]), so that a write of the same key
@@ -368,6 +376,17 @@ final class DeltaChainStateMap private (
     this
   }
 
+  /** Entries (live, stale or tombstones) held by all the layers of this chain. */
+  private def chainEntries: Long = {
+    var total = 0L
+    var map = this
+    while (map != null) {
+      total += map.layer.usedSlotCount
+      map = map.parent
+    }
+    total
+  }
+
   private def chainRecordBytes: Long = {
     var total = 0L
     var map = this
@@ -394,6 +413,9 @@ final class DeltaChainStateMap private (
 }
 
 object DeltaChainStateMap {
+
+  /** Small maps keep Spark's rule alone: their chains cost little, whatever their churn. */
+  val MinEntriesToCompactEarly: Int = 1 << 16
 
   /** A new empty base map sized for `expectedEntries` keys taking `expectedRecordBytes`. */
   private[state] def presized(

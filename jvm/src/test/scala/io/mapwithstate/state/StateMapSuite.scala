@@ -286,6 +286,22 @@ class StateMapSuite extends AnyFunSuite {
       (null: String) -> (WideState("n", -1L, null), 3L)))
   }
 
+  test("under full churn, a chain compacts once it holds twice the live keys") {
+    val keys = DeltaChainStateMap.MinEntriesToCompactEarly
+    var map = StateMap.empty(1, 1)
+    (0 until keys).foreach(k => map.put(longKey(k), longState(0), 0))
+    val chainLengths = mutable.ArrayBuffer[Int]()
+    for (round <- 1 to 6) {
+      map = map.copy()
+      chainLengths += map.deltaChainLength
+      (0 until keys).foreach(k => map.put(longKey(k), longState(round), round))
+    }
+    // Spark's rule alone would have let the chain grow to 6 layers of every key.
+    assert(chainLengths === Seq(1, 2, 3, 1, 2, 3))
+    assert(map.size === keys)
+    assert(map.getAll().forall(e => e.state.getLong(0) == 6L && e.updateTime == 6L))
+  }
+
   test("compaction when the chain reaches the threshold") {
     val threshold = 5
     var map = StateMap.empty(1, 1, threshold)
