@@ -195,15 +195,7 @@ final class DeltaChainStateMap private (
    * Heap bytes held by the layers of this chain (slot arrays and record pages). Layers are
    * shared with the maps this one was copied from, so the figures of a map and its copy overlap.
    */
-  def memoryUsedBytes: Long = {
-    var total = 0L
-    var map = this
-    while (map != null) {
-      total += map.layer.footprintBytes
-      map = map.parent
-    }
-    total
-  }
+  def memoryUsedBytes: Long = sumOverChain(_.footprintBytes)
 
   override def toDebugString: String = {
     val layers = Iterator.iterate(this)(_.parent).takeWhile(_ != null).map { map =>
@@ -377,21 +369,15 @@ final class DeltaChainStateMap private (
   }
 
   /** Entries (live, stale or tombstones) held by all the layers of this chain. */
-  private def chainEntries: Long = {
-    var total = 0L
-    var map = this
-    while (map != null) {
-      total += map.layer.usedSlotCount
-      map = map.parent
-    }
-    total
-  }
+  private def chainEntries: Long = sumOverChain(_.usedSlotCount)
 
-  private def chainRecordBytes: Long = {
+  private def chainRecordBytes: Long = sumOverChain(_.recordBytes)
+
+  private def sumOverChain(f: RowHashMap => Long): Long = {
     var total = 0L
     var map = this
     while (map != null) {
-      total += map.layer.recordBytes
+      total += f(map.layer)
       map = map.parent
     }
     total
