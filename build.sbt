@@ -8,7 +8,9 @@ ThisBuild / organization := "io.mapwithstate"
 ThisBuild / version := "0.1.0"
 ThisBuild / scalaVersion := "2.13.18"
 ThisBuild / javacOptions ++= Seq("--release", "17")
-ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-unchecked")
+ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-unchecked",
+  // Unused imports, privates, locals and parameters are errors: dead code does not pile up.
+  "-Wunused:imports,privates,locals,patvars,implicits", "-Wconf:cat=unused:e")
 
 /** Spark's jars, provided at run time by the Spark the plugin is loaded into. */
 lazy val sparkJars = Def.setting {
@@ -63,7 +65,8 @@ lazy val plugin = (project in file("jvm"))
     libraryDependencies ++= Seq(
       "org.scalatest" %% "scalatest" % "3.2.19" % Test),
     Test / fork := true,
-    Test / javaOptions ++= sparkJavaOptions ++ Seq("-Xmx3g", "-Dspark.ui.enabled=false"),
+    Test / javaOptions ++= sparkJavaOptions ++ Seq("-Xmx3g", "-Dspark.ui.enabled=false",
+      s"-Dmapwithstate.root=${(ThisBuild / baseDirectory).value}"),
     Test / parallelExecution := false,
     Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD"),
     // The jar users pass to the Connect server: our classes and our generated proto classes.

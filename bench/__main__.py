@@ -23,6 +23,7 @@ import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report  # noqa: E402
+from bench.systems import GROUP_BY, JVM_STREAMING, OURS, PANDAS, STREAMING  # noqa: E402
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -101,23 +102,22 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         _log(f"{tag}: ours")
-        runs["ours"].append(connect_systems.ours(spark, directory, _dir(work, tag, "ours")))
+        runs[OURS.name].append(connect_systems.ours(spark, directory, _dir(work, tag, OURS.name)))
         if pandas_directory:
             _log(f"{tag}: applyInPandasWithState (scaled down)")
-            runs["pandas"].append(connect_systems.apply_in_pandas_with_state(
-                spark, pandas_directory, _dir(work, tag, "pandas")))
-        _log(f"{tag}: {', '.join(jvm_systems.JVM_SYSTEMS)} (spark-submit)")
-        jvm = jvm_systems.run(directory, jvm_systems.JVM_SYSTEMS, _dir(work, tag, "jvm"), SPARK_CONF,
+            runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
+                spark, pandas_directory, _dir(work, tag, PANDAS.name)))
+        _log(f"{tag}: {', '.join(JVM_STREAMING)} (spark-submit)")
+        jvm = jvm_systems.run(directory, JVM_STREAMING, _dir(work, tag, "jvm"), SPARK_CONF,
                               DRIVER_MEMORY)
         for system, outcome in jvm.items():
             runs[system].append(outcome)
     raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
 
     rows: List[report.Row] = []
-    order = ["ours", "floor", "fmgws-hdfs", "fmgws-rocksdb", "dstream", "pandas"]
     for phase_index, phase in enumerate(scenario.phases):
-        for system in order:
-            if system == "pandas":
+        for system in (s.name for s in STREAMING):
+            if system == PANDAS.name:
                 if pandas_scenario is None:
                     if phase_index == 0:
                         rows.append(report.Row(system, phase.label, None,
@@ -128,7 +128,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                 source, scale = scenario, 1.0
             rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
                              len(source.batches), scale))
-    lines = _targets(scenario, rows, plan)
+    lines = _targets(scenario, rows)
     return report.streaming_table(f"{scenario.name}: {scenario.title}", rows) + "\n" + report.targets(lines)
 
 
@@ -147,29 +147,16 @@ def _row(system: str, phase: str, measured, outcomes: List[Outcome], n_files: in
     return report.Row(system, phase, figures(per_run, measured), "", scale)
 
 
-def _targets(scenario: Scenario, rows: List[report.Row], plan: Suite) -> List[str]:
-    def median(system: str, phase: str) -> Optional[float]:
-        f = _figures(rows, system, phase)
-        return f.median_s if f else None
-
-    def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-        return a / b if a is not None and b else None
-
-    phase = scenario.phases[0].label
-    ours, floor = median("ours", phase), median("floor", phase)
-    if scenario.name == "S1":
-        return [report.check("median batch ÷ stateless floor", ratio(ours, floor), 1.3),
-                report.check("flatMapGroupsWithState (HDFS) median ÷ ours",
-                             ratio(median("fmgws-hdfs", phase), ours), 2.5, at_least=True)]
-    if scenario.name == "S2":
-        o, p = _figures(rows, "ours", phase), _figures(rows, "pandas", phase)
-        return [report.check("median batch ÷ stateless floor", ratio(ours, floor), 1.5),
-                report.check(f"records/s ÷ applyInPandasWithState's (at {plan.pandas_scale:g}× size)",
-                             o.records_per_s / p.records_per_s if o and p else None, 100, at_least=True)]
-    if scenario.name == "S3":
-        large = scenario.phases[-1].label
-        return [report.check(f"median batch at {large} ÷ at {phase}", ratio(median("ours", large), ours), 1.3)]
-    return []
+def _targets(scenario: Scenario, rows: List[report.Row]) -> List[str]:
+    """The scenario's targets, checked against this run's figures."""
+    lines = []
+    for target in scenario.targets:
+        mine = _figures(rows, target.system, scenario.phases[target.phase].label)
+        other = _figures(rows, target.over, scenario.phases[target.over_phase].label)
+        value = (getattr(mine, target.figure) / getattr(other, target.figure)
+                 if mine and other and getattr(other, target.figure) else None)
+        lines.append(report.check(target.label, value, target.limit, at_least=target.at_least))
+    return lines
 
 
 def _figures(rows: List[report.Row], system: str, phase: str) -> Optional[Figures]:
@@ -182,8 +169,8 @@ def _figures(rows: List[report.Row], system: str, phase: str) -> Optional[Figure
 def _batch(spark, plan: Suite) -> str:
     job = plan.batch
     directory = data.batch_job_data(job)
-    times: Dict[str, List[float]] = {"ours": [], "groupby": []}
-    runners = {"ours": connect_systems.batch_ours, "groupby": connect_systems.batch_group_by}
+    times: Dict[str, List[float]] = {OURS.name: [], GROUP_BY.name: []}
+    runners = {OURS.name: connect_systems.batch_ours, GROUP_BY.name: connect_systems.batch_group_by}
     # One unmeasured run each first (JIT, file listing caches), then alternate.
     for round_ in range(plan.batch_rounds + 1):
         for name, runner in runners.items():
@@ -195,9 +182,10 @@ def _batch(spark, plan: Suite) -> str:
                 continue
             if round_ > 0:
                 times[name].append(seconds)
-    ours, group_by = times["ours"], times["groupby"]
+    ours, group_by = times[OURS.name], times[GROUP_BY.name]
     line = report.check("time ÷ groupBy().agg()",
-                        report.median(ours) / report.median(group_by) if ours and group_by else None, 1.5)
+                        report.median(ours) / report.median(group_by) if ours and group_by else None,
+                        job.target)
     return (report.batch_table(f"{job.name}: {job.title}", ours, group_by, job.rows) + "\n"
             + report.targets([line]))
 

@@ -2,7 +2,6 @@
 generated once per scenario shape and reused by every system and every run."""
 import os
 import shutil
-from typing import List
 
 import numpy as np
 import pyarrow as pa
@@ -50,10 +49,6 @@ def batch_job_data(job: BatchJob, seed: int = 2) -> str:
                    _EPOCH + i)
         _complete(directory)
     return directory
-
-
-def files(directory: str) -> List[str]:
-    return sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".parquet"))
 
 
 def _keys(spec: BatchSpec, rng: np.random.Generator) -> np.ndarray:

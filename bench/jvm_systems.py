@@ -10,7 +10,6 @@ from typing import Dict, Sequence
 
 from bench.outcome import Outcome
 
-JVM_SYSTEMS = ("floor", "fmgws-hdfs", "fmgws-rocksdb", "dstream")
 _JAR_GLOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target", "scala-2.13",
                          "mapwithstate-bench_2.13-*.jar")
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from bench.measure import Figures
+from bench.systems import FLOOR, GROUP_BY, LABELS, OURS
 
 
 @dataclass(frozen=True)
@@ -17,17 +18,6 @@ class Row:
     figures: Optional[Figures]
     note: str = ""
     scaled: float = 1.0
-
-
-LABELS = {
-    "ours": "**ours**: map_with_state (Connect)",
-    "pandas": "applyInPandasWithState (Connect)",
-    "floor": "stateless floor",
-    "fmgws-hdfs": "flatMapGroupsWithState, HDFS store",
-    "fmgws-rocksdb": "flatMapGroupsWithState, RocksDB store",
-    "dstream": "DStream mapWithState",
-    "groupby": "groupBy().agg(count, sum)",
-}
 
 
 def streaming_table(title: str, rows: Sequence[Row]) -> str:
@@ -45,8 +35,8 @@ def streaming_table(title: str, rows: Sequence[Row]) -> str:
         if f is None:
             lines.append(f"| {label} | {row.phase} | {size} | {row.note} | | | | | |")
             continue
-        ours = _find(rows, "ours", row.phase)
-        floor = _find(rows, "floor", row.phase)
+        ours = _find(rows, OURS.name, row.phase)
+        floor = _find(rows, FLOOR.name, row.phase)
         lines.append(
             f"| {label} | {row.phase} | {size} | {f.records_per_s:,.0f} | {f.median_s:.3f} s | "
             f"{f.p90_s:.3f} s | {_bytes(f.peak_state_bytes)} | {_ratio(row, ours)} | "
@@ -58,15 +48,15 @@ def batch_table(title: str, ours: Sequence[float], group_by: Sequence[float], ro
     lines = [f"### {title}", "", "| system | runs | records/s | median time | × ours | × groupBy |",
              "|---|--:|--:|--:|--:|--:|"]
     medians = {}
-    for name, times in (("ours", ours), ("groupby", group_by)):
+    for name, times in ((OURS.name, ours), (GROUP_BY.name, group_by)):
         medians[name] = median(times) if times else None
-    for name, times in (("ours", ours), ("groupby", group_by)):
+    for name, times in ((OURS.name, ours), (GROUP_BY.name, group_by)):
         m = medians[name]
         if m is None:
             lines.append(f"| {LABELS[name]} | 0 | failed | | | |")
             continue
         lines.append(f"| {LABELS[name]} | {len(times)} | {rows / m:,.0f} | {m:.3f} s | "
-                     f"{_div(m, medians['ours'])} | {_div(m, medians['groupby'])} |")
+                     f"{_div(m, medians[OURS.name])} | {_div(m, medians[GROUP_BY.name])} |")
     return "\n".join(lines)
 
 

@@ -4,6 +4,8 @@ one table, not the harness."""
 from dataclasses import dataclass
 from typing import List, Tuple
 
+from bench.systems import FLOOR, FMGWS_HDFS, OURS, PANDAS
+
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
 WARMUP = 2
@@ -31,6 +33,23 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class Target:
+    """A goal a scenario's table checks, on this run's figures: ``figure`` of ``system`` in
+    phase ``phase`` divided by the same figure of ``over`` in phase ``over_phase``, at most
+    (or ``at_least``) ``limit``. Phases are indexes into the scenario's phases (-1: the last);
+    ``figure`` is "median_s" (median batch latency) or "records_per_s"."""
+
+    label: str
+    system: str
+    over: str
+    limit: float
+    at_least: bool = False
+    phase: int = 0
+    over_phase: int = 0
+    figure: str = "median_s"
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
@@ -38,6 +57,7 @@ class Scenario:
     phases: Tuple[Phase, ...]
     #: How many interleaved rounds every system runs (batches of all rounds are pooled).
     rounds: int = 1
+    targets: Tuple[Target, ...] = ()
 
     @property
     def records(self) -> int:
@@ -64,14 +84,20 @@ def large_state(keys: int, churn: int, batches: int, rounds: int = 1) -> Scenari
     existing keys."""
     specs = [BatchSpec("new", keys)] + [BatchSpec("existing", churn, key_space=keys)] * batches
     return Scenario("S1", f"large state, small churn ({_n(keys)} keys, batches of {_n(churn)})",
-                    tuple(specs), (Phase(f"{_n(keys)} keys", _measured(1, batches)),), rounds)
+                    tuple(specs), (Phase(f"{_n(keys)} keys", _measured(1, batches)),), rounds,
+                    (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.3),
+                     Target("flatMapGroupsWithState (HDFS) median ÷ ours", FMGWS_HDFS.name,
+                            OURS.name, 2.5, at_least=True)))
 
 
-def full_churn(keys: int, batches: int, rounds: int = 1) -> Scenario:
+def full_churn(keys: int, batches: int, pandas_scale: float, rounds: int = 1) -> Scenario:
     """S2: every batch updates every one of ``keys`` keys once."""
     return Scenario("S2", f"full churn ({batches} batches of {_n(keys)} records over {_n(keys)} keys)",
                     tuple([BatchSpec("all", keys)] * batches),
-                    (Phase(f"{_n(keys)} keys", _measured(1, batches - 1)),), rounds)
+                    (Phase(f"{_n(keys)} keys", _measured(1, batches - 1)),), rounds,
+                    (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.5),
+                     Target(f"records/s ÷ applyInPandasWithState's (at {pandas_scale:g}× size)",
+                            OURS.name, PANDAS.name, 100, at_least=True, figure="records_per_s")))
 
 
 def state_growth(small: int, large: int, churn: int, batches: int, growth_batches: int) -> Scenario:
@@ -89,7 +115,9 @@ def state_growth(small: int, large: int, churn: int, batches: int, growth_batche
     phases = (Phase(f"{_n(small)} keys", _measured(1, batches)),
               Phase(f"{_n(large)} keys", tuple(range(first_large + WARMUP, len(specs)))))
     return Scenario("S3", f"state growth (batches of {_n(churn)}, state {_n(small)} -> {_n(large)} keys)",
-                    tuple(specs), phases)
+                    tuple(specs), phases,
+                    targets=(Target(f"median batch at {_n(large)} keys ÷ at {_n(small)} keys",
+                                    OURS.name, OURS.name, 1.3, phase=-1),))
 
 
 @dataclass(frozen=True)
@@ -100,6 +128,8 @@ class BatchJob:
     rows: int
     keys: int
     files: int = 4
+    #: Ours' median time ÷ groupBy().agg()'s, at most.
+    target: float = 1.5
 
     @property
     def title(self) -> str:
@@ -127,17 +157,18 @@ def suite(quick: bool, keys: int) -> Suite:
     if quick:
         s1, churn, s2, s3 = keys, 2_000, 20_000, (10_000, 200_000, 2_000)
         batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
-        return Suite((large_state(s1, churn, batches), full_churn(s2, batches),
+        return Suite((large_state(s1, churn, batches), full_churn(s2, batches, pandas_scale),
                       state_growth(*s3, batches=5, growth_batches=2)),
                      (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
-                      full_churn(int(s2 * pandas_scale), batches)),
+                      full_churn(int(s2 * pandas_scale), batches, pandas_scale)),
                      pandas_scale, b1, batch_rounds=2)
     # Two rounds where a round is cheap; S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
-    return Suite((large_state(keys, 10_000, 20, rounds=2), full_churn(200_000, 20, rounds=2),
+    return Suite((large_state(keys, 10_000, 20, rounds=2),
+                  full_churn(200_000, 20, pandas_scale, rounds=2),
                   state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5)),
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
-                  full_churn(int(200_000 * pandas_scale), 20)),
+                  full_churn(int(200_000 * pandas_scale), 20, pandas_scale)),
                  pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3)
 
 

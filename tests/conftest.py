@@ -1,5 +1,4 @@
 """One real Spark Connect server with the real plugin jar for the whole test session."""
-import os
 import warnings
 
 import pytest

@@ -5,18 +5,11 @@ from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
+from specs import running_count
 
 
 def words(spark):
     return spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "word STRING, x INT")
-
-
-def count_spec(schema="n BIGINT"):
-    return StateSpec.function(
-        schema,
-        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
-        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
-    )
 
 
 def error_of(df) -> str:
@@ -26,18 +19,18 @@ def error_of(df) -> str:
 
 
 def assert_still_serving(spark):
-    result = map_with_state(words(spark), key="word", value="x", spec=count_spec())
+    result = map_with_state(words(spark), key="word", value="x", spec=running_count())
     assert sorted(tuple(r) for r in result.collect()) == [("a", 1), ("a", 2), ("b", 1)]
 
 
 def test_bad_state_schema(spark):
-    message = error_of(map_with_state(words(spark), key="word", spec=count_spec("n BIGINTT")))
+    message = error_of(map_with_state(words(spark), key="word", spec=running_count("n BIGINTT")))
     assert "state_schema" in message and "n BIGINTT" in message
     assert_still_serving(spark)
 
 
 def test_missing_key_column(spark):
-    message = error_of(map_with_state(words(spark), key="nope", spec=count_spec()))
+    message = error_of(map_with_state(words(spark), key="nope", spec=running_count()))
     assert "key" in message and "nope" in message
     assert_still_serving(spark)
 
@@ -96,12 +89,12 @@ def test_emitted_output_needs_emit(spark):
 
 
 def test_non_positive_num_partitions(spark):
-    message = error_of(map_with_state(words(spark), key="word", spec=count_spec().num_partitions(0)))
+    message = error_of(map_with_state(words(spark), key="word", spec=running_count().num_partitions(0)))
     assert "num_partitions must be a positive number, got 0" in message
 
 
 def test_bad_timeout_duration(spark):
-    message = error_of(map_with_state(words(spark), key="word", spec=count_spec().timeout("soon")))
+    message = error_of(map_with_state(words(spark), key="word", spec=running_count().timeout("soon")))
     assert "timeout" in message and "'soon' is not a duration" in message
 
 
@@ -109,68 +102,68 @@ def test_python_side_type_errors(spark):
     with pytest.raises(TypeError, match="update must be a Column"):
         StateSpec.function("n BIGINT", update="n + 1")
     with pytest.raises(ValueError, match="output must be one of"):
-        map_with_state(words(spark), key="word", spec=count_spec(), output="everything")
+        map_with_state(words(spark), key="word", spec=running_count(), output="everything")
     with pytest.raises(TypeError, match="needs a Spark Connect DataFrame"):
-        map_with_state([("a",)], key="word", spec=count_spec())
+        map_with_state([("a",)], key="word", spec=running_count())
 
 
 def test_unknown_value_column(spark):
-    message = error_of(map_with_state(words(spark), key="word", value="nope", spec=count_spec()))
+    message = error_of(map_with_state(words(spark), key="word", value="nope", spec=running_count()))
     assert "value" in message and "nope" in message
 
 
 def test_unknown_order_by_column(spark):
-    message = error_of(map_with_state(words(spark), key="word", order_by="nope", spec=count_spec()))
+    message = error_of(map_with_state(words(spark), key="word", order_by="nope", spec=running_count()))
     assert "order_by" in message and "nope" in message
 
 
 def test_batch_interval_needs_batch_time(spark):
     message = error_of(map_with_state(words(spark), key="word", batch_interval="1 second",
-                                      spec=count_spec()))
+                                      spec=running_count()))
     assert "batch_interval needs batch_time" in message
 
 
 def test_batch_time_must_be_a_timestamp(spark):
-    message = error_of(map_with_state(words(spark), key="word", batch_time="x", spec=count_spec()))
+    message = error_of(map_with_state(words(spark), key="word", batch_time="x", spec=running_count()))
     assert "batch_time must be a TIMESTAMP column" in message and "INT" in message
 
 
 def test_zero_and_negative_timeouts(spark):
     for duration in ("0 seconds", "-5 seconds"):
         message = error_of(map_with_state(words(spark), key="word",
-                                          spec=count_spec().timeout(duration)))
+                                          spec=running_count().timeout(duration)))
         assert "timeout must be positive" in message
 
 
 def test_non_positive_checkpoint_interval(spark):
     message = error_of(map_with_state(words(spark), key="word",
-                                      spec=count_spec().checkpoint_interval(0)))
+                                      spec=running_count().checkpoint_interval(0)))
     assert "checkpoint_interval must be a positive number, got 0" in message
 
 
 def test_initial_state_missing_a_state_field(spark):
     initial = spark.createDataFrame([("a", 1)], "word STRING, m BIGINT")
     message = error_of(map_with_state(words(spark), key="word",
-                                      spec=count_spec().initial_state(initial)))
+                                      spec=running_count().initial_state(initial)))
     assert "initial_state has no column 'n'" in message
 
 
 def test_initial_state_with_a_narrowing_type(spark):
     initial = spark.createDataFrame([("a", "1")], "word STRING, n STRING")
     message = error_of(map_with_state(words(spark), key="word",
-                                      spec=count_spec().initial_state(initial)))
+                                      spec=running_count().initial_state(initial)))
     assert "initial_state column 'n' is STRING" in message and "BIGINT" in message
 
 
 def test_initial_state_with_duplicate_keys(spark):
     initial = spark.createDataFrame([("a", 1), ("a", 2)], "word STRING, n BIGINT")
     message = error_of(map_with_state(words(spark), key="word",
-                                      spec=count_spec().initial_state(initial)))
+                                      spec=running_count().initial_state(initial)))
     assert "initial_state has more than one row for the key (a)" in message
     assert_still_serving(spark)
 
 
 def test_reserved_input_column_names(spark):
     df = spark.createDataFrame([("a", 1)], "word STRING, __mws_state INT")
-    message = error_of(map_with_state(df, key="word", spec=count_spec()))
+    message = error_of(map_with_state(df, key="word", spec=running_count()))
     assert "'__mws_state'" in message and "reserved" in message

@@ -47,6 +47,7 @@ def standalone_server(tmp_path):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_running_count_on_a_standalone_connect_server(standalone_server):
     spark = SparkSession.builder.remote(standalone_server).create()
     try:

@@ -1,11 +1,9 @@
 """map_with_state over Structured Streaming: micro-batches as batches, state in the checkpoint.
 
-Input is a directory of JSON files read one file per micro-batch (``maxFilesPerTrigger=1``),
-so each test decides exactly what each micro-batch holds. Results go to a JSON file sink
-(exactly-once across restarts) or, for queries that are never restarted, the memory sink.
+Each test feeds its micro-batches through a :class:`streams.Stream` (one input file per
+micro-batch) and reads exactly-once results from its JSON sink.
 """
 import glob
-import json
 import os
 import time
 
@@ -16,54 +14,8 @@ from pyspark.sql import functions as F
 import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
-
-OUTPUT_SCHEMA = "word STRING, n BIGINT"
-
-
-def running_count() -> StateSpec:
-    return StateSpec.function(
-        "n BIGINT",
-        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
-        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
-    )
-
-
-class Stream:
-    """An input directory, a checkpoint and an output directory under one temp dir."""
-
-    def __init__(self, root):
-        self.input = os.path.join(root, "in")
-        self.checkpoint = os.path.join(root, "checkpoint")
-        self.output = os.path.join(root, "out")
-        os.makedirs(self.input)
-        self._files = 0
-
-    def add(self, *words):
-        """Adds one file: one micro-batch of these words."""
-        path = os.path.join(self.input, f"part-{self._files:05d}.json")
-        with open(path + ".tmp", "w") as f:
-            for w in words:
-                f.write(json.dumps({"word": w}) + "\n")
-        os.rename(path + ".tmp", path)  # the file source must never see half a file
-        self._files += 1
-
-    def read(self, spark):
-        return spark.readStream.schema("word STRING").option("maxFilesPerTrigger", 1) \
-            .json(self.input)
-
-    def run_available_now(self, result):
-        """Runs `result` to the end of the input on this stream's checkpoint and sink."""
-        query = result.writeStream.format("json").option("path", self.output) \
-            .option("checkpointLocation", self.checkpoint).trigger(availableNow=True).start()
-        query.awaitTermination()
-        return query
-
-    def results(self, spark, schema=OUTPUT_SCHEMA):
-        return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
-
-
-def counts(*expected):
-    return sorted(expected)
+from specs import running_count
+from streams import Stream, counts
 
 
 def test_running_count_over_micro_batches(spark, tmp_path):
@@ -229,11 +181,14 @@ def corrupt(path, how):
 @pytest.mark.parametrize("kind,how", [("delta", "flip"), ("snapshot", "truncate")])
 def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kind, how):
     stream = Stream(str(tmp_path))
-    # A snapshot every version, so that loading version 1 reads the snapshot.
-    spec = running_count().checkpoint_interval(1 if kind == "snapshot" else 10)
-    result = map_with_state(stream.read(spark), "word", spec)
+    result = map_with_state(stream.read(spark), "word", running_count())
     stream.add(*[f"w{i}" for i in range(40)])
-    stream.run_available_now(result)
+    # A snapshot every version, so that loading version 1 reads the snapshot.
+    spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "1" if kind == "snapshot" else "10")
+    try:
+        stream.run_available_now(result)
+    finally:
+        spark.conf.unset("spark.mapwithstate.stateStore.snapshotInterval")
     damaged = state_files(stream, f"1.{kind}")[0]
     corrupt(damaged, how)
     stream.add(*[f"w{i}" for i in range(40)])
@@ -246,14 +201,18 @@ def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kin
 
 @pytest.fixture(scope="module")
 def fresh_server():
-    """A second server process; tasks may fail 3 times (local[2,3]) so failures are retried."""
+    """A second server process; tasks may fail 3 times (local[2,3]) so failures are retried.
+
+    It runs in Spark's testing mode, which the test-only failure injector needs."""
     with mws.LocalConnectServer(master="local[2,3]",
-                                conf={"spark.sql.shuffle.partitions": "4"}) as s:
+                                conf={"spark.sql.shuffle.partitions": "4",
+                                      "spark.driver.extraJavaOptions": "-Dspark.testing=true"}) as s:
         session = s.session()
         yield session
         session.stop()
 
 
+@pytest.mark.slow
 def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b", "a")
@@ -265,6 +224,7 @@ def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server
         ("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2))
 
 
+@pytest.mark.slow
 def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
         fresh_server, tmp_path):
     marker = str(tmp_path / "failed-once")
@@ -282,6 +242,20 @@ def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
     assert os.path.exists(marker), "no task failed: the fault was not injected"
     assert stream.results(fresh_server) == counts(
         *[(f"w{k}", n) for k in range(8) for n in range(1, 17)])
+
+
+def test_the_failure_injector_is_inert_outside_testing_mode(spark, tmp_path):
+    # Any client may set any conf: outside Spark's testing mode, no executor may act on it.
+    marker = str(tmp_path / "must-not-exist")
+    stream = Stream(str(tmp_path / "stream"))
+    stream.add(*[f"w{i % 4}" for i in range(16)])
+    spark.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
+    try:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    finally:
+        spark.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
+    assert not os.path.exists(marker)
+    assert stream.results(spark) == counts(*[(f"w{k}", n) for k in range(4) for n in range(1, 5)])
 
 
 def test_a_changed_state_schema_is_refused_on_restart(spark, tmp_path):

@@ -9,12 +9,11 @@ import subprocess
 import time
 
 import pytest
-from pyspark.sql import functions as F
 
 import mapwithstate as mws
-from mapwithstate import StateSpec, map_with_state
-from mapwithstate import functions as S
-from test_streaming import Stream
+from mapwithstate import map_with_state
+from specs import running_count
+from streams import Stream
 
 
 def executor_pids(server_pid: int):
@@ -47,16 +46,14 @@ def cluster():
         server.stop()
 
 
+@pytest.mark.slow
 def test_executor_lost_mid_stream_recovers_from_the_checkpoint(cluster, tmp_path):
     server, spark = cluster
     assert len(executor_pids(server._process.pid)) == 2, server.log_tail()
     stream = Stream(str(tmp_path))
     words = [f"w{i % 16}" for i in range(64)]
     batches = 8
-    spec = StateSpec.function(
-        "n BIGINT",
-        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
-        emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
+    spec = running_count()
     killed = None
     query = map_with_state(stream.read(spark), "word", spec).writeStream.format("json") \
         .option("path", stream.output).option("checkpointLocation", stream.checkpoint) \

@@ -22,12 +22,20 @@ from pyspark.sql.connect import functions as F
 
 __all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time"]
 
-# The state function's own input columns, as state_spec.proto defines them.
-_STATE = "__mws_state"
-_STATE_EXISTS = "__mws_state_exists"
-_IS_TIMING_OUT = "__mws_is_timing_out"
-_BATCH_TIME = "__mws_batch_time"
-_NEW_STATE = "__mws_new_state"
+#: The state function's own input columns, by function, as state_spec.proto defines them (the
+#: one place the client names them; tests/test_contract.py checks them against the proto).
+RESERVED_COLUMNS = {
+    "state": "__mws_state",
+    "state_exists": "__mws_state_exists",
+    "is_timing_out": "__mws_is_timing_out",
+    "batch_time": "__mws_batch_time",
+    "new_state": "__mws_new_state",
+}
+_STATE = RESERVED_COLUMNS["state"]
+_STATE_EXISTS = RESERVED_COLUMNS["state_exists"]
+_IS_TIMING_OUT = RESERVED_COLUMNS["is_timing_out"]
+_BATCH_TIME = RESERVED_COLUMNS["batch_time"]
+_NEW_STATE = RESERVED_COLUMNS["new_state"]
 
 
 def _struct_or_field(name: str, field: Optional[str]) -> Column:

@@ -4,6 +4,7 @@ import java.util.Optional
 
 import scala.jdk.CollectionConverters._
 
+import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateBuilder, MapWithStateRequest, OutputKind, StateSpecRequest}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression => ExpressionProto}
@@ -39,12 +40,17 @@ class MapWithStateRelationPlugin extends RelationPlugin {
 object MapWithStateRelationPlugin {
 
   def toRequest(rel: proto.MapWithState, planner: SparkConnectPlanner): MapWithStateRequest = {
+    if (!rel.hasInput) throw MapWithStateException("MapWithState.input is missing: the relation to run")
+    if (!rel.hasSpec) throw MapWithStateException("MapWithState.spec is missing: the StateSpec to run")
     val spec = rel.getSpec
     val stateSchema = spec.getStateSchemaCase match {
       case proto.StateSpec.StateSchemaCase.STATE_SCHEMA_DDL => Left(spec.getStateSchemaDdl)
       case proto.StateSpec.StateSchemaCase.STATE_SCHEMA_TYPE =>
         Right(DataTypeProtoConverter.toCatalystType(spec.getStateSchemaType))
-      case _ => Left("")
+      case proto.StateSpec.StateSchemaCase.STATESCHEMA_NOT_SET =>
+        throw MapWithStateException(
+          "spec.state_schema is missing: a StateSpec needs the state's type, as a DDL string " +
+            "or a DataType")
     }
     def opt(has: Boolean, e: => ExpressionProto) =
       if (has) Some(planner.transformExpression(e)) else None
@@ -70,9 +76,16 @@ object MapWithStateRelationPlugin {
         planner.transformExpression(ExpressionProto.newBuilder().setSortOrder(o).build())
           .asInstanceOf[SortOrder]
       },
-      output = rel.getOutput match {
-        case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
-        case _ => OutputKind.Emitted
-      })
+      outputKind = outputKind(rel))
+  }
+
+  private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {
+    case proto.MapWithState.Output.OUTPUT_EMITTED => OutputKind.Emitted
+    case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
+    case other =>
+      throw MapWithStateException(
+        s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
+          s"${rel.getOutputValue}" else other} is not an output kind; expected OUTPUT_EMITTED " +
+          "or OUTPUT_SNAPSHOTS")
   }
 }

@@ -1,15 +1,15 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.MapWithStateException
-import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction}
-import io.mapwithstate.state.StateMap
+import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
+import io.mapwithstate.state.StateBackend
+import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, BoundReference, SortOrder, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.types.{StructType, TimestampType}
 import org.apache.spark.util.collection.OpenHashSet
 
 /**
@@ -17,10 +17,10 @@ import org.apache.spark.util.collection.OpenHashSet
  *
  * Records are hash-partitioned by key into `numPartitions` (the initial state alike, so each
  * partition loads exactly its keys) and sorted by batch time and `order_by`; each partition
- * then keeps its own [[StateMap]] and replays the batches of the query's [[BatchTimeline]]
- * through the compiled state function ([[BatchReplayIterator]]). The timeline is the same for
- * every partition — a partition with no records in a batch still runs it, as timeouts and
- * snapshots depend on it — so it is computed from all records first.
+ * then keeps its own [[io.mapwithstate.state.StateMap]] and replays the batches of the query's
+ * [[BatchTimeline]] ([[PartitionRunner]]). The timeline is the same for every partition — a
+ * partition with no records in a batch still runs it, as timeouts and snapshots depend on it —
+ * so it is computed from all records first, and shipped to the tasks once.
  */
 case class MapWithStateExec(
     keys: Seq[Attribute],
@@ -31,17 +31,16 @@ case class MapWithStateExec(
     options: MapWithStateOptions,
     output: Seq[Attribute],
     child: SparkPlan,
-    initialState: Option[SparkPlan]) extends SparkPlan {
-
-  override def children: Seq[SparkPlan] = child +: initialState.toSeq
+    initialState: Option[SparkPlan]) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),
     "numBatches" -> SQLMetrics.createMetric(sparkContext, "number of batches replayed"),
-    "numUpdatedStateRows" -> SQLMetrics.createMetric(sparkContext, "number of state updates"),
-    "numRemovedStateRows" -> SQLMetrics.createMetric(sparkContext, "number of state removals"),
-    "numTimedOutKeys" -> SQLMetrics.createMetric(sparkContext, "number of timed-out keys"),
-    "numStateRows" -> SQLMetrics.createMetric(sparkContext, "number of state rows at the end"))
+    "numUpdatedStateRows" -> SQLMetrics.createMetric(sparkContext, "number of updated state rows"),
+    "numRemovedStateRows" -> SQLMetrics.createMetric(sparkContext, "number of removed state rows"),
+    MapWithStateExecBase.TimedOutKeysMetric ->
+      SQLMetrics.createMetric(sparkContext, "number of timed-out keys"),
+    "numTotalStateRows" -> SQLMetrics.createMetric(sparkContext, "number of total state rows"))
 
   override def requiredChildDistribution: Seq[Distribution] =
     ClusteredDistribution(keys, requiredNumPartitions = Some(options.numPartitions)) +:
@@ -60,78 +59,71 @@ case class MapWithStateExec(
     if (timeline.size == 0) return sparkContext.emptyRDD[InternalRow]
     longMetric("numBatches") += timeline.size
 
-    val input = child.output
-    val keyOrdinals = keys.map(k => input.indexWhere(_.exprId == k.exprId))
-    val dataOrdinals = (keys ++ values).map(a => input.indexWhere(_.exprId == a.exprId))
-    val keyTypes = keys.map(_.dataType)
-    val batchTimeOrdinal = batchTime.map(bt => input.indexWhere(_.exprId == bt.exprId)).getOrElse(-1)
-    // Snapshot output shows the state only: what the function would emit is not computed.
-    val fn = if (options.output == OutputKind.Snapshots) function.copy(emit = None) else function
-    val opts = options
-    val stateFields = fn.stateType.length
-    val numOutputRows = longMetric("numOutputRows")
-    val numUpdated = longMetric("numUpdatedStateRows")
-    val numRemoved = longMetric("numRemovedStateRows")
-    val numTimedOut = longMetric("numTimedOutKeys")
-    val numStateRows = longMetric("numStateRows")
-    val snapshotLayout = output
+    val shippedTimeline = sparkContext.broadcast(timeline)
+    val batchTimeOf = batchTimeReader
+    val runner = partitionRunner()
+    val backend = StateBackend.Memory(MapWithStateConf.snapshotInterval(conf))
+    val (keyFields, stateFields) = (keys.size, function.stateType.length)
+    val numTotalStateRows = longMetric("numTotalStateRows")
 
-    def run(partition: Int, records: Iterator[InternalRow], initial: Iterator[InternalRow])
-      : Iterator[InternalRow] = {
-      val stateMap = StateMap.empty(keys.size, stateFields)
-      val compiled = new CompiledStateFunction(fn, dataOrdinals, input.size)
-      compiled.initialize(partition)
-      val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, input.size,
-        opts.timeoutMs.isDefined)
-
-      PartitionSetup.loadInitialState(updater, initial, keyTypes, fn.stateType, timeline.times(0))
-      val snapshot = PartitionSetup.snapshotProjection(opts.output, snapshotLayout)
-      val batchTimeOf: InternalRow => Long =
-        if (batchTimeOrdinal < 0) _ => timeline.times(0)
-        else row => {
-          if (row.isNullAt(batchTimeOrdinal)) {
-            throw MapWithStateException("batch_time is null in a record; every record needs a time")
-          }
-          row.getLong(batchTimeOrdinal)
-        }
-      val replay = new BatchReplayIterator(records, batchTimeOf, timeline, updater, opts, snapshot,
-        () => numOutputRows += 1)
-      PartitionSetup.onCompletion(replay) {
-        numUpdated += updater.updatedKeys
-        numRemoved += updater.removedKeys
-        numTimedOut += updater.timedOutKeys
-        numStateRows += stateMap.size
+    recordsAndInitialState().mapPartitions { parts =>
+      val (records, initial) = parts.next()
+      val stateMap = backend.newBatchMap(keyFields, stateFields)
+      runner.run(TaskContext.getPartitionId(), stateMap, records, initial, shippedTimeline.value,
+        batchTimeOf, firstBatch = 1) {
+        numTotalStateRows += stateMap.size
       }
-    }
-
-    initialState match {
-      case Some(init) =>
-        child.execute().zipPartitions(init.execute()) { (records, initial) =>
-          run(org.apache.spark.TaskContext.getPartitionId(), records, initial)
-        }
-      case None =>
-        child.execute().mapPartitionsWithIndex { (partition, records) =>
-          run(partition, records, Iterator.empty)
-        }
     }
   }
 
-  /** The batches to replay: one now, or those the batch_time column gives, from every record. */
-  private def batchTimeline(): BatchTimeline = batchTime match {
-    case None => BatchTimeline.single(System.currentTimeMillis() * 1000L)
+  /** Reads a record's batch time (micros); a record without one is an error. */
+  private def batchTimeReader: InternalRow => Long = batchTime match {
+    case None => _ => 0L // a one-batch timeline has the same time for every record
     case Some(bt) =>
       val ordinal = child.output.indexWhere(_.exprId == bt.exprId)
+      row => {
+        if (row.isNullAt(ordinal)) {
+          throw MapWithStateException("batch_time is null in a record; every record needs a time")
+        }
+        row.getLong(ordinal)
+      }
+  }
+
+  /**
+   * The batches to replay: one now, or those the batch_time column gives, from every record.
+   * The distinct times are merged across partitions with a cap, so a replay over too many
+   * batch times fails before the driver ever holds them all.
+   */
+  private def batchTimeline(): BatchTimeline = batchTime match {
+    case None => BatchTimeline.single(System.currentTimeMillis() * 1000L)
+    case Some(_) =>
+      val maxBatches = MapWithStateConf.maxReplayBatches(conf)
+      // With an interval, a batch time per record is only needed for the first and the last.
+      val interval = options.batchIntervalMs.map(_ * 1000L)
+      val readTime = batchTimeReader
+      val cap: OpenHashSet[Long] => OpenHashSet[Long] = { set =>
+        if (interval.isEmpty && set.size > maxBatches) {
+          throw MapWithStateException(
+            s"batch_time has more than $maxBatches distinct values; a batch replay runs at " +
+              s"most $maxBatches batches: use a coarser batch_time or a batch_interval (or " +
+              s"raise ${MapWithStateConf.MaxReplayBatches})")
+        }
+        set
+      }
       val times = child.execute().mapPartitions { rows =>
         val seen = new OpenHashSet[Long]
+        var (min, max) = (Long.MaxValue, Long.MinValue)
         rows.foreach { row =>
-          if (row.isNullAt(ordinal)) {
-            throw MapWithStateException("batch_time is null in a record; every record needs a time")
-          }
-          seen.add(row.getLong(ordinal))
+          val t = readTime(row)
+          if (interval.isEmpty) cap(seen).add(t)
+          else { min = math.min(min, t); max = math.max(max, t) }
         }
-        seen.iterator
-      }.collect().distinct.sorted
-      BatchTimeline.of(times, options.batchIntervalMs.map(_ * 1000L))
+        if (interval.isDefined && min <= max) { seen.add(min); seen.add(max) }
+        Iterator.single(cap(seen))
+      }.treeAggregate(new OpenHashSet[Long])(
+        (acc, set) => { set.iterator.foreach(acc.add); cap(acc) },
+        (a, b) => { b.iterator.foreach(a.add); cap(a) })
+      BatchTimeline.of(times.iterator.toArray.sorted, interval, maxBatches)
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[SparkPlan]): SparkPlan =

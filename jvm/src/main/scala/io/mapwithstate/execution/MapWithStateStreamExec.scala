@@ -1,23 +1,23 @@
 package io.mapwithstate.execution
 
-import java.io.File
 import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
-import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction}
-import io.mapwithstate.state.{DeltaChainStateStore, DeltaChainStateStoreProvider}
+import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
+import io.mapwithstate.state.{StateBackend, StateMapStore}
+import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStore}
+import org.apache.spark.sql.execution.streaming.state.StateSchemaValidationResult
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.types.StructType
 
@@ -27,12 +27,12 @@ import org.apache.spark.sql.types.StructType
  *
  * Records are clustered by key into the query's state partitions (Spark's stateful
  * distribution, so the partitioning never changes across restarts); each task opens its
- * partition's state store — a [[DeltaChainStateStoreProvider]] version layered over the
- * previous micro-batch's — and runs the micro-batch as a one-batch replay
- * ([[BatchReplayIterator]] over [[StateUpdater]], the semantics of the batch operator): the
- * records, then on every `checkpoint_interval`-th micro-batch (counting the query's batches
- * from the first) the timeout scan, then with snapshot output the whole state. The store is
- * committed when the partition's output is exhausted; Spark aborts it if the task fails.
+ * partition's state store (a [[StateMapStore]] of the [[StateBackend]]: the version the
+ * previous micro-batch committed, taking this one's writes) and runs the micro-batch as a
+ * one-batch timeline through the [[PartitionRunner]] the batch operator uses too: the records,
+ * then the keys the timeout policy times out in this micro-batch (the n-th of the query is
+ * batch n of the policy), then with snapshot output the whole state. The store is committed
+ * when the partition's output is exhausted; Spark aborts it if the task fails.
  *
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.OperatorId]] and `StreamingQueryGlue`); `initialState` is planned
@@ -48,10 +48,7 @@ case class MapWithStateStreamExec(
     batchTimestampMs: Long,
     terminatingTrigger: Boolean,
     child: SparkPlan,
-    initialState: Option[SparkPlan]) extends SparkPlan with StateStoreWriter {
-  import MapWithStateStreamExec._
-
-  override def children: Seq[SparkPlan] = child +: initialState.toSeq
+    initialState: Option[SparkPlan]) extends MapWithStateExecBase with StateStoreWriter {
 
   override def shortName: String = "mapWithState"
 
@@ -70,7 +67,8 @@ case class MapWithStateStreamExec(
     UnknownPartitioning(stateInfo.map(_.numPartitions).getOrElse(0))
 
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
-    Seq(StatefulOperatorCustomSumMetric(TimedOutKeysMetric, "number of timed-out keys"))
+    Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
+      "number of timed-out keys"))
 
   override def validateAndMaybeEvolveStateSchema(
       hadoopConf: Configuration,
@@ -85,7 +83,7 @@ case class MapWithStateStreamExec(
           "map_with_state: the key columns or the state schema differ from those this query's " +
             s"checkpoint (${getStateInfo.checkpointLocation}) was written with: now keys " +
             s"${keySchema.simpleString} and state ${function.stateType.simpleString}; keep them, " +
-            s"or start the query on a new checkpoint (${StreamingQueryGlue.describe(e)})", e)
+            s"or start the query on a new checkpoint (${MapWithStateException.describe(e)})", e)
     }
 
   /**
@@ -94,80 +92,39 @@ case class MapWithStateStreamExec(
    * (AvailableNow, Once) runs the batches its data needs and no more.
    */
   override def shouldRunAnotherBatch(newInputWatermark: Long): Boolean =
-    options.timeoutMs.isDefined && !terminatingTrigger &&
+    timeoutPolicy != TimeoutPolicy.Never && !terminatingTrigger &&
       longMetric("numTotalStateRows").value > 0
 
   override protected def doExecute(): RDD[InternalRow] = {
     val info = getStateInfo
     val batchTime = TimeUnit.MILLISECONDS.toMicros(batchTimestampMs)
-    // The replay iterator scans on every n-th batch of its timeline; a micro-batch is a
-    // one-batch timeline whose place in the query is its batch id.
-    val scansTimeouts = options.timeoutMs.isDefined &&
-      (info.storeVersion + 1) % options.checkpointInterval == 0
-    val replayOptions =
-      options.copy(checkpointInterval = if (scansTimeouts) 1 else Int.MaxValue)
-
-    val input = child.output
-    val keyOrdinals = keys.map(k => input.indexWhere(_.exprId == k.exprId))
-    val dataOrdinals = (keys ++ values).map(a => input.indexWhere(_.exprId == a.exprId))
-    val keyTypes = keys.map(_.dataType)
-    // Snapshot output is the state alone: what `emit` would produce is not part of it.
-    val fn = options.output match {
-      case OutputKind.Snapshots => function.copy(emit = None)
-      case OutputKind.Emitted => function
-    }
-    val stateType = fn.stateType
-    val snapshotLayout = output
-    val hasTimeout = options.timeoutMs.isDefined
-    val failOnceMarker = conf.getConfString(FailTaskOnceConf, "")
-
-    val numOutputRows = longMetric("numOutputRows")
-    val numUpdated = longMetric("numUpdatedStateRows")
-    val numRemoved = longMetric("numRemovedStateRows")
-    val numTimedOut = longMetric(TimedOutKeysMetric)
+    val timeline = BatchTimeline.single(batchTime)
+    // The micro-batch that makes store version v + 1 is the query's batch number v + 1.
+    val batchNumber = info.storeVersion + 1
+    val runner = partitionRunner()
+    val backend = StateBackend.Memory(MapWithStateConf.snapshotInterval(conf))
+    val failureMarker = TaskFailureInjection.marker(conf)
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
 
-    val data: RDD[(Iterator[InternalRow], Iterator[InternalRow])] = initialState match {
-      case Some(init) =>
-        child.execute().zipPartitions(init.execute()) { (records, initial) =>
-          Iterator.single((records, initial))
+    StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
+      keySchema, function.stateType, backend.providerClassName, backend.storeOptions) {
+      (store, parts) =>
+        val started = System.nanoTime()
+        val (records, initial) = parts.next()
+        val stateMap = store match {
+          case s: StateMapStore => s.stateMap
+          case other => throw new IllegalStateException(
+            s"map_with_state needs a store that serves its state map, but got ${other.getClass.getName}")
         }
-      case None =>
-        child.execute().mapPartitions(records => Iterator.single((records, Iterator.empty)))
-    }
-
-    val storeOptions = Map(
-      DeltaChainStateStoreProvider.CheckpointIntervalOption -> options.checkpointInterval.toString)
-    StreamingQueryGlue.mapPartitionsWithStateStore(data, session, info, keySchema, stateType,
-      classOf[DeltaChainStateStoreProvider].getName, storeOptions) { (store, parts) =>
-      val started = System.nanoTime()
-      val (records, initial) = parts.next()
-      val stateMap = store match {
-        case s: DeltaChainStateStore => s.stateMap
-        case other => throw new IllegalStateException(
-          s"map_with_state needs its own state store, but got ${other.getClass.getName}")
-      }
-      val compiled = new CompiledStateFunction(fn, dataOrdinals, input.size)
-      compiled.initialize(TaskContext.getPartitionId())
-      val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, input.size,
-        hasTimeout)
-
-      PartitionSetup.loadInitialState(updater, initial, keyTypes, stateType, batchTime)
-      val snapshot = PartitionSetup.snapshotProjection(replayOptions.output, snapshotLayout)
-      val replay = new BatchReplayIterator(failingOnceAfterFirst(records, failOnceMarker),
-        _ => batchTime, BatchTimeline.single(batchTime), updater, replayOptions, snapshot,
-        () => numOutputRows += 1)
-
-      PartitionSetup.onCompletion(replay) {
-        allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
-        commitTimeMs += timeTakenMs { store.commit() }
-        numUpdated += updater.updatedKeys
-        numRemoved += updater.removedKeys + updater.timedOutKeys
-        numTimedOut += updater.timedOutKeys
-        setStoreMetrics(store)
-        setOperatorMetrics()
-      }
+        runner.run(TaskContext.getPartitionId(), stateMap,
+          TaskFailureInjection.around(records, failureMarker), initial, timeline, _ => batchTime,
+          batchNumber) {
+          allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
+          commitTimeMs += timeTakenMs { store.commit() }
+          setStoreMetrics(store)
+          setOperatorMetrics()
+        }
     }
   }
 
@@ -184,29 +141,4 @@ object MapWithStateStreamExec {
    * map_with_state.
    */
   val OperatorId: Long = 1000L
-
-  val TimedOutKeysMetric = "numTimedOutKeys"
-
-  /**
-   * Tests only: when set to a file path, the first task (of any query) that reaches its second
-   * record creates that file and fails, after its first record changed its state; retried
-   * tasks, and every task once the file exists, run normally.
-   */
-  val FailTaskOnceConf = "spark.mapwithstate.test.failTaskOnceMarker"
-
-  private def failingOnceAfterFirst(records: Iterator[InternalRow], marker: String)
-    : Iterator[InternalRow] =
-    if (marker.isEmpty) records
-    else new Iterator[InternalRow] {
-      private var seen = 0
-      override def hasNext: Boolean = records.hasNext
-      override def next(): InternalRow = {
-        if (seen == 1 && new File(marker).createNewFile()) {
-          throw new RuntimeException(s"injected failure ($FailTaskOnceConf) in partition " +
-            s"${TaskContext.getPartitionId()} after its first record")
-        }
-        seen += 1
-        records.next()
-      }
-    }
 }

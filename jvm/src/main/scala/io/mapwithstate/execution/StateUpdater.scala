@@ -3,7 +3,7 @@ package io.mapwithstate.execution
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -12,8 +12,8 @@ import org.apache.spark.sql.types.DataType
  *
  *  - a record sees its key's state as it was before the record; `remove` wins over `update`,
  *    a null `update` leaves the state as it was;
- *  - with a timeout, a record refreshes its key's update time even when it does not update
- *    the state (an existing state is put again with the batch time);
+ *  - with an idle timeout (`refreshesIdleKeys`), a record refreshes its key's update time even
+ *    when it does not update the state (an existing state is put again with the batch time);
  *  - a timing-out key is called once with null values and `is_timing_out` set; `update` and
  *    `remove` are not applied, `emit` is, and then the state is removed.
  *
@@ -28,12 +28,10 @@ class StateUpdater(
     keyOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
     inputWidth: Int,
-    hasTimeout: Boolean) {
+    refreshesIdleKeys: Boolean) {
 
   private val keyProjection = UnsafeProjection.create(
-    keyOrdinals.zip(keyTypes).map { case (o, t) =>
-      org.apache.spark.sql.catalyst.expressions.BoundReference(o, t, nullable = true)
-    })
+    keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
 
   /** The input of a timing-out call: the key columns, and null for every value column. */
   private val timingOutInput = new GenericInternalRow(inputWidth)
@@ -63,7 +61,7 @@ class StateUpdater(
       // derived from it outlives this call.
       map.putInPlace(key, updated, batchTime)
       updatedKeys += 1
-    } else if (before != null && hasTimeout) {
+    } else if (before != null && refreshesIdleKeys) {
       map.putInPlace(key, before, batchTime)
     }
     emitted

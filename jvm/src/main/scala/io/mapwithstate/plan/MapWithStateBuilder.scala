@@ -14,82 +14,27 @@ import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNT
  * Turns a [[MapWithStateRequest]] into a resolved [[MapWithState]] plan, checking everything a
  * caller can get wrong — columns, types, option values — before any data is read, and saying
  * in each error which argument is wrong and what was expected.
+ *
+ * [[build]] runs the steps in order: the input, its key and value columns, the batch-time and
+ * ordering columns (all projected into one child plan), the state function, the options, the
+ * output attributes and the initial state.
  */
 class MapWithStateBuilder(session: SparkSession) {
+  import MapWithStateBuilder._
+
   private val conf = session.sessionState.conf
 
   def build(request: MapWithStateRequest): MapWithState = {
-    val spec = request.spec
-    val input = analyze(request.input, "input")
-    input.output.find(_.name.startsWith(StateFunctionInput.ReservedPrefix)).foreach { a =>
-      throw MapWithStateException(
-        s"input column '${a.name}' starts with '${StateFunctionInput.ReservedPrefix}', which is " +
-          "reserved for the state function's own columns; rename it")
-    }
+    val input = checkedInput(request.input)
+    val (keys, values) = keysAndValues(request, input)
+    checkBatchArguments(request, input)
+    val batchTime = request.batchTime.map(batchTimeColumn(_, input, request.batchIntervalMs))
+    val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
 
-    if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
-    val keyColumns = request.keys.map(named)
-    val keys = project(keyColumns, input, "key")
-    val valueColumns =
-      if (request.values.nonEmpty) request.values.map(named)
-      else input.output.filterNot(a => keys.exists(k => conf.resolver(k.name, a.name)))
-    val values = project(valueColumns, input, "value")
+    // One child projects what the operator reads: the key and value columns, then the batch
+    // time, then the ordering columns.
     val dataColumns = keys ++ values
-    dataColumns.groupBy(_.name.toLowerCase).collectFirst { case (_, dups) if dups.size > 1 =>
-      throw MapWithStateException(
-        s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
-          "state function refers to columns by name, so each must be named once")
-    }
-
-    if (input.isStreaming && (request.batchTime.isDefined || request.batchInterval.isDefined)) {
-      throw MapWithStateException(
-        "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
-          "are its micro-batches")
-    }
-    spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions).foreach {
-      n =>
-        throw MapWithStateException(
-          s"num_partitions($n) differs from spark.sql.shuffle.partitions " +
-            s"(${conf.numShufflePartitions}): a streaming query keeps its state in " +
-            "spark.sql.shuffle.partitions partitions, fixed in its checkpoint when it first " +
-            "starts; set that instead")
-    }
-    if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
-      throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
-        "record's time")
-    }
-    val batchIntervalMs = request.batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
-    val batchTime = request.batchTime.map { e =>
-      val Seq(raw) = project(Seq(Alias(e, "__mws_batch_time")()), input, "batch_time")
-      if (raw.dataType != TimestampType) {
-        throw MapWithStateException(
-          s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${raw.dataType.sql}" +
-            (if (raw.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
-      }
-      batchIntervalMs match {
-        case None => raw
-        case Some(ms) =>
-          // As a DStream's batch times are multiples of its batch interval, a record at t
-          // belongs to the batch at the first multiple not before t: records arrive in
-          // (T - interval, T].
-          val step = ms * 1000L
-          val micros = Cast(UnixMicros(e), DoubleType)
-          val batch = Multiply(Ceil(Divide(micros, Literal(step.toDouble))), Literal(step))
-          val Seq(aligned) = project(
-            Seq(Alias(MicrosToTimestamp(batch), "__mws_batch_time")()), input, "batch_time")
-          aligned
-      }
-    }
-    val orderColumns = request.orderBy.zipWithIndex.map { case (o, i) =>
-      Alias(o.child, s"__mws_order_$i")()
-    }
-    val orderAttrs = project(orderColumns, input, "order_by")
-    val orderBy = request.orderBy.zip(orderAttrs).map { case (o, a) =>
-      SortOrder(a.toAttribute, o.direction, o.nullOrdering, Seq.empty)
-    }
-
-    val child = analyze(
-      Project(dataColumns ++ batchTime.toSeq ++ orderAttrs, input), "input")
+    val child = analyze(Project(dataColumns ++ batchTime.toSeq ++ orderColumns, input), "input")
     val childAttrs = child.output
     val keyAttrs = childAttrs.take(keys.size)
     val valueAttrs = childAttrs.slice(keys.size, dataColumns.size)
@@ -98,37 +43,139 @@ class MapWithStateBuilder(session: SparkSession) {
       case (o, a) => o.copy(child = a)
     }
 
+    val spec = request.spec
     val stateType = stateSchema(spec.stateSchema)
     val function = new StateFunctionResolver(session)
       .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
+    val options = optionsOf(request, input)
+    val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
+    val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType))
+    MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
+      child, initialState)
+  }
 
-    val options = MapWithStateOptions(
+  /** The analyzed input; none of its columns may take a name the state function reserves. */
+  private def checkedInput(plan: LogicalPlan): LogicalPlan = {
+    val input = analyze(plan, "input")
+    input.output.find(_.name.startsWith(StateFunctionInput.ReservedPrefix)).foreach { a =>
+      throw MapWithStateException(
+        s"input column '${a.name}' starts with '${StateFunctionInput.ReservedPrefix}', which is " +
+          "reserved for the state function's own columns; rename it")
+    }
+    input
+  }
+
+  /** The key columns, and the value columns (every non-key column when none are named). */
+  private def keysAndValues(request: MapWithStateRequest, input: LogicalPlan)
+    : (Seq[NamedExpression], Seq[NamedExpression]) = {
+    if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
+    val keys = project(request.keys.map(named), input, "key")
+    val valueColumns =
+      if (request.values.nonEmpty) request.values.map(named)
+      else input.output.filterNot(a => keys.exists(k => conf.resolver(k.name, a.name)))
+    val values = project(valueColumns, input, "value")
+    (keys ++ values).groupBy(_.name.toLowerCase).collectFirst { case (_, dups) if dups.size > 1 =>
+      throw MapWithStateException(
+        s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
+          "state function refers to columns by name, so each must be named once")
+    }
+    (keys, values)
+  }
+
+  /** Arguments that only make sense for batch input, or only together. */
+  private def checkBatchArguments(request: MapWithStateRequest, input: LogicalPlan): Unit = {
+    if (input.isStreaming && (request.batchTime.isDefined || request.batchInterval.isDefined)) {
+      throw MapWithStateException(
+        "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
+          "are its micro-batches")
+    }
+    if (input.isStreaming && request.orderBy.nonEmpty) {
+      // A micro-batch's records reach the operator in whatever order the shuffle gives; sorting
+      // them would need the sort Spark refuses on streams, so order_by is refused, not ignored.
+      throw MapWithStateException(
+        "order_by is for batch DataFrames: records of a stream are processed in arrival order " +
+          "within each micro-batch; leave order_by out")
+    }
+    request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
+      .foreach { n =>
+        throw MapWithStateException(
+          s"num_partitions($n) differs from spark.sql.shuffle.partitions " +
+            s"(${conf.numShufflePartitions}): a streaming query keeps its state in " +
+            "spark.sql.shuffle.partitions partitions, fixed in its checkpoint when it first " +
+            "starts; set that instead")
+      }
+    if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
+      throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
+        "record's time")
+    }
+  }
+
+  /**
+   * The batch_time column, which must be a TIMESTAMP; with a batch interval, aligned to it as
+   * a DStream's batch times are multiples of its batch interval: a record at t belongs to the
+   * batch at the first multiple not before t (records arrive in (T - interval, T]).
+   */
+  private def batchTimeColumn(e: Expression, input: LogicalPlan, intervalMs: Option[Long])
+    : NamedExpression = {
+    val Seq(raw) = project(Seq(Alias(e, BatchTimeColumn)()), input, "batch_time")
+    if (raw.dataType != TimestampType) {
+      throw MapWithStateException(
+        s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${raw.dataType.sql}" +
+          (if (raw.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
+    }
+    intervalMs match {
+      case None => raw
+      case Some(ms) =>
+        val step = ms * 1000L
+        val micros = Cast(UnixMicros(e), DoubleType)
+        val batch = Multiply(Ceil(Divide(micros, Literal(step.toDouble))), Literal(step))
+        val Seq(aligned) =
+          project(Seq(Alias(MicrosToTimestamp(batch), BatchTimeColumn)()), input, "batch_time")
+        aligned
+    }
+  }
+
+  /** The order_by expressions as columns of the child, and the sort orders over them. */
+  private def orderColumnsOf(orderBy: Seq[SortOrder], input: LogicalPlan)
+    : (Seq[NamedExpression], Seq[SortOrder]) = {
+    val columns = project(
+      orderBy.zipWithIndex.map { case (o, i) => Alias(o.child, s"$OrderColumnPrefix$i")() },
+      input, "order_by")
+    (columns, orderBy.zip(columns).map { case (o, a) =>
+      SortOrder(a.toAttribute, o.direction, o.nullOrdering, Seq.empty)
+    })
+  }
+
+  private def optionsOf(request: MapWithStateRequest, input: LogicalPlan): MapWithStateOptions = {
+    val spec = request.spec
+    MapWithStateOptions(
       numPartitions = positive(spec.numPartitions.getOrElse(conf.numShufflePartitions),
         "num_partitions"),
       timeoutMs = spec.timeout.map(Durations.positiveMillis(_, "timeout")),
       checkpointInterval = positive(
         spec.checkpointInterval.getOrElse(MapWithStateOptions.DefaultCheckpointInterval),
         "checkpoint_interval"),
-      batchIntervalMs = batchIntervalMs,
-      output = request.output)
+      batchIntervalMs = request.batchIntervalMs,
+      outputKind = request.outputKind)
+  }
 
-    val output = request.output match {
-      case OutputKind.Emitted =>
-        if (function.emit.isEmpty) {
-          throw MapWithStateException(
-            "output='emitted' needs an emit expression in the StateSpec (or use " +
-              "output='snapshots')")
-        }
-        DataTypeUtils.toAttributes(function.emitType)
-      case OutputKind.Snapshots =>
-        AttributeReference("batch_time", TimestampType, nullable = false)() +:
-          (keyAttrs.map(k => AttributeReference(k.name, k.dataType, k.nullable)()) ++
-            DataTypeUtils.toAttributes(stateType))
-    }
-
-    val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType))
-    MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
-      child, initialState)
+  /** The emitted columns, or batch_time, the keys and the state's fields. */
+  private def outputAttributes(
+      kind: OutputKind,
+      function: StateFunction,
+      keys: Seq[Attribute],
+      stateType: StructType): Seq[Attribute] = kind match {
+    case OutputKind.Emitted =>
+      if (function.emit.isEmpty) {
+        throw MapWithStateException(
+          "output='emitted' needs an emit expression in the StateSpec (or use " +
+            "output='snapshots')")
+      }
+      DataTypeUtils.toAttributes(function.emitType)
+    case OutputKind.Snapshots =>
+      AttributeReference("batch_time", TimestampType, nullable = false)() +:
+        (keys.map(k => AttributeReference(k.name, k.dataType, k.nullable)()) ++
+          DataTypeUtils.toAttributes(stateType))
   }
 
   private def named(e: Expression): NamedExpression = e match {
@@ -147,14 +194,7 @@ class MapWithStateBuilder(session: SparkSession) {
   }
 
   private def analyze(plan: LogicalPlan, what: String): LogicalPlan =
-    try {
-      val qe = session.sessionState.executePlan(plan)
-      qe.assertAnalyzed()
-      qe.analyzed
-    } catch {
-      case e: MapWithStateException => throw e
-      case NonFatal(e) => throw new MapWithStateException(s"$what: ${MapWithStateException.describe(e)}", e)
-    }
+    Analysis.analyze(session, plan, what)
 
   private def positive(n: Int, what: String): Int = {
     if (n <= 0) throw MapWithStateException(s"$what must be a positive number, got $n")
@@ -220,4 +260,28 @@ class MapWithStateBuilder(session: SparkSession) {
     }
     analyze(Project(columns, analyzed), "initial_state")
   }
+}
+
+object MapWithStateBuilder {
+  /**
+   * Names of the child's own columns for the batch time and the ordering expressions. They
+   * share the reserved prefix (no input column can clash) but are not state function inputs:
+   * the function cannot see them.
+   */
+  val BatchTimeColumn: String = StateFunctionInput.ReservedPrefix + "replay_batch_time"
+  val OrderColumnPrefix: String = StateFunctionInput.ReservedPrefix + "order_"
+}
+
+/** Spark's analyzer over a plan, with an error that names the argument the plan came from. */
+private[plan] object Analysis {
+  def analyze(session: SparkSession, plan: LogicalPlan, what: String): LogicalPlan =
+    try {
+      val qe = session.sessionState.executePlan(plan)
+      qe.assertAnalyzed()
+      qe.analyzed
+    } catch {
+      case e: MapWithStateException => throw e
+      case NonFatal(e) =>
+        throw new MapWithStateException(s"$what: ${MapWithStateException.describe(e)}", e)
+    }
 }

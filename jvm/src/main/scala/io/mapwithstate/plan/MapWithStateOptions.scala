@@ -15,13 +15,14 @@ object OutputKind {
  * @param checkpointInterval timed-out keys are found by a full scan on every n-th batch,
  *                           counting from 1, as Spark checkpoints (and scans) every 10 batches
  * @param batchIntervalMs    batch replays only: the step between consecutive batches
+ * @param outputKind         what the operator returns (its `output` attributes follow from it)
  */
 case class MapWithStateOptions(
     numPartitions: Int,
     timeoutMs: Option[Long],
     checkpointInterval: Int,
     batchIntervalMs: Option[Long],
-    output: OutputKind)
+    outputKind: OutputKind)
 
 object MapWithStateOptions {
   /** Spark's DStreams checkpoint a mapWithState every 10 batch intervals. */

@@ -17,7 +17,11 @@ case class MapWithStateRequest(
     batchTime: Option[Expression] = None,
     batchInterval: Option[String] = None,
     orderBy: Seq[SortOrder] = Nil,
-    output: OutputKind = OutputKind.Emitted)
+    outputKind: OutputKind = OutputKind.Emitted) {
+
+  /** The batch interval in milliseconds, checked to be a positive duration. */
+  def batchIntervalMs: Option[Long] = batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
+}
 
 /** The state function and its settings, as sent (see `state_spec.proto`). */
 case class StateSpecRequest(

@@ -1,11 +1,9 @@
 package io.mapwithstate.plan
 
-import scala.util.control.NonFatal
-
 import io.mapwithstate.MapWithStateException
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, CreateNamedStruct, Expression, GetStructField, If, IsNull, Literal}
-import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{BooleanType, StructType}
@@ -67,17 +65,7 @@ class StateFunctionResolver(session: SparkSession) {
   }
 
   private def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
-    val plan = Project(Seq(Alias(e, what)()), LocalRelation(input))
-    val analyzed: LogicalPlan =
-      try {
-        val qe = session.sessionState.executePlan(plan)
-        qe.assertAnalyzed()
-        qe.analyzed
-      } catch {
-        case NonFatal(err) =>
-          throw new MapWithStateException(s"$what: ${MapWithStateException.describe(err)}", err)
-      }
-    analyzed match {
+    Analysis.analyze(session, Project(Seq(Alias(e, what)()), LocalRelation(input)), what) match {
       case Project(Seq(Alias(resolved, _)), _) => resolved
       case other =>
         throw new IllegalStateException(s"unexpected analyzed state function plan:\n$other")

@@ -195,7 +195,7 @@ final class DeltaChainStateMap private (
    * Heap bytes held by the layers of this chain (slot arrays and record pages). Layers are
    * shared with the maps this one was copied from, so the figures of a map and its copy overlap.
    */
-  def memoryUsedBytes: Long = sumOverChain(_.footprintBytes)
+  override def memoryUsedBytes: Long = sumOverChain(_.footprintBytes)
 
   override def toDebugString: String = {
     val layers = Iterator.iterate(this)(_.parent).takeWhile(_ != null).map { map =>

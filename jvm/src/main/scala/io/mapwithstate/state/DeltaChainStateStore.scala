@@ -11,14 +11,14 @@ import org.apache.spark.sql.types.StructType
  * retried task starts from exactly the same state).
  *
  * The StateStore methods give the state rows without update times, for Spark's generic
- * tooling; the mapWithState operator works on [[stateMap]] directly. Rows put through the
+ * tooling; the mapWithState operators work on [[stateMap]] directly ([[StateMapStore]]). Rows put through the
  * generic [[put]] get update time 0.
  */
 class DeltaChainStateStore private[state] (
     provider: DeltaChainStateStoreProvider,
     override val id: StateStoreId,
     override val version: Long,
-    val stateMap: DeltaChainStateMap) extends StateStore {
+    override val stateMap: DeltaChainStateMap) extends StateMapStore {
 
   private sealed trait Status
   private case object Updating extends Status

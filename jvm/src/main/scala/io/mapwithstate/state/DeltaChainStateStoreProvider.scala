@@ -16,14 +16,14 @@ import org.apache.spark.sql.types.StructType
  * batch costs O(state). Here a new version is a new delta layer over the previous one
  * ([[StateMap.copy]]), so a batch costs O(records in the batch), and the committed version
  * before it stays intact for a retried task. A commit writes just that layer as the version's
- * delta file, and every `checkpointInterval` versions also a snapshot of the whole state (as
+ * delta file, and every `snapshotInterval` versions also a snapshot of the whole state (as
  * DStreams checkpoint their state every few batches), so that loading a version after a
  * restart reads the newest snapshot at or below it plus the deltas after it. Maintenance
  * deletes the files no retained version needs.
  *
  * Only the mapWithState operator uses this provider (it sets it in its own copy of the SQL
- * conf); the operator reaches the map through [[DeltaChainStateStore.stateMap]], as the
- * StateStore API has no notion of update times or timeouts.
+ * conf, see [[StateBackend.Memory]]); the operators reach the map through
+ * [[StateMapStore.stateMap]], as the StateStore API has no notion of update times or timeouts.
  */
 class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   import DeltaChainStateStoreProvider._
@@ -31,7 +31,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private var storeId: StateStoreId = _
   private var keyNumFields = 0
   private var stateNumFields = 0
-  private var checkpointInterval = DefaultCheckpointInterval
+  private var snapshotInterval = DefaultSnapshotInterval
   private var minVersionsToRetain = 100
   private var deltaChainThreshold = StateMap.DefaultDeltaChainThreshold
   @volatile private var files: StateCheckpointFiles = _
@@ -59,12 +59,12 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     storeId = stateStoreId
     keyNumFields = keySchema.length
     stateNumFields = valueSchema.length
-    checkpointInterval = storeConf.extraOptions.get(CheckpointIntervalOption)
-      .map(_.toInt).getOrElse(DefaultCheckpointInterval)
+    snapshotInterval = storeConf.extraOptions.get(SnapshotIntervalOption)
+      .map(_.toInt).getOrElse(DefaultSnapshotInterval)
     deltaChainThreshold = storeConf.extraOptions.get(DeltaChainThresholdOption)
       .map(_.toInt).getOrElse(StateMap.DefaultDeltaChainThreshold)
     minVersionsToRetain = storeConf.minVersionsToRetain
-    require(checkpointInterval > 0, s"checkpoint interval must be positive: $checkpointInterval")
+    require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
     files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf)
   }
 
@@ -125,7 +125,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val newVersion = store.version + 1
     val map = store.stateMap
     files.write(files.deltaFile(newVersion))(out => StateMapSerde.writeDelta(map, out))
-    if (newVersion % checkpointInterval == 0) {
+    if (newVersion % snapshotInterval == 0) {
       files.write(files.snapshotFile(newVersion))(out => StateMapSerde.writeSnapshot(map, out))
     }
     synchronized(remember(newVersion, map))
@@ -163,12 +163,13 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
 object DeltaChainStateStoreProvider {
   /** Store option (StateStoreConf extra option): snapshot every n versions. */
-  val CheckpointIntervalOption = "mapwithstate.checkpointInterval"
+  val SnapshotIntervalOption = "mapwithstate.snapshotInterval"
 
   /** Store option: the delta chain length at which a new version compacts the chain. */
   val DeltaChainThresholdOption = "mapwithstate.deltaChainThreshold"
 
-  val DefaultCheckpointInterval = 10
+  /** As DStreams checkpoint a mapWithState's state every 10 batches. */
+  val DefaultSnapshotInterval = 10
 
   /** The newest committed version and the one before it, for a retried batch. */
   private val VersionsInMemory = 2

@@ -78,8 +78,6 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     -1 // unreachable: the table always has an empty slot
   }
 
-  def isUsed(slot: Int): Boolean = addresses(slot) != EmptySlot
-
   /** The slot holds a live state (the removed flag is the sign bit, an empty slot is 0). */
   def isLive(slot: Int): Boolean = addresses(slot) > 0
 

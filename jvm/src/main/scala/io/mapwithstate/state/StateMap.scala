@@ -55,6 +55,9 @@ abstract class StateMap {
   /** Number of keys with a state. */
   def size: Int
 
+  /** Bytes of heap this map holds (its own layers and those it shares with earlier versions). */
+  def memoryUsedBytes: Long
+
   /**
    * A map with this map's contents that takes all later writes; this map becomes read-only and
    * keeps its contents.

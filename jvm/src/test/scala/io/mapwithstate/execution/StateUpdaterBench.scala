@@ -2,7 +2,6 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
-import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
 import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce, CreateNamedStruct, Expression, GenericInternalRow, Literal}
 import org.apache.spark.sql.classic.SparkSession
@@ -55,7 +54,8 @@ object StateUpdaterBench {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
     compiled.initialize(0)
     val updater = new StateUpdater(
-      StateMap.empty(1, 2), compiled, Seq(0), Seq(LongType), 2, hasTimeout = false)
+      StateMap.empty(1, 2), compiled, Seq(0), Seq(LongType), 2,
+      refreshesIdleKeys = false)
 
     val record = new GenericInternalRow(2)
     val total = keys.toLong * perKey

@@ -1,14 +1,13 @@
 package io.mapwithstate.execution
 
+import io.mapwithstate.LocalSpark
 import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce, CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{IntegerType, StringType, StructType}
 import org.apache.spark.unsafe.types.UTF8String
-import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -20,14 +19,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * "remove" removes it, "both" asks for both (remove wins). Every call emits
  * (key, action, state before, state after, timing out).
  */
-class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
-  private var spark: SparkSession = _
-
-  override def beforeAll(): Unit = {
-    spark = SparkSession.builder().master("local[1]").appName("StateUpdaterSuite").getOrCreate()
-  }
-
-  override def afterAll(): Unit = if (spark != null) spark.stop()
+class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
 
   private val key = AttributeReference("k", StringType)()
   private val action = AttributeReference("v", StringType)()
@@ -40,7 +32,7 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
     UnresolvedExtractValue(UnresolvedAttribute(struct), Literal(name))
   private def actionIs(a: String): Expression = EqualTo(col("v"), Literal(a))
 
-  private def newUpdater(hasTimeout: Boolean): StateUpdater = {
+  private def newUpdater(refreshesIdleKeys: Boolean): StateUpdater = {
     val update = CaseWhen(Seq(
       (actionIs("increment"), CreateNamedStruct(Seq(Literal("n"),
         Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))),
@@ -55,7 +47,7 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, hasTimeout)
+    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys)
   }
 
   private val keyRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
@@ -78,28 +70,28 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
     updater.map.getAll().map(e => e.key.getUTF8String(0).toString -> (e.state.getInt(0), e.updateTime)).toMap
 
   test("a record is processed even when its key has no state, and leaves it absent") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     assert(call(updater.processRecord(record("a", "noop"), batchTime)) ===
       ("a", Some("noop"), None, None, false))
     assert(contents(updater).isEmpty)
   }
 
   test("an update creates the state at the batch time") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     assert(call(updater.processRecord(record("a", "increment"), batchTime)) ===
       ("a", Some("increment"), None, Some(1), false))
     assert(contents(updater) === Map("a" -> (1, batchTime)))
   }
 
   test("without a timeout, a record that does not update keeps the state's update time") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     updater.loadInitialState(k("a"), s(0), initialTime)
     updater.processRecord(record("a", "noop"), batchTime)
     assert(contents(updater) === Map("a" -> (0, initialTime)))
   }
 
   test("with a timeout, every record refreshes its key's update time") {
-    val updater = newUpdater(hasTimeout = true)
+    val updater = newUpdater(refreshesIdleKeys = true)
     updater.loadInitialState(k("a"), s(0), initialTime)
     assert(call(updater.processRecord(record("a", "noop"), batchTime)) ===
       ("a", Some("noop"), Some(0), Some(0), false))
@@ -107,14 +99,14 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("records of one key see each other's updates, in order") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     val calls = (1 to 3).map(_ => call(updater.processRecord(record("a", "increment"), batchTime)))
     assert(calls.map(c => (c._3, c._4)) === Seq((None, Some(1)), (Some(1), Some(2)), (Some(2), Some(3))))
     assert(contents(updater) === Map("a" -> (3, batchTime)))
   }
 
   test("remove removes the state; new_state is null") {
-    val updater = newUpdater(hasTimeout = true)
+    val updater = newUpdater(refreshesIdleKeys = true)
     updater.loadInitialState(k("a"), s(5), initialTime)
     assert(call(updater.processRecord(record("a", "remove"), batchTime)) ===
       ("a", Some("remove"), Some(5), None, false))
@@ -123,14 +115,14 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("remove wins over update") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     updater.loadInitialState(k("a"), s(5), initialTime)
     assert(call(updater.processRecord(record("a", "both"), batchTime))._4 === None)
     assert(contents(updater).isEmpty)
   }
 
   test("a state can be created again after it was removed") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     updater.processRecord(record("a", "increment"), batchTime)
     updater.processRecord(record("a", "remove"), batchTime)
     updater.processRecord(record("a", "increment"), batchTime + 1)
@@ -138,7 +130,7 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("timing out: keys last updated strictly before the threshold get one call, then go") {
-    val updater = newUpdater(hasTimeout = true)
+    val updater = newUpdater(refreshesIdleKeys = true)
     updater.loadInitialState(k("old"), s(1), initialTime)
     updater.loadInitialState(k("edge"), s(2), initialTime + 10)
     updater.processRecord(record("fresh", "increment"), batchTime)
@@ -180,7 +172,7 @@ class StateUpdaterSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   test("an initial state with two rows for one key is refused, naming the key") {
-    val updater = newUpdater(hasTimeout = false)
+    val updater = newUpdater(refreshesIdleKeys = false)
     updater.loadInitialState(k("a"), s(1), initialTime)
     val e = intercept[IllegalArgumentException](updater.loadInitialState(k("a"), s(2), initialTime))
     assert(e.getMessage.contains("more than one row for the key (a)"))

@@ -19,12 +19,12 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
 
-  private def provider(root: File, checkpointInterval: Int = 10, minVersionsToRetain: Int = 100)
+  private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100)
     : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
     val storeConf = new StateStoreConf(sqlConf,
-      Map(DeltaChainStateStoreProvider.CheckpointIntervalOption -> checkpointInterval.toString))
+      Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString))
     val p = new DeltaChainStateStoreProvider
     p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
       NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
@@ -68,11 +68,11 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   test("a snapshot is written every checkpoint interval and is enough to load its version") {
     withDir { root =>
-      commitVersions(provider(root, checkpointInterval = 3), 7)
+      commitVersions(provider(root, snapshotInterval = 3), 7)
       val names = partitionDir(root).list().filterNot(_.startsWith(".")).toSet
       assert(names == (1 to 7).map(v => s"$v.delta").toSet ++ Set("3.snapshot", "6.snapshot"))
       (1 to 6).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
-      assert(contents(provider(root, checkpointInterval = 3), 7) == expected(7))
+      assert(contents(provider(root, snapshotInterval = 3), 7) == expected(7))
     }
   }
 
@@ -108,12 +108,12 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   test("a truncated snapshot file fails the load with an error naming the file") {
     withDir { root =>
-      commitVersions(provider(root, checkpointInterval = 2), 2)
+      commitVersions(provider(root, snapshotInterval = 2), 2)
       val snapshot = new File(partitionDir(root), "2.snapshot")
       new File(partitionDir(root), ".2.snapshot.crc").delete()
       val f = new RandomAccessFile(snapshot, "rw")
       try f.setLength(f.length() / 2) finally f.close()
-      val error = intercept[IOException](provider(root, checkpointInterval = 2).load(2))
+      val error = intercept[IOException](provider(root, snapshotInterval = 2).load(2))
       assert(error.getMessage.contains(snapshot.getAbsolutePath))
       assert(error.getMessage.contains("truncated"))
     }
@@ -131,13 +131,13 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   test("maintenance deletes the files that no retained version needs") {
     withDir { root =>
-      val p = provider(root, checkpointInterval = 3, minVersionsToRetain = 4)
+      val p = provider(root, snapshotInterval = 3, minVersionsToRetain = 4)
       commitVersions(p, 10)
       p.doMaintenance()
       // Versions 7..10 are retained; the snapshot at 6 and the deltas after it rebuild them.
       val names = partitionDir(root).list().filterNot(_.startsWith(".")).toSet
       assert(names == Set("6.snapshot", "9.snapshot", "7.delta", "8.delta", "9.delta", "10.delta"))
-      val reloaded = provider(root, checkpointInterval = 3, minVersionsToRetain = 4)
+      val reloaded = provider(root, snapshotInterval = 3, minVersionsToRetain = 4)
       (7 to 10).foreach(v => assert(contents(reloaded, v) == expected(v), s"version $v"))
     }
   }

@@ -1,7 +1,6 @@
 package io.mapwithstate.state
 
 import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
-import java.io.IOException
 import java.util.ConcurrentModificationException
 
 import scala.collection.mutable
@@ -16,7 +15,7 @@ import org.scalatest.funsuite.AnyFunSuite
 /**
  * Spark's StateMapSuite re-expressed for UnsafeRow keys and states, plus what our map adds:
  * copying of caller buffers, read-only parents, compaction on copy, memory bounds, writes
- * during iteration, and the snapshot and delta formats.
+ * during iteration (the file formats: StateMapSerdeSuite).
  */
 class StateMapSuite extends AnyFunSuite {
   import StateMapSuite._
@@ -257,7 +256,7 @@ class StateMapSuite extends AnyFunSuite {
       (Int.MinValue, "ü∂ unicode"))
     val random = new Random(7)
     var time = 0L
-    for (round <- 0 until 5; key <- keys) {
+    for (_ <- 0 until 5; key <- keys) {
       time += 1
       if (random.nextInt(4) == 0) {
         map.remove(keyCodec(key))
@@ -629,158 +628,6 @@ class StateMapSuite extends AnyFunSuite {
     assert(contents(map.compact(), LongCodec, StringCodec) === ref)
   }
 
-  test("snapshot and delta round trips") {
-    val map1 = StateMap.empty(1, 1)
-    checkRoundTrips(Seq(map1), "empty map")
-
-    map1.put(longKey(1), longState(100), 1)
-    map1.put(longKey(2), longState(200), 2)
-    checkRoundTrips(Seq(map1), "map with data + no delta")
-
-    val map2 = map1.copy()
-    assert(!map1.shouldCompact && !map2.shouldCompact)
-    checkRoundTrips(Seq(map1, map2), "map with 1 delta + no new data")
-
-    map2.put(longKey(3), longState(300), 3)
-    map2.put(longKey(4), longState(400), 4)
-    checkRoundTrips(Seq(map1, map2), "map with 1 delta + new data")
-
-    val map3 = map2.copy()
-    checkRoundTrips(Seq(map1, map2, map3), "map with 2 deltas + no new data")
-    map3.put(longKey(3), longState(600), 3)
-    map3.remove(longKey(2))
-    map3.put(longKey(5), longState(500), 5)
-    map3.remove(longKey(5))
-    checkRoundTrips(Seq(map1, map2, map3), "map with 2 deltas + new data")
-
-    val wide = StateMap.empty(PairKeyCodec.numFields, WideStateCodec.numFields)
-    wide.put(PairKeyCodec((1, "a")), WideStateCodec(WideState(null, 5L, "x" * 100)), 1)
-    wide.put(PairKeyCodec((null, null)), WideStateCodec(WideState("", null, null)), 2)
-    val wideChild = wide.copy()
-    wideChild.remove(PairKeyCodec((1, "a")))
-    wideChild.put(PairKeyCodec((2, "b")), WideStateCodec(WideState("y", 6L, "")), 3)
-    checkRoundTrips(Seq(wide, wideChild), "map with strings and nulls")
-  }
-
-  test("snapshot and delta round trips with compaction") {
-    val deltaChainThreshold = 5
-    val random = new Random(11)
-    val maps = mutable.ArrayBuffer(StateMap.empty(1, 1, deltaChainThreshold))
-    for (i <- 1 to 13) {
-      val map = maps.last
-      map.put(longKey(random.nextLong()), longState(random.nextLong()), i)
-      map.put(longKey(i % 4), longState(i), i)
-      if (i % 2 == 0) map.remove(longKey((i + 1) % 4))
-      maps += map.copy()
-    }
-    assert(maps.map(_.deltaChainLength).max === deltaChainThreshold)
-    assert(maps.last.deltaChainLength < deltaChainThreshold)
-    checkRoundTrips(maps.toSeq, "compacted chain")
-
-    // Deltas also replay onto a chain that compacts at other points.
-    for (threshold <- Seq(1, 3, 20)) {
-      val replica = replayDeltas(maps.toSeq, threshold)
-      assert(longContents(replica) === longContents(maps.last),
-        s"replica with threshold $threshold")
-    }
-
-    val compacted = maps.last.compact()
-    checkRoundTrips(Seq(compacted), "compact() result")
-    val restored = readSnapshot(writeSnapshot(maps.last), 1, 1, deltaChainThreshold)
-    assert(restored.deltaChainLength === 0)
-    assert(!restored.shouldCompact)
-  }
-
-  test("streams hold several files back to back") {
-    val a = StateMap.empty(1, 1)
-    a.put(longKey(1), longState(1), 1)
-    val b = a.copy()
-    b.put(longKey(2), longState(2), 2)
-    val bytes = new ByteArrayOutputStream()
-    val out = new DataOutputStream(bytes)
-    StateMapSerde.writeSnapshot(a, out)
-    StateMapSerde.writeDelta(b, out)
-    StateMapSerde.writeSnapshot(b, out)
-    out.writeInt(12345)
-    val in = new DataInputStream(new ByteArrayInputStream(bytes.toByteArray))
-    val a2 = StateMapSerde.readSnapshot(in, 1, 1)
-    val b2 = StateMapSerde.readDelta(in, a2)
-    val b3 = StateMapSerde.readSnapshot(in, 1, 1)
-    assert(in.readInt() === 12345)
-    assert(longContents(a2) === longContents(a))
-    assert(longContents(b2) === longContents(b))
-    assert(longContents(b3) === longContents(b))
-  }
-
-  test("truncated streams fail with a clear IOException") {
-    val (parent, child) = sampleChain()
-    for ((name, bytes, read) <- sampleFiles(parent, child); length <- 0 until bytes.length) {
-      val e = intercept[IOException](read(bytes.take(length)))
-      assert(e.getMessage.contains("truncated"), s"$name cut to $length bytes: ${e.getMessage}")
-    }
-  }
-
-  test("corrupted streams fail with an IOException") {
-    val (parent, child) = sampleChain()
-    for {
-      (name, bytes, read) <- sampleFiles(parent, child)
-      position <- bytes.indices
-      flip <- Seq(0x01, 0x80, 0xff)
-    } {
-      val corrupted = bytes.clone()
-      corrupted(position) = (corrupted(position) ^ flip).toByte
-      val e = intercept[IOException](read(corrupted))
-      assert(e.getMessage.nonEmpty, s"$name with byte $position flipped by $flip")
-    }
-  }
-
-  test("files of the wrong kind, schema or parent are rejected") {
-    val (parent, child) = sampleChain()
-    val snapshot = writeSnapshot(child)
-    val delta = writeDelta(child)
-
-    val asDelta = intercept[IOException](readDelta(snapshot, parent.compact()))
-    assert(asDelta.getMessage.contains("expected a state map delta but found a state map snapshot"))
-    val asSnapshot = intercept[IOException](readSnapshot(delta, 1, 2))
-    assert(asSnapshot.getMessage.contains("but found a state map delta"))
-    val garbage = intercept[IOException](readSnapshot("not a state map".getBytes("UTF-8"), 1, 2))
-    assert(garbage.getMessage.contains("no state map file"))
-
-    val schema = intercept[IOException](readSnapshot(snapshot, 1, 2))
-    assert(schema.getMessage.contains("holds keys of 1 and states of 3 fields, expected 1 and 2"))
-    val deltaSchema = intercept[IOException](readDelta(delta, StateMap.empty(2, 2)))
-    assert(deltaSchema.getMessage.contains("expected 2 and 2"))
-
-    // A parent of another size.
-    val bigger = parent.compact()
-    bigger.put(longKey(1000), WideStateCodec(WideState("z", 1L, "z")), 1)
-    val size = intercept[IOException](readDelta(delta, bigger))
-    assert(size.getMessage.contains("wrong parent version"))
-    assert(bigger.contains(longKey(1000)) && !bigger.shouldCompact)
-    bigger.put(longKey(1001), WideStateCodec(WideState("z", 1L, "z")), 1) // still writable
-
-    // A parent of the same size that lacks a key the delta removes.
-    val sameSize = StateMap.empty(1, 3)
-    for (k <- 500L until 500L + parent.size) {
-      sameSize.put(longKey(k), WideStateCodec(WideState("z", 1L, "z")), 1)
-    }
-    val missing = intercept[IOException](readDelta(delta, sameSize))
-    assert(missing.getMessage.contains("removes a key"))
-
-    // A parent of the same size whose keys make the delta's puts land differently.
-    val (parent2, _) = sampleChain()
-    val putsOnly = parent2.copy()
-    putsOnly.put(longKey(2), WideStateCodec(WideState("new", 2L, "new")), 9)
-    putsOnly.put(longKey(3), WideStateCodec(WideState("new", 3L, "new")), 9)
-    val shifted = StateMap.empty(1, 3)
-    shifted.put(longKey(2), WideStateCodec(WideState("old", 2L, "old")), 1)
-    for (k <- 500L until 500L + parent2.size - 1) {
-      shifted.put(longKey(k), WideStateCodec(WideState("z", 1L, "z")), 1)
-    }
-    val result = intercept[IOException](readDelta(writeDelta(putsOnly), shifted))
-    assert(result.getMessage.contains("should result in"))
-  }
-
   private def checkAllSequences(
       numSets: Int,
       numOpsPerSet: Int,
@@ -881,57 +728,6 @@ class StateMapSuite extends AnyFunSuite {
     assertMap(stateMap, LongCodec, WideStateCodec, refMap.toMap, keys, time)
     if (deltaChainThreshold < numSets) assert(compactions > 0)
   }
-
-  /**
-   * Checks snapshot round trips of every map of a chain of copies, and a replay of their deltas
-   * (each written from one map of the chain, in order) onto an empty map.
-   */
-  private def checkRoundTrips(chain: Seq[DeltaChainStateMap], msg: String): Unit = withClue(msg) {
-    val states = chain.head.stateNumFields
-    for (map <- chain) {
-      val restored = readSnapshot(writeSnapshot(map), map.keyNumFields, states)
-      assert(restored.deltaChainLength === 0)
-      assert(restored.size === map.size)
-      assert(rawContents(restored) === rawContents(map))
-      assert(rawContents(map.compact()) === rawContents(map))
-    }
-    val replica = replayDeltas(chain, StateMap.DefaultDeltaChainThreshold)
-    assert(rawContents(replica) === rawContents(chain.last))
-    assert(replica.size === chain.last.size)
-    for (entry <- chain.last.getAll()) {
-      assert(replica.get(entry.key) === entry.state)
-    }
-  }
-
-  private def replayDeltas(chain: Seq[DeltaChainStateMap], threshold: Int): DeltaChainStateMap = {
-    var replica = StateMap.empty(chain.head.keyNumFields, chain.head.stateNumFields, threshold)
-    for (map <- chain) {
-      replica = readDelta(writeDelta(map), replica)
-    }
-    replica
-  }
-
-  /** A parent with entries and a child with puts, overwrites and tombstones. */
-  private def sampleChain(): (DeltaChainStateMap, DeltaChainStateMap) = {
-    val parent = StateMap.empty(1, 3)
-    for (k <- 0L until 6L) {
-      parent.put(longKey(k), WideStateCodec(WideState(if (k % 2 == 0) null else "s" * k.toInt,
-        k, "t")), k)
-    }
-    val child = parent.copy()
-    child.remove(longKey(0))
-    child.remove(longKey(1))
-    child.put(longKey(2), WideStateCodec(WideState("two", null, "")), 20)
-    child.put(longKey(10), WideStateCodec(WideState(null, 10L, null)), 21)
-    (parent, child)
-  }
-
-  private def sampleFiles(parent: DeltaChainStateMap, child: DeltaChainStateMap)
-      : Seq[(String, Array[Byte], Array[Byte] => StateMap)] = Seq(
-    ("snapshot", writeSnapshot(child), bytes => readSnapshot(bytes, 1, 3)),
-    ("empty snapshot", writeSnapshot(StateMap.empty(1, 3)), bytes => readSnapshot(bytes, 1, 3)),
-    // A fresh compacted copy of the parent each time: a failed read may freeze the parent.
-    ("delta", writeDelta(child), bytes => readDelta(bytes, parent.compact())))
 
   private def deltaRecordCount(map: DeltaChainStateMap): Int = {
     val in = new DataInputStream(new ByteArrayInputStream(writeDelta(map)))

@@ -3,8 +3,6 @@ package org.apache.spark.sql.mapwithstate
 import java.util.UUID
 
 import scala.reflect.ClassTag
-import scala.util.control.NonFatal
-
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.classic.SparkSession
@@ -31,7 +29,6 @@ object StreamingQueryGlue {
   case class PlannedMicroBatch(
       stateInfo: StatefulOperatorStateInfo,
       batchTimestampMs: Long,
-      watermarkMs: Long,
       terminatingTrigger: Boolean)
 
   /**
@@ -67,7 +64,7 @@ object StreamingQueryGlue {
       execution.stateSchemaMetadatas.get(operatorId),
       execution.currentStateStoreCkptId.get(operatorId))
     Some(PlannedMicroBatch(info, execution.offsetSeqMetadata.batchTimestampMs,
-      execution.offsetSeqMetadata.batchWatermarkMs, execution.isTerminatingTrigger))
+      execution.isTerminatingTrigger))
   }
 
   /**
@@ -107,12 +104,5 @@ object StreamingQueryGlue {
       keySchema, 0.toShort, valueSchema, None, None)
     List(StateSchemaCompatibilityChecker.validateAndMaybeEvolveStateSchema(
       info, hadoopConf, List(schema), session.sessionState, schemaVersion))
-  }
-
-  /** A Spark error's message without the plan some of them append. */
-  def describe(e: Throwable): String = e match {
-    case a: org.apache.spark.sql.AnalysisException => a.getSimpleMessage
-    case NonFatal(other) => other.getMessage
-    case other => String.valueOf(other)
   }
 }

@@ -1,13 +1,8 @@
 """The benchmark harness's bookkeeping (bench/), without Spark: that a run's batches become the
 table rows the suite promises. Timings are never asserted; these numbers are made up."""
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-
-from bench import report  # noqa: E402
-from bench.measure import figures, per_file  # noqa: E402
-from bench.scenarios import WARMUP, suite  # noqa: E402
+from bench import report
+from bench.measure import figures, per_file
+from bench.scenarios import WARMUP, suite
 
 
 def test_every_scenario_measures_batches_it_has():

@@ -1,16 +1,9 @@
-"""The first vertical slice: a running count per key over a static DataFrame."""
+"""A running count per key over a batch DataFrame: emitted records, snapshots, and a result
+that is an ordinary DataFrame."""
 from pyspark.sql import functions as F
 
-from mapwithstate import StateSpec, map_with_state
-from mapwithstate import functions as S
-
-
-def running_count() -> StateSpec:
-    return StateSpec.function(
-        "n BIGINT",
-        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
-        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
-    )
+from mapwithstate import map_with_state
+from specs import running_count
 
 
 def words(spark):

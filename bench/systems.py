@@ -1,0 +1,29 @@
+"""Every system the benchmark runs, once: its name in tables and raw results, its label, and
+where it runs (the Connect server, or spark-submit through the Scala ``bench`` project). The
+harness, the report and the Scala side's names all come from here."""
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    label: str
+    #: "connect": run through the local Connect server; "jvm": BenchMain under spark-submit.
+    runs_on: str
+
+
+OURS = System("ours", "**ours**: map_with_state (Connect)", "connect")
+PANDAS = System("pandas", "applyInPandasWithState (Connect)", "connect")
+FLOOR = System("floor", "stateless floor", "jvm")
+FMGWS_HDFS = System("fmgws-hdfs", "flatMapGroupsWithState, HDFS store", "jvm")
+FMGWS_ROCKSDB = System("fmgws-rocksdb", "flatMapGroupsWithState, RocksDB store", "jvm")
+DSTREAM = System("dstream", "DStream mapWithState", "jvm")
+GROUP_BY = System("groupby", "groupBy().agg(count, sum)", "connect")
+
+#: The streaming systems, in table order.
+STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM, PANDAS)
+#: The streaming systems BenchMain runs (its names must be these).
+JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
+
+LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + (GROUP_BY,)}

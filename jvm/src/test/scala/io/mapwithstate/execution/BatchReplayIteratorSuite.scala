@@ -1,0 +1,123 @@
+package io.mapwithstate.execution
+
+import io.mapwithstate.LocalSpark
+import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.state.StateMap
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce, CreateNamedStruct, Literal, UnsafeProjection}
+import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
+import org.apache.spark.unsafe.types.UTF8String
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * How one partition's batches run: records go to the batch their time falls in, timeouts fire
+ * only in the batches the policy names (counted in the query, from the timeline's first batch
+ * number), snapshots follow every batch, and a record outside the timeline is a bug.
+ *
+ * The function counts records per key and emits (key, count after, timing out, batch time).
+ */
+class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
+  private val stateType = new StructType().add("n", LongType)
+
+  private def updater(refreshesIdleKeys: Boolean): StateUpdater = {
+    val key = AttributeReference("k", StringType)()
+    val ts = AttributeReference("ts", TimestampType)()
+    val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
+    val newState =
+      UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState), Literal("n"))
+    val update = CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
+    val emit = CreateNamedStruct(Seq(
+      Literal("k"), UnresolvedAttribute("k"),
+      Literal("n"), Coalesce(Seq(newState, state)),
+      Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
+      Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
+    val function = new StateFunctionResolver(spark)
+      .resolve(Seq(key, ts), stateType, Some(update), None, Some(emit))
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    compiled.initialize(0)
+    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys)
+  }
+
+  private def record(key: String, time: Long): InternalRow =
+    InternalRow(UTF8String.fromString(key), time)
+
+  /** (key, count, timing out, batch time) of every emitted row, in order. */
+  private def run(
+      records: Seq[InternalRow],
+      timeline: BatchTimeline,
+      timeouts: TimeoutPolicy,
+      firstBatch: Long = 1,
+      snapshot: Option[UnsafeProjection] = None): Seq[(String, Long, Boolean, Long)] = {
+    val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
+      updater(timeouts.refreshesIdleKeys), timeouts, snapshot, () => ())
+    replay.map { row =>
+      (row.getUTF8String(0).toString, row.getLong(1), row.getBoolean(2), row.getLong(3))
+    }.toList
+  }
+
+  test("records run in the batch their time falls in, each batch at its own time") {
+    val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
+    val out = run(Seq(record("a", 10), record("b", 10), record("a", 20), record("a", 30)),
+      timeline, TimeoutPolicy.Never)
+    assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 10), ("a", 2, false, 20),
+      ("a", 3, false, 30)))
+  }
+
+  test("with an interval, a record belongs to the first batch not before its time") {
+    val timeline = BatchTimeline.of(Array(10L, 45L), intervalMicros = Some(10L))
+    assert(timeline.times.toSeq === Seq(10L, 20L, 30L, 40L, 50L))
+    assert(timeline.batchOf(41L) === 4)
+    assert(timeline.batchOf(40L) === 3)
+  }
+
+  test("idle keys time out only in the batches the policy scans, strictly before the threshold") {
+    val timeline = BatchTimeline.of(Array(10L, 20L, 30L, 40L), intervalMicros = None)
+    // timeout 15: at batch 20 the threshold is 5, at batch 40 it is 25.
+    val policy = TimeoutPolicy.Idle(timeoutMicros = 15, scanEvery = 2)
+    val out = run(Seq(record("a", 10), record("b", 10), record("b", 30)), timeline, policy)
+    assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 10), ("b", 2, false, 30),
+      ("a", 1, true, 40)))
+  }
+
+  test("the policy counts batches in the query: a stream's micro-batch n scans when n does") {
+    val timeline = BatchTimeline.single(100L)
+    val policy = TimeoutPolicy.Idle(timeoutMicros = 1, scanEvery = 10)
+    // A one-batch timeline as batch 10 of its query scans; as batch 9 it does not.
+    assert(run(Seq(record("a", 0)), timeline, policy, firstBatch = 9).map(_._3) === Seq(false))
+    val u = updater(refreshesIdleKeys = true)
+    u.loadInitialState(keyRow("a"), stateRow(1L), 0L)
+    val scanned = new BatchReplayIterator(Iterator.empty, _ => 100L, timeline, 10, u, policy,
+      None, () => ()).map(_.getBoolean(2)).toList
+    assert(scanned === Seq(true))
+    assert(u.map.size === 0)
+  }
+
+  test("snapshots follow each batch: batch time, key, state") {
+    val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
+    val snapshot = UnsafeProjection.create(Seq(
+      BoundReference(0, TimestampType, nullable = false),
+      BoundReference(1, StringType, nullable = true),
+      BoundReference(2, LongType, nullable = true)))
+    val u = updater(refreshesIdleKeys = false)
+    val rows = new BatchReplayIterator(Iterator(record("a", 10), record("a", 20), record("b", 20)),
+      _.getLong(1), timeline, 1, u, TimeoutPolicy.Never, Some(snapshot), () => ()).map(_.copy())
+      .toList
+    // Emitted rows (4 columns) and snapshot rows (3 columns) interleave, batch by batch.
+    val snapshots = rows.filter(_.numFields == 3)
+      .map(r => (r.getLong(0), r.getUTF8String(1).toString, r.getLong(2)))
+    assert(snapshots.sortBy(s => (s._1, s._2)) === Seq((10, "a", 1), (20, "a", 2), (20, "b", 1)))
+  }
+
+  test("a record after the timeline's last batch is a bug, not silently dropped") {
+    val timeline = BatchTimeline.of(Array(10L), intervalMicros = None)
+    val e = intercept[IllegalStateException](
+      run(Seq(record("a", 10), record("a", 99)), timeline, TimeoutPolicy.Never))
+    assert(e.getMessage.contains("records left after the last batch"))
+  }
+
+  private val keyProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
+  private val stateProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
+  private def keyRow(k: String) = keyProjection(InternalRow(UTF8String.fromString(k))).copy()
+  private def stateRow(n: Long) = stateProjection(InternalRow(n)).copy()
+}

@@ -1,0 +1,48 @@
+"""A streaming test's input, checkpoint and output, under one directory.
+
+Input is a directory of JSON files read one file per micro-batch (``maxFilesPerTrigger=1``),
+so each test decides exactly what each micro-batch holds. Results go to a JSON file sink
+(exactly-once across restarts).
+"""
+import json
+import os
+
+OUTPUT_SCHEMA = "word STRING, n BIGINT"
+
+
+class Stream:
+    """An input directory, a checkpoint and an output directory under one temp dir."""
+
+    def __init__(self, root):
+        self.input = os.path.join(root, "in")
+        self.checkpoint = os.path.join(root, "checkpoint")
+        self.output = os.path.join(root, "out")
+        os.makedirs(self.input)
+        self._files = 0
+
+    def add(self, *words):
+        """Adds one file: one micro-batch of these words."""
+        path = os.path.join(self.input, f"part-{self._files:05d}.json")
+        with open(path + ".tmp", "w") as f:
+            for w in words:
+                f.write(json.dumps({"word": w}) + "\n")
+        os.rename(path + ".tmp", path)  # the file source must never see half a file
+        self._files += 1
+
+    def read(self, spark):
+        return spark.readStream.schema("word STRING").option("maxFilesPerTrigger", 1) \
+            .json(self.input)
+
+    def run_available_now(self, result):
+        """Runs `result` to the end of the input on this stream's checkpoint and sink."""
+        query = result.writeStream.format("json").option("path", self.output) \
+            .option("checkpointLocation", self.checkpoint).trigger(availableNow=True).start()
+        query.awaitTermination()
+        return query
+
+    def results(self, spark, schema=OUTPUT_SCHEMA):
+        return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
+
+
+def counts(*expected):
+    return sorted(expected)
