@@ -22,7 +22,7 @@ warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=Future
 import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
-from bench import connect_systems, data, jvm_systems, report  # noqa: E402
+from bench import connect_systems, data, jvm_systems, report, tasktime  # noqa: E402
 from bench.systems import GROUP_BY, JVM_STREAMING, OURS, PANDAS, STREAMING  # noqa: E402
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
@@ -42,6 +42,10 @@ SPARK_CONF = {
     # batch (flatMapGroupsWithState and applyInPandasWithState look for timed-out keys in every
     # batch), so its cost stays in the measured batches.
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    # The fork-free checkpoint file manager server_conf() sets for the Connect server (issue 12),
+    # here for every system alike: the spark-submit systems load it from the plugin jar.
+    "spark.sql.streaming.checkpointFileManagerClass": mws.server_conf("-")[
+        "spark.sql.streaming.checkpointFileManagerClass"],
 }
 DRIVER_MEMORY = "4g"
 
@@ -64,14 +68,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(sections[0], flush=True)
     try:
         _log("starting the Connect server")
-        server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY})
+        events = tasktime.EventLog(os.path.join(work, "eventlog-server"))
+        server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY,
+                                              **tasktime.event_log_conf(events.directory)})
         try:
             spark = server.session()
             pandas_by_name = {s.name: s for s in plan.pandas}
             for scenario in plan.streaming:
                 if only is None or scenario.name in only:
+                    events.mark()
                     section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
-                                         raw.setdefault(scenario.name, {}))
+                                         raw.setdefault(scenario.name, {}), events)
                     sections.append(section)
                     print("\n" + section, flush=True)
             if only is None or plan.batch.name in only:
@@ -95,7 +102,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
-               work: str, raw: Dict[str, list]) -> str:
+               work: str, raw: Dict[str, list], events: "tasktime.EventLog") -> str:
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
@@ -108,7 +115,9 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
             runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
                 spark, pandas_directory, _dir(work, tag, PANDAS.name)))
         _log(f"{tag}: {', '.join(JVM_STREAMING)} (spark-submit)")
-        jvm = jvm_systems.run(directory, JVM_STREAMING, _dir(work, tag, "jvm"), SPARK_CONF,
+        jvm_conf = {**SPARK_CONF, "spark.jars": mws.jar_path(),
+                    **tasktime.event_log_conf(_dir(work, tag, "jvm-eventlog"))}
+        jvm = jvm_systems.run(directory, JVM_STREAMING, _dir(work, tag, "jvm"), jvm_conf,
                               DRIVER_MEMORY)
         for system, outcome in jvm.items():
             runs[system].append(outcome)
@@ -129,6 +138,9 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
             rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
                              len(source.batches), scale))
     lines = _targets(scenario, rows)
+    phase = scenario.phases[0]
+    lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
+                              events.wall_over_cpu(phase.batches), 1.5))
     return report.streaming_table(f"{scenario.name}: {scenario.title}", rows) + "\n" + report.targets(lines)
 
 
@@ -153,8 +165,9 @@ def _targets(scenario: Scenario, rows: List[report.Row]) -> List[str]:
     for target in scenario.targets:
         mine = _figures(rows, target.system, scenario.phases[target.phase].label)
         other = _figures(rows, target.over, scenario.phases[target.over_phase].label)
-        value = (getattr(mine, target.figure) / getattr(other, target.figure)
-                 if mine and other and getattr(other, target.figure) else None)
+        over_figure = target.over_figure or target.figure
+        value = (getattr(mine, target.figure) / getattr(other, over_figure)
+                 if mine and other and getattr(other, over_figure) else None)
         lines.append(report.check(target.label, value, target.limit, at_least=target.at_least))
     return lines
 
@@ -208,7 +221,10 @@ def _header(quick: bool, plan: Suite) -> str:
             f"({', '.join(f'{s.name} x{s.rounds}' for s in plan.streaming)}), medians over the "
             f"pooled measured batches (the first batch and {WARMUP} warm-up batches excluded; "
             f"S3: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
-            f"a ratio of time per record, for an input scaled down.")
+            f"a ratio of time per record, for an input scaled down. Every system runs with the same "
+            f"settings, including spark.sql.streaming.checkpointFileManagerClass="
+            f"{SPARK_CONF['spark.sql.streaming.checkpointFileManagerClass']} (fork-free checkpoint "
+            f"files on the local disk) and an event log.")
 
 
 def _log(message: str) -> None:

@@ -21,6 +21,8 @@ def test_server_conf_names_the_plugin_classes(tmp_path):
         "spark.connect.extensions.relation.classes":
             "io.mapwithstate.connect.MapWithStateRelationPlugin",
         "spark.sql.extensions": "io.mapwithstate.MapWithStateExtensions",
+        "spark.sql.streaming.checkpointFileManagerClass":
+            "io.mapwithstate.state.LocalCheckpointFileManager",
     }
 
 

@@ -189,6 +189,10 @@ def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kin
         stream.run_available_now(result)
     finally:
         spark.conf.unset("spark.mapwithstate.stateStore.snapshotInterval")
+    # Snapshots are written in the background after the commit: wait for one to damage.
+    deadline = time.monotonic() + 60
+    while not state_files(stream, f"1.{kind}") and time.monotonic() < deadline:
+        time.sleep(0.2)
     damaged = state_files(stream, f"1.{kind}")[0]
     corrupt(damaged, how)
     stream.add(*[f"w{i}" for i in range(40)])
@@ -273,3 +277,16 @@ def test_a_changed_state_schema_is_refused_on_restart(spark, tmp_path):
     assert "the key columns or the state schema differ from those this query's checkpoint" \
         in str(failure.value)
     assert stream.results(spark) == [("a", 1)]
+
+
+def test_checkpoint_files_are_written_without_hadoop_crc_files(spark, tmp_path):
+    # server_conf() sets the plugin's fork-free checkpoint file manager for the query's logs
+    # (loaded from the plugin jar), and state files always use it: no `.crc` side files.
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    written = [os.path.relpath(os.path.join(d, f), stream.checkpoint)
+               for d, _, files in os.walk(stream.checkpoint) for f in files]
+    assert "offsets/0" in written and "commits/0" in written
+    assert any(name.endswith("1.delta") for name in written)
+    assert [name for name in written if name.endswith(".crc")] == []

@@ -2,6 +2,8 @@ package io.mapwithstate.state
 
 import java.io.IOException
 
+import scala.util.control.NonFatal
+
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateSchemaProvider, StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
@@ -16,10 +18,15 @@ import org.apache.spark.sql.types.StructType
  * batch costs O(state). Here a new version is a new delta layer over the previous one
  * ([[StateMap.copy]]), so a batch costs O(records in the batch), and the committed version
  * before it stays intact for a retried task. A commit writes just that layer as the version's
- * delta file, and every `snapshotInterval` versions also a snapshot of the whole state (as
- * DStreams checkpoint their state every few batches), so that loading a version after a
- * restart reads the newest snapshot at or below it plus the deltas after it. Maintenance
- * deletes the files no retained version needs.
+ * delta file, and nothing else: a snapshot of the whole state costs O(state), so it is written
+ * off the task, by [[writeDueSnapshot]], once the versions or the delta bytes since the last
+ * snapshot reach the store's cadence ([[SnapshotIntervalOption]], [[SnapshotDeltaBytesOption]]).
+ * Spark's maintenance thread runs it ([[doMaintenance]], as Spark's HDFS-backed provider writes
+ * its snapshots), and a commit that finds a snapshot due also hands it to a background thread,
+ * so that snapshots keep up with short maintenance-free runs without blocking a batch. Loading
+ * a version after a restart reads the newest readable snapshot at or below it plus the deltas
+ * after it: a damaged newest snapshot falls back to the one before it, and maintenance keeps
+ * the two newest snapshots a retained version may start from and every delta after the older.
  *
  * Only the mapWithState operator uses this provider (it sets it in its own copy of the SQL
  * conf, see [[StateBackend.Memory]]); the operators reach the map through
@@ -32,6 +39,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private var keyNumFields = 0
   private var stateNumFields = 0
   private var snapshotInterval = DefaultSnapshotInterval
+  private var snapshotDeltaBytes = DefaultSnapshotDeltaBytes
   private var minVersionsToRetain = 100
   private var deltaChainThreshold = StateMap.DefaultDeltaChainThreshold
   @volatile private var files: StateCheckpointFiles = _
@@ -41,6 +49,16 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * version costs only its top layer; it is kept for a task that retries the newest batch.
    */
   private val loaded = new java.util.TreeMap[java.lang.Long, DeltaChainStateMap]()
+
+  /**
+   * The cadence's bookkeeping, guarded by `this`: the newest version with a snapshot (written,
+   * or handed to the background writer), and the size of each delta file after it.
+   */
+  private var lastSnapshotVersion = 0L
+  private val deltaBytesSinceSnapshot = new java.util.TreeMap[java.lang.Long, java.lang.Long]()
+
+  /** Serializes snapshot writes of this partition (maintenance and the background writer). */
+  private val snapshotLock = new Object
 
   override def init(
       stateStoreId: StateStoreId,
@@ -61,10 +79,13 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     stateNumFields = valueSchema.length
     snapshotInterval = storeConf.extraOptions.get(SnapshotIntervalOption)
       .map(_.toInt).getOrElse(DefaultSnapshotInterval)
+    snapshotDeltaBytes = storeConf.extraOptions.get(SnapshotDeltaBytesOption)
+      .map(_.toLong).getOrElse(DefaultSnapshotDeltaBytes)
     deltaChainThreshold = storeConf.extraOptions.get(DeltaChainThresholdOption)
       .map(_.toInt).getOrElse(StateMap.DefaultDeltaChainThreshold)
     minVersionsToRetain = storeConf.minVersionsToRetain
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
+    require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
     files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf)
   }
 
@@ -92,44 +113,100 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     if (inMemory != null) return inMemory
 
     // Start from the newest state at or below `version` that is at hand: in memory or a
-    // snapshot file; then replay the deltas after it.
+    // readable snapshot file (a damaged one falls back to the snapshot before it); then replay
+    // the deltas after it.
     val listing = files.list()
     val memoryBase = Option(loaded.floorEntry(version)).map(e => (e.getKey.longValue, e.getValue))
-    val snapshotBase = listing.snapshots.filter(_ <= version).lastOption
-    var (current, map) = (memoryBase, snapshotBase) match {
-      case (Some((v, m)), Some(s)) if v >= s => (v, m)
-      case (_, Some(s)) =>
-        (s, files.read(files.snapshotFile(s)) { in =>
-          StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
-        })
-      case (Some((v, m)), None) => (v, m)
-      case (None, None) => (0L, emptyMap())
+    val memoryVersion = memoryBase.map(_._1).getOrElse(0L)
+    val candidates = listing.snapshots.filter(s => s <= version && s > memoryVersion).reverse
+    var damaged: Option[IOException] = None
+    val snapshotBase = candidates.iterator.map { s =>
+      try Some((s, files.read(files.snapshotFile(s)) { in =>
+        StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
+      })) catch {
+        case e: IOException =>
+          logWarning(s"falling back from a damaged snapshot to an older one: ${e.getMessage}")
+          if (damaged.isEmpty) damaged = Some(e) else damaged.get.addSuppressed(e)
+          None
+      }
+    }.collectFirst { case Some(base) => base }
+    var (current: Long, map: DeltaChainStateMap) = snapshotBase.orElse(memoryBase) match {
+      case Some(base) => base
+      // Every snapshot is damaged and nothing older is in memory: fail naming the newest.
+      case None if damaged.isDefined => throw damaged.get
+      case None => (0L, emptyMap())
     }
+    val base = current
     while (current < version) {
       current += 1
       val delta = files.deltaFile(current)
       if (!files.exists(delta)) {
-        throw new IOException(s"cannot load version $version of mapWithState state in " +
+        val missing = new IOException(s"cannot load version $version of mapWithState state in " +
           s"${files.directory}: the delta file $delta is missing, and no later snapshot at or " +
           s"below version $version replaces it")
+        damaged.foreach(missing.addSuppressed)
+        throw missing
       }
       val parent = map
       map = files.read(delta)(in => StateMapSerde.readDelta(in, parent))
+    }
+    if (snapshotBase.isDefined || loaded.isEmpty) {
+      // A reload from the files: the cadence continues from the snapshot it started at.
+      lastSnapshotVersion = if (snapshotBase.isDefined) base else listing.snapshots
+        .filter(_ <= version).lastOption.getOrElse(0L)
+      deltaBytesSinceSnapshot.clear()
+      listing.deltaBytes.foreach { case (v, bytes) =>
+        if (v > lastSnapshotVersion && v <= version) deltaBytesSinceSnapshot.put(v, bytes)
+      }
     }
     remember(version, map)
     map
   }
 
-  /** Makes `store`'s map the committed state at `store.version + 1`, durably. */
+  /**
+   * Makes `store`'s map the committed state at `store.version + 1`, durably: its delta file
+   * only. A snapshot that falls due goes to the background writer.
+   */
   private[state] def commit(store: DeltaChainStateStore): Long = {
     val newVersion = store.version + 1
     val map = store.stateMap
-    files.write(files.deltaFile(newVersion))(out => StateMapSerde.writeDelta(map, out))
-    if (newVersion % snapshotInterval == 0) {
-      files.write(files.snapshotFile(newVersion))(out => StateMapSerde.writeSnapshot(map, out))
+    val bytes = files.write(files.deltaFile(newVersion))(out => StateMapSerde.writeDelta(map, out))
+    val due = synchronized {
+      remember(newVersion, map)
+      deltaBytesSinceSnapshot.tailMap(newVersion, true).clear() // a re-run version's old sizes
+      deltaBytesSinceSnapshot.put(newVersion, bytes)
+      snapshotDue(newVersion)
     }
-    synchronized(remember(newVersion, map))
+    if (due) DeltaChainStateStoreProvider.background.execute(() => writeDueSnapshot())
     newVersion
+  }
+
+  private def snapshotDue(version: Long): Boolean = {
+    var bytes = 0L
+    deltaBytesSinceSnapshot.headMap(version, true).values.forEach(b => bytes += b)
+    version > lastSnapshotVersion &&
+      (version - lastSnapshotVersion >= snapshotInterval || bytes >= snapshotDeltaBytes)
+  }
+
+  /**
+   * Writes a snapshot of the newest committed version in memory if the cadence says one is
+   * due; returns the version written. Runs on Spark's maintenance thread or on the background
+   * writer, never in a task: it reads only committed layers, which no task changes.
+   */
+  private[state] def writeDueSnapshot(): Option[Long] = snapshotLock.synchronized {
+    val fs = files
+    val newest = synchronized {
+      Option(loaded.lastEntry()).filter(e => fs != null && snapshotDue(e.getKey))
+    }
+    newest.map { entry =>
+      val version = entry.getKey.longValue
+      fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(entry.getValue, out))
+      synchronized {
+        if (version > lastSnapshotVersion) lastSnapshotVersion = version
+        deltaBytesSinceSnapshot.headMap(version, true).clear()
+      }
+      version
+    }
   }
 
   private def remember(version: Long, map: DeltaChainStateMap): Unit = {
@@ -141,16 +218,23 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     StateMap.empty(keyNumFields, stateNumFields, deltaChainThreshold)
 
   /**
-   * Deletes the files that no version among the newest `minVersionsToRetain` needs: every file
-   * older than the newest snapshot at or below the oldest retained version (that snapshot and
-   * the deltas after it still rebuild every retained version).
+   * Writes a snapshot if one is due, then deletes the files that no version among the newest
+   * `minVersionsToRetain` needs, even if its newest snapshot turns out damaged: every file older
+   * than the second newest snapshot at or below the oldest retained version (that snapshot, the
+   * newer ones and the deltas after it still rebuild every retained version).
    */
   override def doMaintenance(): Unit = {
     val fs = files
     if (fs == null) return
+    try writeDueSnapshot() catch {
+      // Only a speed-up for reloads: the deltas still hold every version.
+      case NonFatal(e) => logWarning(s"cannot write a snapshot of $storeId: ${e.getMessage}", e)
+    }
     val listing = fs.list()
     val oldestRetained = listing.latest - minVersionsToRetain + 1
-    listing.snapshots.filter(_ <= oldestRetained).lastOption.foreach { base =>
+    val bases = listing.snapshots.filter(_ <= oldestRetained)
+    if (bases.size >= 2) {
+      val base = bases(bases.size - 2)
       listing.deltas.filter(_ <= base).foreach(v => fs.delete(fs.deltaFile(v)))
       listing.snapshots.filter(_ < base).foreach(v => fs.delete(fs.snapshotFile(v)))
     }
@@ -162,8 +246,17 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 }
 
 object DeltaChainStateStoreProvider {
-  /** Store option (StateStoreConf extra option): snapshot every n versions. */
+  /**
+   * Store option (StateStoreConf extra option): a snapshot once this many versions were
+   * committed since the last one.
+   */
   val SnapshotIntervalOption = "mapwithstate.snapshotInterval"
+
+  /** Store option: a snapshot once the delta files since the last one hold this many bytes. */
+  val SnapshotDeltaBytesOption = "mapwithstate.snapshotDeltaBytes"
+
+  /** Replaying more than this costs about as much as reading a snapshot of a large state. */
+  val DefaultSnapshotDeltaBytes: Long = 256L << 20
 
   /** Store option: the delta chain length at which a new version compacts the chain. */
   val DeltaChainThresholdOption = "mapwithstate.deltaChainThreshold"
@@ -173,4 +266,26 @@ object DeltaChainStateStoreProvider {
 
   /** The newest committed version and the one before it, for a retried batch. */
   private val VersionsInMemory = 2
+
+  /**
+   * The background snapshot writer shared by every provider in this JVM: one daemon thread, so
+   * snapshots never take more than one core from the tasks. A request that finds its snapshot
+   * already written (by maintenance, or an earlier request) does nothing.
+   */
+  private lazy val background: java.util.concurrent.Executor = {
+    val pool = new java.util.concurrent.ThreadPoolExecutor(1, 1, 60L,
+      java.util.concurrent.TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue[Runnable](),
+      (r: Runnable) => {
+        val t = new Thread(r, "mapwithstate-snapshot-writer")
+        t.setDaemon(true)
+        t
+      })
+    pool.allowCoreThreadTimeOut(true)
+    (task: Runnable) => pool.execute { () =>
+      try task.run() catch {
+        case NonFatal(e) => org.slf4j.LoggerFactory.getLogger(classOf[DeltaChainStateStoreProvider])
+          .warn(s"cannot write a mapWithState snapshot in the background: ${e.getMessage}", e)
+      }
+    }
+  }
 }

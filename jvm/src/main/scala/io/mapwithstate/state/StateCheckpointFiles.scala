@@ -16,11 +16,18 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * Writes are atomic (a file appears complete or not at all) and may overwrite, because a batch
  * that is re-run after a failure rewrites the same version. Every read or write error names
  * the file: a stateful query that cannot load its state must say which file is at fault.
+ *
+ * On the local file system the files go through [[LocalCheckpointFileManager]], which forks no
+ * process and writes no `.crc` side files (the files carry their own CRCs); elsewhere (HDFS,
+ * object stores) through the `CheckpointFileManager` Spark would use for the query.
  */
 class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
   import StateCheckpointFiles._
 
-  private val fileManager = CheckpointFileManager.create(directory, hadoopConf)
+  private val fileManager: CheckpointFileManager = {
+    val local = new LocalCheckpointFileManager(directory, hadoopConf)
+    if (local.handlesLocally(directory)) local else CheckpointFileManager.create(directory, hadoopConf)
+  }
   fileManager.mkdirs(directory)
 
   def deltaFile(version: Long): Path = new Path(directory, s"$version$DeltaSuffix")
@@ -29,14 +36,18 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
 
   def exists(path: Path): Boolean = fileManager.exists(path)
 
-  /** Writes `path` atomically with `body`; a failed write leaves no file behind. */
-  def write(path: Path)(body: DataOutputStream => Unit): Unit = {
+  /**
+   * Writes `path` atomically with `body` and returns its size in bytes (capped at
+   * Int.MaxValue); a failed write leaves no file behind.
+   */
+  def write(path: Path)(body: DataOutputStream => Unit): Long = {
     val raw = fileManager.createAtomic(path, true)
     try {
       val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
       body(out)
       out.flush()
       raw.close()
+      out.size().toLong
     } catch {
       case NonFatal(e) =>
         raw.cancel()
@@ -59,15 +70,17 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
 
   /** The versions that have a delta file, and those that have a snapshot file. */
   def list(): StateFileListing = {
-    val names = fileManager.list(directory, new PathFilter {
+    val statuses = fileManager.list(directory, new PathFilter {
       override def accept(path: Path): Boolean =
         path.getName.endsWith(DeltaSuffix) || path.getName.endsWith(SnapshotSuffix)
-    }).map(_.getPath.getName)
-    def versions(suffix: String): Seq[Long] = names.toSeq.flatMap { name =>
+    })
+    def versions(suffix: String): Seq[(Long, Long)] = statuses.toSeq.flatMap { status =>
+      val name = status.getPath.getName
       if (!name.endsWith(suffix)) None
-      else name.stripSuffix(suffix).toLongOption.filter(_ > 0)
+      else name.stripSuffix(suffix).toLongOption.filter(_ > 0).map(_ -> status.getLen)
     }.sorted
-    StateFileListing(versions(DeltaSuffix), versions(SnapshotSuffix))
+    val deltas = versions(DeltaSuffix)
+    StateFileListing(deltas.map(_._1), versions(SnapshotSuffix).map(_._1), deltas.toMap)
   }
 
   def delete(path: Path): Unit = fileManager.delete(path)
@@ -79,7 +92,11 @@ object StateCheckpointFiles {
   private val BufferSize = 1 << 16
 }
 
-/** Which versions of one partition's state have files; both lists ascending. */
-case class StateFileListing(deltas: Seq[Long], snapshots: Seq[Long]) {
+/**
+ * Which versions of one partition's state have files, both lists ascending, and the size in
+ * bytes of each delta file.
+ */
+case class StateFileListing(
+    deltas: Seq[Long], snapshots: Seq[Long], deltaBytes: Map[Long, Long] = Map.empty) {
   def latest: Long = (deltas ++ snapshots).foldLeft(0L)(math.max)
 }

@@ -19,12 +19,14 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
 
-  private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100)
+  private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100,
+      snapshotDeltaBytes: Long = DeltaChainStateStoreProvider.DefaultSnapshotDeltaBytes)
     : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
     val storeConf = new StateStoreConf(sqlConf,
-      Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString))
+      Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString,
+        DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString))
     val p = new DeltaChainStateStoreProvider
     p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
       NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
@@ -41,9 +43,9 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
     f.delete()
   }
 
-  /** Commits versions 1..n: version v sets key v to v and removes key v - 2. */
-  private def commitVersions(p: DeltaChainStateStoreProvider, n: Int): Unit =
-    (0 until n).foreach { v =>
+  /** Commits versions from+1..n: version v sets key v to v and removes key v - 2. */
+  private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0): Unit =
+    (from until n).foreach { v =>
       val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
       store.stateMap.put(row(v + 1), row(v + 1), (v + 1) * 10L)
       if (v - 1 >= 1) store.stateMap.remove(row(v - 1))
@@ -58,6 +60,20 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   private def partitionDir(root: File): File = new File(root, "1000/0")
 
+  private def names(root: File): Set[String] = partitionDir(root).list().toSet
+
+  /**
+   * Runs maintenance on a fresh provider that has loaded `version` and finds a snapshot due at
+   * any delta size, so that a snapshot of `version` is written by maintenance alone (a commit
+   * that finds one due would start a background write, and the tests could not tell which).
+   */
+  private def maintain(root: File, version: Int, minVersionsToRetain: Int = 100): Unit = {
+    val p = provider(root, snapshotInterval = 1000, minVersionsToRetain = minVersionsToRetain,
+      snapshotDeltaBytes = 1)
+    p.load(version)
+    p.doMaintenance()
+  }
+
   test("a new provider reloads every committed version from the checkpoint files") {
     withDir { root =>
       commitVersions(provider(root), 7)
@@ -66,13 +82,49 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
     }
   }
 
-  test("a snapshot is written every checkpoint interval and is enough to load its version") {
+  test("a commit writes only its delta; maintenance writes the due snapshot of the newest version") {
+    withDir { root =>
+      // A cadence the commits cannot reach by versions, so no background snapshot starts.
+      val p = provider(root, snapshotInterval = 1000)
+      commitVersions(p, 4)
+      assert(names(root) == (1 to 4).map(v => s"$v.delta").toSet)
+      maintain(root, 4)
+      assert(names(root) == (1 to 4).map(v => s"$v.delta").toSet + "4.snapshot")
+      (1 to 4).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
+      assert(contents(provider(root), 4) == expected(4))
+    }
+  }
+
+  test("a commit that makes a snapshot due has it written in the background") {
     withDir { root =>
       commitVersions(provider(root, snapshotInterval = 3), 7)
-      val names = partitionDir(root).list().filterNot(_.startsWith(".")).toSet
-      assert(names == (1 to 7).map(v => s"$v.delta").toSet ++ Set("3.snapshot", "6.snapshot"))
+      val snapshots = Set("3.snapshot", "6.snapshot")
+      val deadline = System.nanoTime() + 10L * 1000 * 1000 * 1000
+      while (!snapshots.subsetOf(names(root)) && System.nanoTime() < deadline) Thread.sleep(10)
+      assert(names(root) == (1 to 7).map(v => s"$v.delta").toSet ++ snapshots)
       (1 to 6).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
       assert(contents(provider(root, snapshotInterval = 3), 7) == expected(7))
+    }
+  }
+
+  test("a damaged newest snapshot falls back to the snapshot before it plus the deltas") {
+    withDir { root =>
+      val p = provider(root, snapshotInterval = 1000)
+      commitVersions(p, 3)
+      maintain(root, 3)
+      commitVersions(p, 6, from = 3)
+      maintain(root, 6)
+      assert(names(root).filter(_.endsWith(".snapshot")) == Set("3.snapshot", "6.snapshot"))
+      val newest = new File(partitionDir(root), "6.snapshot")
+      val f = new RandomAccessFile(newest, "rw")
+      try f.setLength(f.length() / 2) finally f.close()
+      (1 to 3).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
+      assert(contents(provider(root), 6) == expected(6))
+      // With the older snapshot damaged too, the load fails naming the newest damaged file.
+      new File(partitionDir(root), "3.snapshot").delete()
+      val error = intercept[IOException](provider(root).load(6))
+      assert(error.getMessage.contains(newest.getAbsolutePath))
+      assert(error.getMessage.contains("truncated"))
     }
   }
 
@@ -95,7 +147,7 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
     withDir { root =>
       commitVersions(provider(root), 3)
       val delta = new File(partitionDir(root), "2.delta")
-      new File(partitionDir(root), ".2.delta.crc").delete()
+      assert(!new File(partitionDir(root), ".2.delta.crc").exists())
       val f = new RandomAccessFile(delta, "rw")
       try { f.seek(f.length() - 6); val b = f.read(); f.seek(f.length() - 6); f.write(b ^ 0xFF) }
       finally f.close()
@@ -108,12 +160,13 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
 
   test("a truncated snapshot file fails the load with an error naming the file") {
     withDir { root =>
-      commitVersions(provider(root, snapshotInterval = 2), 2)
+      commitVersions(provider(root, snapshotInterval = 1000), 2)
+      maintain(root, 2)
       val snapshot = new File(partitionDir(root), "2.snapshot")
-      new File(partitionDir(root), ".2.snapshot.crc").delete()
+      assert(!new File(partitionDir(root), ".2.snapshot.crc").exists())
       val f = new RandomAccessFile(snapshot, "rw")
       try f.setLength(f.length() / 2) finally f.close()
-      val error = intercept[IOException](provider(root, snapshotInterval = 2).load(2))
+      val error = intercept[IOException](provider(root).load(2))
       assert(error.getMessage.contains(snapshot.getAbsolutePath))
       assert(error.getMessage.contains("truncated"))
     }
@@ -129,16 +182,19 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
     }
   }
 
-  test("maintenance deletes the files that no retained version needs") {
+  test("maintenance deletes the files that no retained version needs, keeping a fallback") {
     withDir { root =>
-      val p = provider(root, snapshotInterval = 3, minVersionsToRetain = 4)
-      commitVersions(p, 10)
-      p.doMaintenance()
-      // Versions 7..10 are retained; the snapshot at 6 and the deltas after it rebuild them.
-      val names = partitionDir(root).list().filterNot(_.startsWith(".")).toSet
-      assert(names == Set("6.snapshot", "9.snapshot", "7.delta", "8.delta", "9.delta", "10.delta"))
-      val reloaded = provider(root, snapshotInterval = 3, minVersionsToRetain = 4)
-      (7 to 10).foreach(v => assert(contents(reloaded, v) == expected(v), s"version $v"))
+      val p = provider(root, snapshotInterval = 1000)
+      (3 to 12 by 3).foreach { v =>
+        commitVersions(p, v, from = v - 3)
+        maintain(root, v, minVersionsToRetain = 4)
+      }
+      // Versions 9..12 are retained: the snapshot at 9 (or, if it is damaged, the one at 6)
+      // and the deltas after it rebuild them.
+      assert(names(root) == Set("6.snapshot", "9.snapshot", "12.snapshot") ++
+        (7 to 12).map(v => s"$v.delta"))
+      val reloaded = provider(root, minVersionsToRetain = 4)
+      (9 to 12).foreach(v => assert(contents(reloaded, v) == expected(v), s"version $v"))
     }
   }
 
