@@ -1,8 +1,8 @@
 package io.mapwithstate.state
 
 import java.io.{File, IOException, RandomAccessFile}
-import java.nio.file.Files
 
+import io.mapwithstate.TempDirs
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
@@ -11,7 +11,7 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
-class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
+class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
 
   private val keySchema = new StructType().add("k", LongType)
   private val stateSchema = new StructType().add("n", LongType)
@@ -33,15 +33,6 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite {
     p
   }
 
-  private def withDir(body: File => Unit): Unit = {
-    val dir = Files.createTempDirectory("mws-provider").toFile
-    try body(dir) finally deleteRecursively(dir)
-  }
-
-  private def deleteRecursively(f: File): Unit = {
-    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
-    f.delete()
-  }
 
   /** Commits versions from+1..n: version v sets key v to v and removes key v - 2. */
   private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0): Unit =

@@ -2,23 +2,14 @@ package io.mapwithstate.state
 
 import java.io.File
 import java.nio.charset.StandardCharsets.UTF_8
-import java.nio.file.Files
 
+import io.mapwithstate.TempDirs
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileAlreadyExistsException, LocalFileSystem, Path}
 import org.scalatest.funsuite.AnyFunSuite
 
-class LocalCheckpointFileManagerSuite extends AnyFunSuite {
+class LocalCheckpointFileManagerSuite extends AnyFunSuite with TempDirs {
 
-  private def withDir(body: File => Unit): Unit = {
-    val dir = Files.createTempDirectory("mws-file-manager").toFile
-    try body(dir) finally deleteRecursively(dir)
-  }
-
-  private def deleteRecursively(f: File): Unit = {
-    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
-    f.delete()
-  }
 
   private def manager(dir: File, conf: Configuration = new Configuration())
     : LocalCheckpointFileManager = new LocalCheckpointFileManager(new Path(dir.toURI), conf)
