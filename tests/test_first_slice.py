@@ -1,8 +1,11 @@
 """The first vertical slice: a running count per key over a static DataFrame."""
+import pytest
 from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
+
+pytestmark = pytest.mark.sessions("connect", "classic")
 
 
 def running_count() -> StateSpec:

@@ -17,6 +17,8 @@ import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 
+pytestmark = pytest.mark.sessions("connect", "classic")
+
 OUTPUT_SCHEMA = "word STRING, n BIGINT"
 
 
@@ -254,6 +256,7 @@ def fresh_server():
         session.stop()
 
 
+@pytest.mark.connect_only  # a second Connect server process
 def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b", "a")
