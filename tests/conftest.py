@@ -1,4 +1,11 @@
-"""One real Spark Connect server with the real plugin jar for the whole test session."""
+"""The sessions the tests run on: one real Spark Connect server with the real plugin jar, and
+(for suites that run on both) one classic SparkSession in this process with the same jar.
+
+A module opts into both with ``pytestmark = pytest.mark.sessions("connect", "classic")``: its
+tests that use the ``spark`` fixture then run once per session kind. A test that can only run
+on Connect (it needs a second server, or Connect's lazy errors) is marked ``connect_only``.
+"""
+import os
 import warnings
 
 import pytest
@@ -7,19 +14,76 @@ warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=Future
 
 import mapwithstate as mws  # noqa: E402
 
+# Set by pyspark once a Connect session exists; pyspark.sql.functions (and so the state
+# functions) then make Connect Columns. Classic tests run with it unset.
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+SHUFFLE_PARTITIONS = "4"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sessions(*kinds): run the module's tests on each session kind "
+                   "('connect', 'classic')")
+    config.addinivalue_line("markers", "connect_only: runs on the Spark Connect session only")
+
+
+def pytest_generate_tests(metafunc):
+    if "spark" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("sessions")
+    kinds = list(marker.args) if marker else ["connect"]
+    if metafunc.definition.get_closest_marker("connect_only"):
+        kinds = ["connect"]
+    metafunc.parametrize("spark", kinds, indirect=True)
+
 
 @pytest.fixture(scope="session")
 def server():
     """The local Connect server (4 shuffle partitions, as the project's benchmarks use)."""
-    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": "4"}) as s:
+    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS}) as s:
         yield s
 
 
 @pytest.fixture(scope="session")
-def spark(server):
+def connect_spark(server):
     session = server.session()
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def classic_spark():
+    """A classic SparkSession in this process, with the plugin jar and its SQL extensions."""
+    from pyspark.sql import SparkSession
+
+    saved = os.environ.pop(_CONNECT_MODE, None)
+    try:
+        session = (SparkSession.builder.master("local[2]")
+                   .appName("mapwithstate-classic-tests")
+                   .config("spark.jars", mws.jar_path())
+                   .config("spark.sql.extensions", mws.SQL_EXTENSIONS_CLASS)
+                   .config("spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS)
+                   .config("spark.ui.enabled", "false")
+                   .getOrCreate())
+    finally:
+        if saved is not None:
+            os.environ[_CONNECT_MODE] = saved
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark(request, monkeypatch):
+    """The session of the test's kind, with pyspark in the matching mode for the test's
+    duration (so that ``pyspark.sql.functions`` makes that kind of Column)."""
+    kind = getattr(request, "param", "connect")
+    if kind == "classic":
+        session = request.getfixturevalue("classic_spark")
+        monkeypatch.delenv(_CONNECT_MODE, raising=False)
+    else:
+        session = request.getfixturevalue("connect_spark")
+        monkeypatch.setenv(_CONNECT_MODE, "1")
+    return session
 
 
 def pytest_report_header(config):

@@ -1,9 +1,12 @@
 """A running count per key over a batch DataFrame: emitted records, snapshots, and a result
 that is an ordinary DataFrame."""
+import pytest
 from pyspark.sql import functions as F
 
 from mapwithstate import map_with_state
 from specs import running_count
+
+pytestmark = pytest.mark.sessions("connect", "classic")
 
 
 def words(spark):

@@ -103,7 +103,7 @@ def test_python_side_type_errors(spark):
         StateSpec.function("n BIGINT", update="n + 1")
     with pytest.raises(ValueError, match="output must be one of"):
         map_with_state(words(spark), key="word", spec=running_count(), output="everything")
-    with pytest.raises(TypeError, match="needs a Spark Connect DataFrame"):
+    with pytest.raises(TypeError, match="needs a PySpark DataFrame"):
         map_with_state([("a",)], key="word", spec=running_count())
 
 

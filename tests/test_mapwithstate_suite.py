@@ -5,11 +5,14 @@ apart (batch_interval="1 second", so empty batches in between run too). Outputs 
 batch time so that they can be compared batch by batch, as the original compares its
 collected outputs and state snapshots.
 """
-from pyspark.sql.connect import functions as F
+import pytest
+from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from replay import batch_time, by_batch, expected_by_batch, replay_input, strip_empty_ends
+
+pytestmark = pytest.mark.sessions("connect", "classic")
 
 COUNTS_INPUT = [[], ["a"], ["a", "b"], ["a", "b", "c"], ["a", "b"], ["a"], []]
 COUNTS_STATES = [

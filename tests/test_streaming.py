@@ -17,6 +17,8 @@ from mapwithstate import functions as S
 from specs import running_count
 from streams import Stream, counts
 
+pytestmark = pytest.mark.sessions("connect", "classic")
+
 
 def test_running_count_over_micro_batches(spark, tmp_path):
     stream = Stream(str(tmp_path))
@@ -217,6 +219,7 @@ def fresh_server():
 
 
 @pytest.mark.slow
+@pytest.mark.connect_only  # a second Connect server process
 def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b", "a")

@@ -13,12 +13,16 @@ in scope by their own names (``F.col("word")``), and these functions give the re
     )
 
 They only mean something inside a StateSpec; elsewhere Spark reports them as unknown columns.
+
+They return the kind of Column ``pyspark.sql.functions`` returns at the time of the call — a
+Spark Connect Column in a Connect process, a classic Column while a classic SparkContext is
+active — so they mix with the rest of the state function; before any session exists they
+return Connect Columns, which a classic session cannot use: build a classic spec after
+``SparkSession.builder.getOrCreate()``.
 """
 from typing import Optional
 
 from pyspark.sql import Column
-# Connect's own functions: these Columns are Connect Columns whether or not a session exists.
-from pyspark.sql.connect import functions as F
 
 __all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time"]
 
@@ -38,8 +42,24 @@ _BATCH_TIME = RESERVED_COLUMNS["batch_time"]
 _NEW_STATE = RESERVED_COLUMNS["new_state"]
 
 
+def _col(name: str) -> Column:
+    """``name`` as the Column kind in use: classic while a classic SparkContext is active (and
+    the process is not in Connect mode, as ``pyspark.sql.functions`` decides), else Connect."""
+    from pyspark import SparkContext
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote() and SparkContext._active_spark_context is not None:
+        from pyspark.sql import functions as classic_or_connect
+
+        return classic_or_connect.col(name)
+    # Connect's own functions make Connect Columns whether or not a session exists.
+    from pyspark.sql.connect import functions as connect
+
+    return connect.col(name)
+
+
 def _struct_or_field(name: str, field: Optional[str]) -> Column:
-    column = F.col(name)
+    column = _col(name)
     return column if field is None else column.getField(field)
 
 
@@ -65,15 +85,15 @@ def new_state(field: Optional[str] = None) -> Column:
 
 def state_exists() -> Column:
     """Whether the key had a state before the current record (a BOOLEAN Column)."""
-    return F.col(_STATE_EXISTS)
+    return _col(_STATE_EXISTS)
 
 
 def is_timing_out() -> Column:
     """True when the call is for a key whose state times out: its value columns are null,
     ``update`` and ``remove`` are not applied, ``emit`` is, then the state is removed."""
-    return F.col(_IS_TIMING_OUT)
+    return _col(_IS_TIMING_OUT)
 
 
 def batch_time() -> Column:
     """The time of the batch being processed (a TIMESTAMP Column)."""
-    return F.col(_BATCH_TIME)
+    return _col(_BATCH_TIME)

@@ -1,4 +1,5 @@
-"""``map_with_state``: a Spark Connect DataFrame whose plan is the plugin's relation."""
+"""``map_with_state``: on a Spark Connect DataFrame, a DataFrame whose plan is the plugin's
+relation; on a classic DataFrame, the same plan made through the JVM API (``classic``)."""
 from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 from pyspark.sql import Column
@@ -6,6 +7,7 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
 
+from mapwithstate import classic
 from mapwithstate.proto import relations_pb2
 from mapwithstate.spec import StateSpec, _duration
 
@@ -89,7 +91,8 @@ def map_with_state(
     the result is what ``emit`` produces (``output="emitted"``), or after each batch every key's
     state (``output="snapshots"``: ``batch_time``, the key columns and the state's fields).
 
-    :param df: the input, a Spark Connect DataFrame (batch, or streaming).
+    :param df: the input, batch or streaming, of a Spark Connect session or of a classic one
+        (with the plugin jar and ``spark.sql.extensions`` set, see :mod:`mapwithstate.classic`).
     :param key: the key column(s): names or Columns (an expression needs an alias).
     :param spec: the :class:`StateSpec`.
     :param value: the value column(s) the state function sees; default every non-key column.
@@ -112,16 +115,28 @@ def map_with_state(
     ...     emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
     >>> map_with_state(df, key="word", spec=spec).show()  # doctest: +SKIP
     """
-    from pyspark.sql.connect.dataframe import DataFrame
-
-    if not isinstance(df, DataFrame):
-        raise TypeError(
-            f"map_with_state needs a Spark Connect DataFrame, got {type(df).__name__} "
-            "(use mapwithstate.local_session() or SparkSession.builder.remote(...))")
     if not isinstance(spec, StateSpec):
         raise TypeError(f"spec must be a StateSpec, got {type(spec).__name__}")
     if output not in _OUTPUTS:
         raise ValueError(f"output must be one of {sorted(_OUTPUTS)}, got {output!r}")
+    interval = _duration(batch_interval, "batch_interval") if batch_interval is not None else None
+    if classic.is_classic_dataframe(df):
+        # A classic session: the same request, made through the JVM API over py4j.
+        return classic.map_with_state(
+            df,
+            keys=_names_or_columns(key, "key"),
+            spec=spec,
+            values=_names_or_columns(value, "value") if value is not None else [],
+            batch_time=batch_time,
+            batch_interval=interval,
+            order_by=_names_or_columns(order_by, "order_by") if order_by is not None else [],
+            output=output)
+    if not classic.is_connect_dataframe(df):
+        raise TypeError(
+            f"map_with_state needs a PySpark DataFrame (Spark Connect or classic), got "
+            f"{type(df).__name__}")
+    _check_connect(spec)
+    from pyspark.sql.connect.dataframe import DataFrame
 
     plan = MapWithStatePlan(
         df._plan,
@@ -129,26 +144,49 @@ def map_with_state(
         values=_columns(value, "value") if value is not None else [],
         spec=spec,
         batch_time=_column(batch_time, "batch_time") if batch_time is not None else None,
-        batch_interval=(
-            _duration(batch_interval, "batch_interval") if batch_interval is not None else None),
+        batch_interval=interval,
         order_by=_columns(order_by, "order_by") if order_by is not None else [],
         output=_OUTPUTS[output],
     )
     return DataFrame(plan, session=df.sparkSession)
 
 
+def _check_connect(spec: StateSpec) -> None:
+    """A spec for a Connect DataFrame holds Connect Columns and a Connect initial state."""
+    for name, column in (("update", spec.update), ("remove", spec.remove), ("emit", spec.emit)):
+        if column is not None:
+            _column(column, f"spec.{name}")
+    if spec._initial_state is not None and not classic.is_connect_dataframe(spec._initial_state):
+        raise TypeError("spec.initial_state is a classic DataFrame, but the DataFrame is a Spark "
+                        "Connect one: both must come from the same session")
+
+
 def _column(value: ColumnOrName, what: str) -> Column:
-    if isinstance(value, Column):
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    if isinstance(value, ConnectColumn):
         return value
+    if isinstance(value, Column):
+        raise TypeError(
+            f"{what} is a classic Column, but the DataFrame is a Spark Connect one: build it "
+            "with pyspark.sql.functions while the Connect session is active")
     if isinstance(value, str):
         return F.col(value)
     raise TypeError(f"{what} must be a column name or a Column, got {type(value).__name__}")
 
 
+def _names_or_columns(value: ColumnsOrNames, what: str) -> List[ColumnOrName]:
+    """``value`` as a list, each item checked to be a name or a Column."""
+    items = [value] if isinstance(value, (str, Column)) else value
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"{what} must be a column name, a Column or a list of them, "
+                        f"got {type(value).__name__}")
+    for item in items:
+        if not isinstance(item, (str, Column)):
+            raise TypeError(
+                f"{what} must be a column name or a Column, got {type(item).__name__}")
+    return list(items)
+
+
 def _columns(value: ColumnsOrNames, what: str) -> List[Column]:
-    if isinstance(value, (str, Column)):
-        return [_column(value, what)]
-    if isinstance(value, (list, tuple)):
-        return [_column(v, what) for v in value]
-    raise TypeError(
-        f"{what} must be a column name, a Column or a list of them, got {type(value).__name__}")
+    return [_column(v, what) for v in _names_or_columns(value, what)]

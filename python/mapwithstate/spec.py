@@ -75,8 +75,10 @@ class StateSpec:
     def initial_state(self, df: "DataFrame") -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
         first batch."""
-        if not hasattr(df, "_plan"):
-            raise TypeError(f"initial_state must be a Spark Connect DataFrame, got {type(df).__name__}")
+        from pyspark.sql import DataFrame as AnyDataFrame
+
+        if not isinstance(df, AnyDataFrame):
+            raise TypeError(f"initial_state must be a DataFrame, got {type(df).__name__}")
         return replace(self, _initial_state=df)
 
     def num_partitions(self, n: int) -> "StateSpec":

@@ -4,8 +4,8 @@ import java.util.Optional
 
 import scala.jdk.CollectionConverters._
 
-import io.mapwithstate.MapWithStateException
-import io.mapwithstate.plan.{MapWithStateBuilder, MapWithStateRequest, OutputKind, StateSpecRequest}
+import io.mapwithstate.{MapWithState, MapWithStateException}
+import io.mapwithstate.plan.{MapWithStateRequest, OutputKind, StateSpecRequest}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression => ExpressionProto}
 import org.apache.spark.sql.catalyst.expressions.SortOrder
@@ -32,7 +32,7 @@ class MapWithStateRelationPlugin extends RelationPlugin {
     } else {
       val request = MapWithStateRelationPlugin.toRequest(
         message.unpack(classOf[proto.MapWithState]), planner)
-      Optional.of(new MapWithStateBuilder(planner.session).build(request))
+      Optional.of(MapWithState.plan(planner.session, request))
     }
   }
 }

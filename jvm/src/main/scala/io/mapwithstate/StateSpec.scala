@@ -1,0 +1,106 @@
+package io.mapwithstate
+
+import java.time.{Duration => JDuration}
+
+import org.apache.spark.sql.{Column, DataFrame}
+import org.apache.spark.sql.types.StructType
+
+/**
+ * The state function of a mapWithState, as in Spark's `StateSpec.function`: what a key's state
+ * is (`stateSchema`), and three Columns evaluated per record — `update` (a struct with the
+ * state's fields: the key's new state; null keeps it), `remove` (a boolean; wins over update)
+ * and `emit` (a struct whose fields are the output columns; null emits nothing). The Columns see
+ * the key and value columns by name and the state through [[io.mapwithstate.functions]].
+ *
+ * Immutable: each setting returns a new spec, as Spark's `StateSpec` builder does. Absent
+ * Columns may be given as `null` (for Java); Scala callers name the ones they pass:
+ * {{{
+ *   import org.apache.spark.sql.functions._
+ *   import io.mapwithstate.functions._
+ *   val spec = StateSpec.function("n BIGINT",
+ *       update = struct((coalesce(state("n"), lit(0)) + 1).as("n")),
+ *       emit = struct(col("word"), newState("n").as("n")))
+ *     .timeout("30 minutes")
+ * }}}
+ * The spec is plain data; [[MapWithState.mapWithState]] checks it against the input, so a bad
+ * schema or Column is reported there, naming the argument.
+ */
+final class StateSpec private (
+    val stateSchema: Either[String, StructType],
+    val update: Option[Column],
+    val remove: Option[Column],
+    val emit: Option[Column],
+    val initialStateData: Option[DataFrame],
+    val numPartitionsSetting: Option[Int],
+    val timeoutSetting: Option[String],
+    val checkpointIntervalSetting: Option[Int]) extends Serializable {
+
+  private def copy(
+      initialStateData: Option[DataFrame] = initialStateData,
+      numPartitionsSetting: Option[Int] = numPartitionsSetting,
+      timeoutSetting: Option[String] = timeoutSetting,
+      checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting): StateSpec =
+    new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
+      timeoutSetting, checkpointIntervalSetting)
+
+  /**
+   * Loads `df` — the key columns and the state's fields, one row per key — before the first
+   * batch (of a stream: its first batch only; a restarted query continues from its checkpoint).
+   */
+  def initialState(df: DataFrame): StateSpec = {
+    require(df != null, "initialState: the DataFrame is null")
+    copy(initialStateData = Some(df))
+  }
+
+  /** Spreads the state over `n` partitions (default: `spark.sql.shuffle.partitions`). */
+  def numPartitions(n: Int): StateSpec = copy(numPartitionsSetting = Some(n))
+
+  /**
+   * Removes a key's state when no record has come for it for `duration` (`"30 seconds"`).
+   * Timed-out keys are found on checkpoint batches (see [[checkpointInterval]]) and get one
+   * last call with `isTimingOut` true.
+   */
+  def timeout(duration: String): StateSpec = {
+    require(duration != null, "timeout: the duration is null")
+    copy(timeoutSetting = Some(duration))
+  }
+
+  /** [[timeout]] as a `java.time.Duration`. */
+  def timeout(duration: JDuration): StateSpec = {
+    require(duration != null, "timeout: the duration is null")
+    // Microseconds: the finest unit Spark's interval strings take, so nothing is rounded away.
+    timeout(s"${duration.toNanos / 1000} microseconds")
+  }
+
+  /** Scans the state for timed-out keys on every `n`-th batch (default 10, as in Spark). */
+  def checkpointInterval(n: Int): StateSpec = copy(checkpointIntervalSetting = Some(n))
+
+  override def toString: String =
+    s"StateSpec(${stateSchema.fold(identity, _.toDDL)}, update=${update.isDefined}, " +
+      s"remove=${remove.isDefined}, emit=${emit.isDefined})"
+}
+
+/** Builds a [[StateSpec]]; the Java-callable forms take `null` for an absent Column. */
+object StateSpec {
+
+  /** A state function over a state given as a DDL string such as `"n BIGINT, last STRING"`. */
+  def function(
+      stateSchema: String,
+      update: Column = null,
+      remove: Column = null,
+      emit: Column = null): StateSpec = {
+    require(stateSchema != null, "stateSchema: a DDL string is needed, got null")
+    of(Left(stateSchema), update, remove, emit)
+  }
+
+  /** A state function over a state of this struct type. */
+  def function(stateSchema: StructType, update: Column, remove: Column, emit: Column)
+    : StateSpec = {
+    require(stateSchema != null, "stateSchema: a StructType is needed, got null")
+    of(Right(stateSchema), update, remove, emit)
+  }
+
+  private def of(schema: Either[String, StructType], update: Column, remove: Column,
+      emit: Column): StateSpec =
+    new StateSpec(schema, Option(update), Option(remove), Option(emit), None, None, None, None)
+}
