@@ -26,8 +26,14 @@ _REPO_JAR_DIR = os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "jvm", "target"
 
 
 def jar_path() -> str:
-    """The plugin's assembly jar: ``$MAPWITHSTATE_JAR``, a jar shipped in this package, or the
-    one built in this repository (``dev/sbt plugin/assembly``), newest first.
+    """The plugin's assembly jar, from the first of these places that has one:
+
+    1. ``$MAPWITHSTATE_JAR``, when set (it must then be a file);
+    2. the jar packaged in this package's ``jars/`` (an installed wheel, ``dev/build-wheel``),
+       even when a newer one was built in a repository;
+    3. the jar built in this repository (``dev/sbt plugin/assembly``), for an editable install.
+
+    Within one place, the newest jar wins.
 
     :raises FileNotFoundError: naming the places looked in, when there is none.
     """
@@ -44,7 +50,8 @@ def jar_path() -> str:
     raise FileNotFoundError(
         f"the mapwithstate plugin jar ({_JAR_PATTERN}) is not built: looked in "
         + " and ".join(places)
-        + "; build it with `dev/sbt plugin/assembly` or set MAPWITHSTATE_JAR")
+        + "; install the wheel (`dev/build-wheel`), build the jar (`dev/sbt plugin/assembly`) "
+        "or set MAPWITHSTATE_JAR")
 
 
 def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
