@@ -58,13 +58,16 @@ def classic_spark():
 
     saved = os.environ.pop(_CONNECT_MODE, None)
     try:
-        session = (SparkSession.builder.master("local[2]")
+        builder = (SparkSession.builder.master("local[2]")
                    .appName("mapwithstate-classic-tests")
-                   .config("spark.jars", mws.jar_path())
-                   .config("spark.sql.extensions", mws.SQL_EXTENSIONS_CLASS)
                    .config("spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS)
-                   .config("spark.ui.enabled", "false")
-                   .getOrCreate())
+                   .config("spark.ui.enabled", "false"))
+        # What a Connect server gets, less the Connect plugin: the jar, the extensions and the
+        # fork-free checkpoint file manager.
+        for key, value in mws.server_conf().items():
+            if key != "spark.connect.extensions.relation.classes":
+                builder = builder.config(key, value)
+        session = builder.getOrCreate()
     finally:
         if saved is not None:
             os.environ[_CONNECT_MODE] = saved
