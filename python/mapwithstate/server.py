@@ -58,8 +58,10 @@ def jar_path() -> str:
 def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
     """The configuration a Spark Connect server needs to serve mapwithstate.
 
-    For a cluster, pass the jar with ``--jars`` and these with ``--conf``::
+    For a cluster, pass the jar with ``--jars`` and these with ``--conf``, and require a token
+    (clients then connect to ``sc://host:15002/;token=...``)::
 
+        export SPARK_CONNECT_AUTHENTICATE_TOKEN=...   # a long random string
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\
             --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin \\
             --conf spark.sql.extensions=io.mapwithstate.MapWithStateExtensions
