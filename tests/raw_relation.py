@@ -33,3 +33,13 @@ def message_of(df: DataFrame) -> relations_pb2.MapWithState:
 def dataframe(spark, payload: bytes) -> DataFrame:
     """The DataFrame whose plan is the MapWithState in `payload`."""
     return DataFrame(RawRelation(payload), spark)
+
+
+def varint(n: int) -> bytes:
+    """`n` as a protobuf varint, for messages serialized by hand."""
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
-from raw_relation import dataframe, message_of
+from raw_relation import dataframe, message_of, varint
 
 def count_spec() -> StateSpec:
     """A running count per word (built per test: Columns need a Connect session)."""
@@ -36,7 +36,7 @@ def test_a_deep_input_plan_works(words):
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited protobuf field, serialized by hand."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def _function(name: str, *arguments: bytes) -> bytes:
@@ -63,17 +63,8 @@ def test_a_deep_expression_works(spark, words):
     assert sorted(map(tuple, rows)) == [("a", 1), ("a", 2), ("b", 1)]
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def _unknown_field(number: int) -> bytes:
-    return _varint(number << 3) + _varint(1)  # a varint field holding 1
+    return varint(number << 3) + varint(1)  # a varint field holding 1
 
 
 def test_unknown_fields_are_refused(spark, words):
