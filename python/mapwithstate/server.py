@@ -1,14 +1,17 @@
 """Running the plugin: where its jar is, the configuration a Connect server needs, and a local
 Spark Connect server for notebooks, demos and tests."""
 import atexit
+import errno
 import glob
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, Optional, Tuple
 
 from pyspark.sql import SparkSession
 
@@ -20,6 +23,11 @@ RELATION_PLUGIN_CLASS = "io.mapwithstate.connect.MapWithStateRelationPlugin"
 #: The planner extension: ``spark.sql.extensions``.
 SQL_EXTENSIONS_CLASS = "io.mapwithstate.MapWithStateExtensions"
 
+#: The driver plugin that ends a local server's JVM when its Python owner is gone.
+_EXIT_WITH_OWNER_PLUGIN = "io.mapwithstate.server.ExitWithOwnerPlugin"
+#: A setting holding a random id per local server: how the client knows it reached its own.
+_SERVER_ID_KEY = "spark.mapwithstate.localServer.id"
+_LOOPBACK = "127.0.0.1"
 _JAR_PATTERN = "mapwithstate-assembly-*.jar"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_JAR_DIR = os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "jvm", "target", "scala-2.13")
@@ -57,8 +65,10 @@ def jar_path() -> str:
 def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
     """The configuration a Spark Connect server needs to serve mapwithstate.
 
-    For a cluster, pass the jar with ``--jars`` and these with ``--conf``::
+    For a cluster, pass the jar with ``--jars`` and these with ``--conf``, and require a token
+    (clients then connect to ``sc://host:15002/;token=...``)::
 
+        export SPARK_CONNECT_AUTHENTICATE_TOKEN=...   # a long random string
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\
             --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin \\
             --conf spark.sql.extensions=io.mapwithstate.MapWithStateExtensions \\
@@ -93,72 +103,185 @@ def _spark_home() -> str:
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((_LOOPBACK, 0))
         return s.getsockname()[1]
 
 
-class LocalConnectServer:
-    """A Spark Connect server in its own JVM on this machine, with the plugin loaded.
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((_LOOPBACK, port))
+        except OSError:
+            return False
+        return True
 
-    It runs Spark's ``SparkConnectServer`` through ``spark-submit`` from the installed pyspark,
-    as ``sbin/start-connect-server.sh`` does, on a free local port; :meth:`stop` (also run at
-    interpreter exit) ends it.
+
+def _properties_escape(text: str) -> str:
+    """``text`` as a key or value of a Java properties file: every character that is not plainly
+    safe as a ``\\uXXXX`` escape (UTF-16 units, as Java reads them)."""
+    units = text.encode("utf-16-be")
+    out = []
+    for i in range(0, len(units), 2):
+        code = int.from_bytes(units[i:i + 2], "big")
+        ch = chr(code)
+        out.append(ch if ch.isascii() and (ch.isalnum() or ch in "._-/,+@%") else f"\\u{code:04x}")
+    return "".join(out)
+
+
+class LocalConnectServer:
+    """A Spark Connect server in its own JVM on this machine, with the plugin loaded, reachable
+    by this user only.
+
+    It runs Spark's ``SparkConnectServer`` through ``spark-submit`` from the installed pyspark.
+    It is safe by default:
+
+    - everything it listens on (Connect, the driver's RPC and block manager, the Spark UI) is
+      bound to the loopback address;
+    - it requires a random token, made per server and carried by :attr:`url`;
+    - the token travels in the JVM's environment and the settings in a file only this user can
+      read, so neither shows in ``ps``;
+    - the JVM ends when this Python process ends, however it ends (``kill -9`` included): it
+      watches a pipe this process holds open;
+    - it counts as started once it answered an authenticated request proving it is this server,
+      so a port taken by another process is an error, never a session on someone else's server.
+
+    :meth:`stop` (also run at interpreter exit) ends it.
+
+    :param master: Spark's master, ``local[2]`` by default.
+    :param conf: Spark settings for the server.
+    :param port: the Connect port on 127.0.0.1; a free one when not given.
+    :param startup_timeout: seconds to wait for the server to answer.
     """
 
     def __init__(self, master: str = "local[2]", conf: Optional[Dict[str, str]] = None,
                  port: Optional[int] = None, startup_timeout: float = 180.0) -> None:
+        if port is not None and not _port_is_free(port):
+            raise OSError(errno.EADDRINUSE,
+                          f"port {port} on {_LOOPBACK} is in use by another process; pass another "
+                          "port, or none to have a free one chosen")
         self.master = master
-        self.port = port or _free_port()
-        self.conf = {**server_conf(), **(conf or {})}
-        self.conf["spark.connect.grpc.binding.port"] = str(self.port)
-        self.conf.setdefault("spark.ui.enabled", "false")
-        self._log_dir = tempfile.mkdtemp(prefix="mapwithstate-server-")
-        self.log_path = os.path.join(self._log_dir, "server.log")
+        self.conf: Dict[str, str] = {**server_conf(), **(conf or {})}
+        plugins = [p for p in self.conf.get("spark.plugins", "").split(",") if p.strip()]
+        self.conf["spark.plugins"] = ",".join(plugins + [_EXIT_WITH_OWNER_PLUGIN])
+        self._token = secrets.token_urlsafe(32)
+        self._server_id = secrets.token_hex(16)
         self._process: Optional[subprocess.Popen] = None
-        self._start(startup_timeout)
+        self._last_probe_error: Optional[Exception] = None
+        self._dir = tempfile.mkdtemp(prefix="mapwithstate-server-")  # mode 0700
+        self.log_path = os.path.join(self._dir, "server.log")
+        atexit.register(self.stop)
+        # A port chosen here may be taken before the JVM binds it; the JVM then fails to start
+        # (it is told not to move to another port), and a fresh pair of ports is tried.
+        attempts = 1 if port is not None else 3
+        for attempt in range(attempts):
+            self.port = port or _free_port()
+            self.ui_port = _free_port()
+            try:
+                self._start(startup_timeout)
+                return
+            except _PortTaken:
+                if attempt == attempts - 1:
+                    raise OSError(errno.EADDRINUSE,
+                                  f"the Spark Connect server could not bind port {self.port} or "
+                                  f"{self.ui_port} on {_LOOPBACK}: in use by another process; "
+                                  f"its log ({self.log_path}) ends with:\n{self.log_tail()}")
 
     @property
     def url(self) -> str:
-        """The ``sc://`` address clients connect to."""
-        return f"sc://localhost:{self.port}"
+        """The ``sc://`` address clients connect to, with the server's token."""
+        return f"sc://localhost:{self.port}/;token={self._token}"
 
-    def _command(self) -> List[str]:
-        home = _spark_home()
-        command = [os.path.join(home, "bin", "spark-submit"), "--master", self.master,
-                   "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                   "--name", "mapwithstate-local-connect-server"]
-        for key, value in self.conf.items():
-            if key == "spark.jars":
-                command += ["--jars", value]
-            else:
-                command += ["--conf", f"{key}={value}"]
-        command.append("spark-internal")
-        return command
+    @property
+    def ui_url(self) -> str:
+        """The Spark UI's address (on loopback: open it in a browser on this machine)."""
+        return f"http://{_LOOPBACK}:{self.ui_port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The server JVM's process id, or None once stopped."""
+        return self._process.pid if self._process is not None else None
+
+    def _settings(self) -> Dict[str, str]:
+        return {
+            **self.conf,
+            "spark.master": self.master,
+            "spark.app.name": "mapwithstate-local-connect-server",
+            "spark.connect.grpc.binding.address": _LOOPBACK,
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.connect.grpc.port.maxRetries": "0",
+            "spark.driver.bindAddress": _LOOPBACK,
+            "spark.driver.host": _LOOPBACK,
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(self.ui_port),
+            "spark.port.maxRetries": "0",
+            _SERVER_ID_KEY: self._server_id,
+        }
+
+    def _write_properties(self) -> str:
+        path = os.path.join(self._dir, "server.properties")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            for key, value in self._settings().items():
+                f.write(f"{_properties_escape(key)}={_properties_escape(str(value))}\n")
+        return path
 
     def _start(self, timeout: float) -> None:
-        env = dict(os.environ)
-        env["SPARK_HOME"] = _spark_home()
+        home = _spark_home()
+        command = [os.path.join(home, "bin", "spark-submit"),
+                   "--properties-file", self._write_properties(),
+                   "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                   "spark-internal"]
+        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=_LOOPBACK,
+                   SPARK_CONNECT_AUTHENTICATE_TOKEN=self._token)
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
         with open(self.log_path, "wb") as log:
+            # stdin is a pipe whose write end only this process holds: when it dies the JVM
+            # reads end of file and exits (ExitWithOwnerPlugin). spark-submit execs the JVM, so
+            # this child is the JVM itself.
             self._process = subprocess.Popen(
-                self._command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
                 env=env, start_new_session=True)
-        atexit.register(self.stop)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
+                code = self._process.returncode
+                self.stop()
+                tail = self.log_tail()
+                if "Address already in use" in tail or "BindException" in tail:
+                    raise _PortTaken()
                 raise RuntimeError(
-                    f"the Spark Connect server exited with code {self._process.returncode} while "
-                    f"starting; its log ({self.log_path}) ends with:\n{self.log_tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.5)
+                    f"the Spark Connect server exited with code {code} while starting; its log "
+                    f"({self.log_path}) ends with:\n{tail}")
+            if self._answers():
+                return
+            time.sleep(0.5)
         self.stop()
         raise TimeoutError(
-            f"the Spark Connect server did not listen on port {self.port} within {timeout:.0f}s; "
-            f"its log ends with:\n{self.log_tail()}")
+            f"the Spark Connect server did not answer on port {self.port} within {timeout:.0f}s "
+            f"(last attempt: {self._last_probe_error!r}); its log ends with:\n{self.log_tail()}")
+
+    def _answers(self) -> bool:
+        """Whether this server answers an authenticated request on its port; raises when
+        another server answers there."""
+        try:
+            with socket.create_connection((_LOOPBACK, self.port), timeout=1):
+                pass
+        except OSError:
+            return False
+        try:
+            probe = SparkSession.builder.remote(self.url).create()
+            try:
+                answered = probe.conf.get(_SERVER_ID_KEY, None)
+            finally:
+                probe.stop()
+        except Exception as e:  # not answering yet (or not a Connect server): wait, or time out
+            self._last_probe_error = e
+            return False
+        if answered != self._server_id:
+            raise RuntimeError(
+                f"port {self.port} on {_LOOPBACK} is served by another Spark Connect server than "
+                f"the one started here (pid {self.pid}); not using it")
+        return True
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the server's log."""
@@ -172,17 +295,24 @@ class LocalConnectServer:
         """A new Spark Connect session on this server."""
         return SparkSession.builder.remote(self.url).create()
 
+    def running(self) -> bool:
+        """Whether the server's JVM is still running."""
+        return self._process is not None and self._process.poll() is None
+
     def stop(self) -> None:
         """Stops the server (and its Spark) and waits for it to exit."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process.poll() is None:
+            process.stdin.close()  # the JVM's watchdog sees end of file and exits cleanly
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        elif process.stdin is not None:
+            process.stdin.close()
 
     def __enter__(self) -> "LocalConnectServer":
         return self
@@ -191,15 +321,21 @@ class LocalConnectServer:
         self.stop()
 
 
-_servers: List[LocalConnectServer] = []
+class _PortTaken(Exception):
+    """The JVM could not bind one of its ports."""
+
+
+_servers: Dict[Tuple[str, FrozenSet[Tuple[str, str]]], LocalConnectServer] = {}
+_servers_lock = threading.Lock()
 
 
 def local_session(master: str = "local[2]", **conf: str) -> SparkSession:
     """A Spark Connect session served by a local Connect server with the plugin.
 
-    The server is a separate JVM (see :class:`LocalConnectServer`) started on first use with
-    ``master`` and ``conf`` (Spark settings, e.g. ``**{"spark.sql.shuffle.partitions": "4"}``);
-    it stops when the Python process exits.
+    The server (see :class:`LocalConnectServer`) is started on first use with ``master`` and
+    ``conf`` (Spark settings, e.g. ``**{"spark.sql.shuffle.partitions": "4"}``); later calls
+    with the same settings get a new session on the same server. It listens on loopback only,
+    requires a token, and stops when the Python process exits.
 
     :raises FileNotFoundError: when the plugin jar is not built (see :func:`jar_path`).
 
@@ -209,6 +345,11 @@ def local_session(master: str = "local[2]", **conf: str) -> SparkSession:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise RuntimeError("the local Spark Connect server needs Java 17: neither JAVA_HOME nor "
                            "java on PATH")
-    server = LocalConnectServer(master=master, conf={k: str(v) for k, v in conf.items()})
-    _servers.append(server)
+    settings = {k: str(v) for k, v in conf.items()}
+    key = (master, frozenset(settings.items()))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None or not server.running():
+            server = LocalConnectServer(master=master, conf=settings)
+            _servers[key] = server
     return server.session()

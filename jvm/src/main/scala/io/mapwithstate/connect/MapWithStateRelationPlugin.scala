@@ -13,7 +13,9 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.connect.common.DataTypeProtoConverter
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.plugin.RelationPlugin
-import org.sparkproject.connect.protobuf.{Any => AnyProto}
+import org.apache.spark.sql.classic.SparkSession
+import org.sparkproject.connect.protobuf.{Any => AnyProto, InvalidProtocolBufferException,
+  UnknownFieldSet}
 
 /**
  * The Spark Connect entry point: a `Relation.extension` holding a `mapwithstate.MapWithState`
@@ -31,13 +33,50 @@ class MapWithStateRelationPlugin extends RelationPlugin {
       Optional.empty()
     } else {
       val request = MapWithStateRelationPlugin.toRequest(
-        message.unpack(classOf[proto.MapWithState]), planner)
+        MapWithStateRelationPlugin.parse(message, planner.session), planner)
       Optional.of(MapWithState.plan(planner.session, request))
     }
   }
 }
 
 object MapWithStateRelationPlugin {
+
+  /** Spark Connect's own nesting limit for the messages it receives, and its default. */
+  private val RecursionLimitKey = "spark.connect.grpc.marshallerRecursionLimit"
+  private val DefaultRecursionLimit = 1024
+
+  /**
+   * The `MapWithState` in `message`, parsed with the nesting limit Spark Connect applies to its
+   * own messages (protobuf's default of 100 would refuse plans Spark accepts: the embedded
+   * input plan and expressions are as deep as the client made them). Fields this server does
+   * not know are refused rather than ignored: a newer client asking for something this plugin
+   * would silently not do is an error.
+   */
+  private def parse(message: AnyProto, session: SparkSession): proto.MapWithState = {
+    val limit = session.conf.getOption(RecursionLimitKey).map(_.toInt)
+      .getOrElse(DefaultRecursionLimit)
+    val input = message.getValue.newCodedInput()
+    input.setRecursionLimit(limit)
+    val rel =
+      try proto.MapWithState.parseFrom(input)
+      catch {
+        case e: InvalidProtocolBufferException =>
+          throw new MapWithStateException(
+            s"the mapwithstate.MapWithState message is malformed: ${e.getMessage}", e)
+      }
+    refuseUnknownFields("MapWithState", rel.getUnknownFields)
+    refuseUnknownFields("MapWithState.spec (StateSpec)", rel.getSpec.getUnknownFields)
+    rel
+  }
+
+  private def refuseUnknownFields(where: String, fields: UnknownFieldSet): Unit = {
+    if (!fields.asMap.isEmpty) {
+      throw MapWithStateException(
+        s"$where has fields this server does not know (numbers " +
+          s"${fields.asMap.keySet.asScala.mkString(", ")}): the client is newer than the " +
+          "mapwithstate plugin on the server, or the message is corrupt")
+    }
+  }
 
   def toRequest(rel: proto.MapWithState, planner: SparkConnectPlanner): MapWithStateRequest = {
     if (!rel.hasInput) throw MapWithStateException("MapWithState.input is missing: the relation to run")

@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNT
  * caller can get wrong — columns, types, option values — before any data is read, and saying
  * in each error which argument is wrong and what was expected.
  *
- * [[build]] runs the steps in order: the input, its key and value columns, the batch-time and
+ * [[build]] runs the steps in order: the request's limits ([[RequestLimits]]), the input, its key and value columns, the batch-time and
  * ordering columns (all projected into one child plan), the state function, the options, the
  * output attributes and the initial state.
  */
@@ -25,6 +25,7 @@ class MapWithStateBuilder(session: SparkSession) {
   private val conf = session.sessionState.conf
 
   def build(request: MapWithStateRequest): MapWithState = {
+    RequestLimits.check(request, conf)
     val input = checkedInput(request.input)
     val (keys, values) = keysAndValues(request, input)
     checkBatchArguments(request, input)

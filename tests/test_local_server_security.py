@@ -1,0 +1,165 @@
+"""The local server is safe by default: loopback only, a token, nothing secret in ``ps``, no
+orphan JVM, and no session on a server that is not its own. Checked from the operating system
+(its socket and process tables), not from what the server says about itself."""
+import ipaddress
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+from pyspark.sql import SparkSession
+
+import mapwithstate as mws
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="reads Linux's /proc socket and process tables")
+
+
+def _address(hex_address: str) -> ipaddress._BaseAddress:
+    raw = bytes.fromhex(hex_address)
+    # /proc/net/tcp{,6} print each 32-bit word of the address in host (little-endian) order.
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(words)
+
+
+def listening_addresses(pid: int):
+    """(address, port) of every TCP socket process ``pid`` listens on, from /proc."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and inode in inodes:  # 0A: LISTEN
+                    address, port = local.split(":")
+                    found.append((_address(address), int(port, 16)))
+    return found
+
+
+def _is_loopback(address: ipaddress._BaseAddress) -> bool:
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def test_everything_the_server_listens_on_is_loopback(server):
+    listening = listening_addresses(server.pid)
+    ports = {port for _, port in listening}
+    # Connect, the UI, and the driver's RPC and block manager.
+    assert {server.port, server.ui_port} <= ports and len(listening) >= 4, listening
+    assert [a for a in listening if not _is_loopback(a[0])] == []
+
+
+def test_the_spark_ui_is_served_on_loopback(server):
+    assert server.ui_url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(server.ui_url + "/jobs/", timeout=30) as response:
+        assert response.status == 200
+
+
+@pytest.mark.parametrize("suffix", ["", "/;token=not-the-token"], ids=["none", "wrong"])
+def test_a_client_without_the_token_is_refused(server, suffix):
+    assert "token=" in server.url
+    intruder = SparkSession.builder.remote(f"sc://localhost:{server.port}{suffix}").create()
+    try:
+        with pytest.raises(Exception, match="UNAUTHENTICATED"):
+            intruder.range(1).collect()
+    finally:
+        intruder.stop()
+
+
+def test_the_token_and_settings_are_not_on_the_command_line(server):
+    token = server.url.split("token=")[1]
+    ps = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(server.pid)],
+                        capture_output=True, text=True, check=True).stdout
+    with open(f"/proc/{server.pid}/cmdline", "rb") as f:
+        cmdline = f.read().decode().split("\0")
+    assert "SparkConnectServer" in ps
+    for text in (ps, " ".join(cmdline)):
+        assert token not in text
+        # conftest's setting, and what the local server adds itself
+        assert "spark.sql.shuffle.partitions" not in text
+        assert "spark.connect" not in text and "mapwithstate.connect" not in text
+    properties = cmdline[cmdline.index("--properties-file") + 1]
+    assert stat.S_IMODE(os.stat(properties).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(properties)).st_mode) == 0o700
+
+
+def test_a_taken_port_is_a_clear_error(server):
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        with pytest.raises(OSError, match=f"port {taken} on 127.0.0.1 is in use"):
+            mws.LocalConnectServer(port=taken)
+    # Another Connect server on the port: refused too, never a session on it.
+    with pytest.raises(OSError, match=f"port {server.port} on 127.0.0.1 is in use"):
+        mws.LocalConnectServer(port=server.port)
+
+
+_OWNER = textwrap.dedent("""
+    import sys, time
+    import mapwithstate as mws
+    server = mws.LocalConnectServer()
+    print(server.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_the_server_ends_when_its_owner_is_killed():
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        line = owner.stdout.readline()
+        assert line.strip().isdigit(), f"the owner printed {line!r}"
+        jvm = int(line)
+        assert os.path.exists(f"/proc/{jvm}")
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 20
+        while _alive(jvm) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(jvm), f"the server JVM {jvm} outlived its owner by 20 s"
+    finally:
+        owner.kill()
+        owner.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_local_session_reuses_one_server_per_settings():
+    from mapwithstate import server as server_module
+
+    settings = {"spark.sql.shuffle.partitions": "3"}
+    first = mws.local_session(**settings)
+    second = mws.local_session(**settings)
+    try:
+        server_id = "spark.mapwithstate.localServer.id"
+        assert first.conf.get(server_id) == second.conf.get(server_id)
+        assert first.session_id != second.session_id
+        assert len(server_module._servers) == 1
+        assert first.range(2).count() == 2 and second.range(3).count() == 3
+    finally:
+        first.stop()
+        second.stop()
+        for running in list(server_module._servers.values()):
+            running.stop()
+        server_module._servers.clear()
