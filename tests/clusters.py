@@ -13,16 +13,26 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import pyspark
+
 import mapwithstate as mws
-from mapwithstate.server import _free_port, _spark_home
 
 CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: The pinned pyspark is a Spark distribution: bin/, sbin/, jars/.
+SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def free_port() -> int:
+    """A port nothing listens on now (on 127.0.0.1)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def spark_env(root: Path, ident: str) -> Dict[str, str]:
     """The environment for Spark's scripts: SPARK_HOME is the pinned pyspark, logs and pid files
     go under ``root``, and every JVM binds to 127.0.0.1."""
-    env = dict(os.environ, SPARK_HOME=_spark_home(), SPARK_LOG_DIR=str(root / "logs"),
+    env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOG_DIR=str(root / "logs"),
                SPARK_PID_DIR=str(root / "pids"), SPARK_IDENT_STRING=ident,
                SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_HOSTNAME="localhost",
                SPARK_DAEMON_MEMORY="512m")
@@ -64,15 +74,19 @@ class ConnectDaemon:
     :param master: the ``--master`` URL.
     :param conf: extra ``--conf`` settings.
     :param ui: turn the Spark UI on at :attr:`ui_port` (loopback).
+    :param token: require this token of clients (it travels in the environment, not in ``ps``).
     """
 
     def __init__(self, root: Path, master: str = "local[2]",
                  conf: Optional[Dict[str, str]] = None, ui: bool = False,
-                 startup_timeout: float = 240.0) -> None:
+                 startup_timeout: float = 240.0, token: Optional[str] = None) -> None:
         self.root = root
-        self.port = _free_port()
-        self.ui_port = _free_port() if ui else None
+        self.port = free_port()
+        self.ui_port = free_port() if ui else None
+        self.token = token
         self.env = spark_env(root, f"mws{self.port}")
+        if token:
+            self.env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
         home = self.env["SPARK_HOME"]
         command = [os.path.join(home, "sbin", "start-connect-server.sh"), "--master", master,
                    "--jars", mws.jar_path(),
@@ -97,8 +111,8 @@ class ConnectDaemon:
 
     @property
     def url(self) -> str:
-        """The ``sc://`` address clients connect to."""
-        return f"sc://127.0.0.1:{self.port}"
+        """The ``sc://`` address clients connect to, with the token when there is one."""
+        return f"sc://localhost:{self.port}" + (f"/;token={self.token}" if self.token else "")
 
     @property
     def pid(self) -> Optional[int]:
@@ -134,7 +148,7 @@ class StandaloneCluster:
     def __init__(self, root: Path, workers: int = 2, worker_memory: str = "1g",
                  startup_timeout: float = 120.0) -> None:
         self.root = root
-        self.port = _free_port()
+        self.port = free_port()
         self.env = spark_env(root, f"mws-standalone{self.port}")
         self._spark_class = os.path.join(self.env["SPARK_HOME"], "bin", "spark-class")
         self.master_process: Optional[subprocess.Popen] = None
@@ -143,7 +157,7 @@ class StandaloneCluster:
         try:
             self.master_process = self._daemon(
                 "master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                           "--port", str(self.port), "--webui-port", str(_free_port())])
+                           "--port", str(self.port), "--webui-port", str(free_port())])
             wait_for_port(self.port, startup_timeout, "the standalone master",
                           lambda: self.log("master"))
             for i in range(workers):
@@ -151,8 +165,8 @@ class StandaloneCluster:
                 work_dir.mkdir()
                 self.worker_processes.append(self._daemon(
                     f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url,
-                                   "--host", "127.0.0.1", "--port", str(_free_port()),
-                                   "--webui-port", str(_free_port()), "--cores", "1",
+                                   "--host", "127.0.0.1", "--port", str(free_port()),
+                                   "--webui-port", str(free_port()), "--cores", "1",
                                    "--memory", worker_memory, "--work-dir", str(work_dir)]))
             deadline = time.monotonic() + startup_timeout
             while self.log("master").count("Registering worker") < workers:
