@@ -69,7 +69,11 @@ object MapWithStateRelationPlugin {
         numPartitions = if (spec.hasNumPartitions) Some(spec.getNumPartitions) else None,
         timeout = if (spec.hasTimeout) Some(spec.getTimeout) else None,
         checkpointInterval =
-          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None),
+          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None,
+        timeoutAt = opt(spec.hasTimeoutAt, spec.getTimeoutAt),
+        timeoutDomain = if (spec.hasTimeoutDomain) Some(spec.getTimeoutDomain) else None,
+        initialStateTimeoutAt =
+          if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>

@@ -32,4 +32,7 @@ case class StateSpecRequest(
     initialState: Option[LogicalPlan] = None,
     numPartitions: Option[Int] = None,
     timeout: Option[String] = None,
-    checkpointInterval: Option[Int] = None)
+    checkpointInterval: Option[Int] = None,
+    timeoutAt: Option[Expression] = None,
+    timeoutDomain: Option[String] = None,
+    initialStateTimeoutAt: Option[String] = None)
