@@ -7,13 +7,13 @@ import scala.jdk.CollectionConverters._
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateBuilder, MapWithStateRequest, OutputKind, StateSpecRequest}
 import io.mapwithstate.proto
-import org.apache.spark.connect.proto.{Expression => ExpressionProto}
+import org.apache.spark.connect.proto.{Expression => ExpressionProto, Relation => RelationProto}
 import org.apache.spark.sql.catalyst.expressions.SortOrder
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.connect.common.DataTypeProtoConverter
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.plugin.RelationPlugin
-import org.sparkproject.connect.protobuf.{Any => AnyProto}
+import org.sparkproject.connect.protobuf.{Any => AnyProto, Message}
 
 /**
  * The Spark Connect entry point: a `Relation.extension` holding a `mapwithstate.MapWithState`
@@ -80,7 +80,28 @@ object MapWithStateRelationPlugin {
         planner.transformExpression(ExpressionProto.newBuilder().setSortOrder(o).build())
           .asInstanceOf[SortOrder]
       },
-      outputKind = outputKind(rel))
+      outputKind = outputKind(rel),
+      watermark = watermarkOf(rel.getInput))
+  }
+
+  /**
+   * The `withWatermark(column, delay)` of the input as sent, the first found walking down its
+   * relations. Spark's planner analyzes each relation as it goes, and on batch data that drops
+   * the watermark (Spark ignores it there), so the proto is the one place a batch replay can
+   * learn its watermark from.
+   */
+  private def watermarkOf(rel: RelationProto): Option[(String, String)] = {
+    if (rel.hasWithWatermark) {
+      val w = rel.getWithWatermark
+      return Some((w.getEventTime, w.getDelayThreshold))
+    }
+    rel.getAllFields.values.asScala.iterator.flatMap {
+      case r: RelationProto => watermarkOf(r)
+      case m: Message => m.getAllFields.values.asScala.collectFirst {
+        case r: RelationProto => r
+      }.flatMap(watermarkOf)
+      case _ => None
+    }.nextOption()
   }
 
   private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {

@@ -7,6 +7,7 @@ import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType, TimestampType}
 
@@ -31,8 +32,9 @@ class MapWithStateBuilder(session: SparkSession) {
     val batchTime = request.batchTime.map(batchTimeColumn(_, input, request.batchIntervalMs))
     val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
     val spec = request.spec
-    val domain = timerDomain(spec, input)
-    val eventTimeColumn = eventTimeColumnOf(input)
+    val watermark = watermarkOf(request.watermark, input)
+    val domain = timerDomain(spec, watermark.isDefined)
+    val eventTimeColumn = watermark.map(_._1)
 
     // One child projects what the operator reads: the key and value columns, then the batch
     // time, then the ordering columns, then the event time (when the input has a watermark).
@@ -54,7 +56,7 @@ class MapWithStateBuilder(session: SparkSession) {
       keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
     val options = optionsOf(request, input).copy(
       timerDomain = domain,
-      watermarkDelayMs = eventTimeColumn.map(_.metadata.getLong(EventTimeWatermark.delayKey)))
+      watermarkDelayMs = watermark.map(_._2))
     val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
     val initialState = spec.initialState.map(
       initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
@@ -71,7 +73,7 @@ class MapWithStateBuilder(session: SparkSession) {
    * expiry for one key would disagree on when its state goes). The event-time domain needs a
    * watermark, which only `withWatermark` on the input gives.
    */
-  private def timerDomain(spec: StateSpecRequest, input: LogicalPlan): Option[TimerDomain] = {
+  private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean): Option[TimerDomain] = {
     if (spec.timeout.isDefined && spec.timeoutAt.isDefined) {
       throw MapWithStateException(
         "timeout and timeout_at cannot be used together: timeout removes keys idle for a " +
@@ -84,7 +86,7 @@ class MapWithStateBuilder(session: SparkSession) {
             "'event_time'")
       }
     }.getOrElse(TimerDomain.ProcessingTime)
-    if (domain == TimerDomain.EventTime && eventTimeColumnOf(input).isEmpty) {
+    if (domain == TimerDomain.EventTime && !hasWatermark) {
       throw MapWithStateException(
         "timeout_domain('event_time') needs an event-time watermark, but the input has none: " +
           "call withWatermark(column, delay) on the input first")
@@ -97,9 +99,23 @@ class MapWithStateBuilder(session: SparkSession) {
     spec.timeoutAt.map(_ => domain)
   }
 
-  /** The input's event-time column: the one `withWatermark` marked with its delay. */
-  private def eventTimeColumnOf(input: LogicalPlan): Option[Attribute] =
+  /**
+   * The input's event-time column and watermark delay (ms), from `withWatermark`. A stream's
+   * analyzed plan marks the column with its delay; a batch plan's analysis drops the watermark
+   * (Spark ignores it on batch data), so there it comes from the request (the relation as
+   * sent), and the column is found by name among the input's columns.
+   */
+  private def watermarkOf(sent: Option[(String, String)], input: LogicalPlan)
+    : Option[(Attribute, Long)] =
     input.output.find(_.metadata.contains(EventTimeWatermark.delayKey))
+      .map(a => (a, a.metadata.getLong(EventTimeWatermark.delayKey)))
+      .orElse {
+        sent.flatMap { case (name, delay) =>
+          val delayMs = EventTimeWatermark.getDelayMs(IntervalUtils.fromIntervalString(delay))
+          input.output.find(a => conf.resolver(a.name, name) && a.dataType == TimestampType)
+            .map(a => (a, delayMs))
+        }
+      }
 
   /** The analyzed input; none of its columns may take a name the state function reserves. */
   private def checkedInput(plan: LogicalPlan): LogicalPlan = {
