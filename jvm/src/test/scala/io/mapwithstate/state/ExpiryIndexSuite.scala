@@ -92,4 +92,17 @@ class ExpiryIndexSuite extends AnyFunSuite {
     assert(longEntries(map.expiring(6)) === Set((1L, 1L, 5L)))
     assert(map.expiryIndexBytes === 0L && next.expiryIndexBytes > 0L)
   }
+
+  test("memory per key of the index (BIGINT keys)") {
+    val map = StateMap.empty(1, 1)
+    val n = 200000
+    (0 until n).foreach(k => map.put(longKey(k), longState(k), 1000L + k))
+    assert(map.expiring(0).isEmpty) // builds the index
+    val perKey = map.expiryIndexBytes.toDouble / n
+    // scalastyle:off println
+    println(f"expiry index: $perKey%.1f bytes per key for $n BIGINT keys " +
+      f"(state map without it: ${(map.memoryUsedBytes - map.expiryIndexBytes).toDouble / n}%.1f)")
+    // scalastyle:on println
+    assert(perKey < 64)
+  }
 }
