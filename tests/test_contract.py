@@ -19,6 +19,7 @@ def test_each_function_refers_to_its_reserved_column():
     built = {
         "state": S.state(), "state_exists": S.state_exists(), "is_timing_out": S.is_timing_out(),
         "batch_time": S.batch_time(), "new_state": S.new_state(),
+        "timeout_at": S.timeout_at(), "watermark": S.watermark(),
     }
     for name, column in built.items():
         assert S.RESERVED_COLUMNS[name] in str(column), (name, str(column))

@@ -115,7 +115,7 @@ def _java_spec(jvm: "JavaObject", spec: "StateSpec") -> "JavaObject":
 
     columns = [None if c is None else _java_column(jvm, c, f"spec.{name}")
                for name, c in (("update", spec.update), ("remove", spec.remove),
-                               ("emit", spec.emit))]
+                               ("emit", spec.emit), ("timeout_at", spec.timeout_at))]
     if isinstance(spec.state_schema, StructType):
         schema = jvm.org.apache.spark.sql.types.DataType.fromJson(spec.state_schema.json())
     else:
@@ -126,11 +126,13 @@ def _java_spec(jvm: "JavaObject", spec: "StateSpec") -> "JavaObject":
             raise TypeError(
                 "spec.initial_state is a Spark Connect DataFrame, but the DataFrame is a classic "
                 "one: both must come from the same session")
-        java = java.initialState(spec._initial_state._jdf)
+        java = java.initialState(spec._initial_state._jdf, spec._initial_state_timeout_at)
     if spec._num_partitions is not None:
         java = java.numPartitions(spec._num_partitions)
     if spec._timeout is not None:
         java = java.timeout(spec._timeout)
     if spec._checkpoint_interval is not None:
         java = java.checkpointInterval(spec._checkpoint_interval)
+    if spec._timeout_domain is not None:
+        java = java.timeoutDomain(spec._timeout_domain)
     return java

@@ -24,7 +24,8 @@ from typing import Optional
 
 from pyspark.sql import Column
 
-__all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time"]
+__all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time", "timeout_at",
+           "watermark"]
 
 #: The state function's own input columns, by function, as state_spec.proto defines them (the
 #: one place the client names them; tests/test_contract.py checks them against the proto).
@@ -34,12 +35,16 @@ RESERVED_COLUMNS = {
     "is_timing_out": "__mws_is_timing_out",
     "batch_time": "__mws_batch_time",
     "new_state": "__mws_new_state",
+    "timeout_at": "__mws_timeout_at",
+    "watermark": "__mws_watermark",
 }
 _STATE = RESERVED_COLUMNS["state"]
 _STATE_EXISTS = RESERVED_COLUMNS["state_exists"]
 _IS_TIMING_OUT = RESERVED_COLUMNS["is_timing_out"]
 _BATCH_TIME = RESERVED_COLUMNS["batch_time"]
 _NEW_STATE = RESERVED_COLUMNS["new_state"]
+_TIMEOUT_AT = RESERVED_COLUMNS["timeout_at"]
+_WATERMARK = RESERVED_COLUMNS["watermark"]
 
 
 def _col(name: str) -> Column:
@@ -89,11 +94,24 @@ def state_exists() -> Column:
 
 
 def is_timing_out() -> Column:
-    """True when the call is for a key whose state times out: its value columns are null,
-    ``update`` and ``remove`` are not applied, ``emit`` is, then the state is removed."""
+    """True when the call is for a key whose state times out: its value columns are null.
+    With the idle ``timeout``, ``update`` and ``remove`` are not applied, ``emit`` is, then the
+    state is removed; with ``timeout_at`` timers all of them apply and the state is kept unless
+    ``remove`` is true."""
     return _col(_IS_TIMING_OUT)
 
 
 def batch_time() -> Column:
     """The time of the batch being processed (a TIMESTAMP Column)."""
     return _col(_BATCH_TIME)
+
+
+def timeout_at() -> Column:
+    """The key's timer before the current call (a TIMESTAMP Column), null when it has none."""
+    return _col(_TIMEOUT_AT)
+
+
+def watermark() -> Column:
+    """The current event-time watermark (a TIMESTAMP Column), null when the input has none
+    (no ``withWatermark``) or none is known yet (before the first batch of a replay)."""
+    return _col(_WATERMARK)

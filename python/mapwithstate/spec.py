@@ -42,6 +42,9 @@ class StateSpec:
     _num_partitions: Optional[int] = None
     _timeout: Optional[str] = None
     _checkpoint_interval: Optional[int] = None
+    timeout_at: Optional[Column] = None
+    _timeout_domain: Optional[str] = None
+    _initial_state_timeout_at: Optional[str] = None
 
     @staticmethod
     def function(
@@ -50,6 +53,7 @@ class StateSpec:
         update: Optional[Column] = None,
         remove: Optional[Column] = None,
         emit: Optional[Column] = None,
+        timeout_at: Optional[Column] = None,
     ) -> "StateSpec":
         """A state function over a state of type ``state_schema``.
 
@@ -60,6 +64,12 @@ class StateSpec:
         :param remove: a boolean Column: true removes the key's state (remove wins over update).
         :param emit: a struct Column whose fields are the output columns of
             ``output="emitted"``; a null struct emits nothing for the record.
+        :param timeout_at: a TIMESTAMP Column evaluated on every call, after ``update`` (so
+            :func:`~mapwithstate.functions.new_state` is in scope): the key's timer, as
+            Spark's ``GroupState.setTimeoutTimestamp``; null clears it. The key times out in
+            the first batch whose threshold (see :meth:`timeout_domain`) is strictly after
+            it, with one call where ``is_timing_out()`` is true; its state is kept unless
+            ``remove`` is true. Cannot be combined with :meth:`timeout`.
 
         The Columns see the key and value columns by name and the functions of
         :mod:`mapwithstate.functions`.
@@ -67,19 +77,33 @@ class StateSpec:
         if not isinstance(state_schema, (str, StructType)):
             raise TypeError(
                 f"state_schema must be a DDL string or a StructType, got {type(state_schema).__name__}")
-        for name, column in (("update", update), ("remove", remove), ("emit", emit)):
+        for name, column in (("update", update), ("remove", remove), ("emit", emit),
+                             ("timeout_at", timeout_at)):
             if column is not None and not isinstance(column, Column):
                 raise TypeError(f"{name} must be a Column, got {type(column).__name__}")
-        return StateSpec(state_schema, update, remove, emit)
+        return StateSpec(state_schema, update, remove, emit, timeout_at=timeout_at)
 
-    def initial_state(self, df: "DataFrame") -> "StateSpec":
+    def initial_state(self, df: "DataFrame", timeout_at: Optional[str] = None) -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
-        first batch."""
+        first batch. With ``timeout_at`` (a column name of ``df``, a TIMESTAMP; null for
+        none) each key also starts with that timer."""
         from pyspark.sql import DataFrame as AnyDataFrame
 
         if not isinstance(df, AnyDataFrame):
             raise TypeError(f"initial_state must be a DataFrame, got {type(df).__name__}")
-        return replace(self, _initial_state=df)
+        if timeout_at is not None and not isinstance(timeout_at, str):
+            raise TypeError(f"initial_state's timeout_at must be a column name, got "
+                            f"{type(timeout_at).__name__}")
+        return replace(self, _initial_state=df, _initial_state_timeout_at=timeout_at)
+
+    def timeout_domain(self, domain: str) -> "StateSpec":
+        """What ``timeout_at`` timers are compared with: ``"processing_time"`` (the default;
+        the batch time, as ``GroupStateTimeout.ProcessingTimeTimeout``) or ``"event_time"``
+        (the input's watermark, from ``withWatermark``, as ``EventTimeTimeout``; records at
+        or before the watermark are then dropped as late)."""
+        if not isinstance(domain, str):
+            raise TypeError(f"timeout_domain must be a string, got {type(domain).__name__}")
+        return replace(self, _timeout_domain=domain)
 
     def num_partitions(self, n: int) -> "StateSpec":
         """Spreads the state over ``n`` partitions (default: the session's shuffle partitions)."""
@@ -90,7 +114,8 @@ class StateSpec:
     def timeout(self, duration: Duration) -> "StateSpec":
         """Removes a key's state when no record has come for it for ``duration``: a string such
         as ``"30 seconds"`` or a ``timedelta``. Timed-out keys are found on checkpoint batches
-        (see :meth:`checkpoint_interval`), and the state function is called for each one."""
+        (see :meth:`checkpoint_interval`), and the state function is called for each one.
+        Cannot be combined with ``timeout_at``."""
         return replace(self, _timeout=_duration(duration, "timeout"))
 
     def checkpoint_interval(self, n_batches: int) -> "StateSpec":
@@ -123,6 +148,12 @@ class StateSpec:
             message.timeout = self._timeout
         if self._checkpoint_interval is not None:
             message.checkpoint_interval = self._checkpoint_interval
+        if self.timeout_at is not None:
+            message.timeout_at.CopyFrom(self.timeout_at.to_plan(client))
+        if self._timeout_domain is not None:
+            message.timeout_domain = self._timeout_domain
+        if self._initial_state_timeout_at is not None:
+            message.initial_state_timeout_at = self._initial_state_timeout_at
         return message
 
 

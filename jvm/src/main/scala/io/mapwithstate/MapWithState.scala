@@ -5,9 +5,11 @@ import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.plan.{MapWithStateBuilder, MapWithStateRequest, OutputKind, StateSpecRequest}
 import org.apache.spark.sql.{Column, DataFrame, Dataset, Encoders, Row}
+import org.apache.spark.sql.catalyst.analysis.UnresolvedEventTimeWatermark
 import org.apache.spark.sql.catalyst.expressions.{Expression, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan}
 import org.apache.spark.sql.classic
+import org.apache.spark.unsafe.types.CalendarInterval
 
 /**
  * Spark's `mapWithState` for DataFrames, from Scala or Java: each key's records go, in order,
@@ -69,18 +71,35 @@ object MapWithState {
           classicDataset(d, "initialState").queryExecution.logical),
         numPartitions = spec.numPartitionsSetting,
         timeout = spec.timeoutSetting,
-        checkpointInterval = spec.checkpointIntervalSetting),
+        checkpointInterval = spec.checkpointIntervalSetting,
+        timeoutAt = spec.timeoutAt.map(session.expression),
+        timeoutDomain = spec.timeoutDomainSetting,
+        initialStateTimeoutAt = spec.initialStateTimeoutAt),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {
         case o: SortOrder => o
         case e => SortOrder(e, org.apache.spark.sql.catalyst.expressions.Ascending)
       },
-      outputKind = outputKind(output))
+      outputKind = outputKind(output),
+      watermark = watermarkOf(input.queryExecution.logical))
     // As Dataset.ofRows (private to Spark) does: the plan is analyzed as the Dataset is made.
     val built = plan(session, request)
     new classic.Dataset[Row](session, built, Encoders.row(built.schema))
   }
+
+  /**
+   * The input's `withWatermark(column, delay)`, as made (the first found walking down the plan):
+   * a batch plan's analysis drops the watermark, so the plan as written is where a batch replay
+   * learns it from, as the Connect plugin learns it from the relation as sent.
+   */
+  private def watermarkOf(plan: LogicalPlan): Option[(String, String)] = plan.collectFirst {
+    case w: UnresolvedEventTimeWatermark => (w.eventTimeColExpr.name, intervalText(w.delay))
+    case w: EventTimeWatermark => (w.eventTime.name, intervalText(w.delay))
+  }
+
+  private def intervalText(delay: CalendarInterval): String =
+    s"${delay.months} months ${delay.days} days ${delay.microseconds} microseconds"
 
   /** Java: the emitted records of `df` by `keys`, every non-key column a value column. */
   @varargs

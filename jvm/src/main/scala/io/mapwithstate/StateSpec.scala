@@ -33,15 +33,21 @@ final class StateSpec private (
     val initialStateData: Option[DataFrame],
     val numPartitionsSetting: Option[Int],
     val timeoutSetting: Option[String],
-    val checkpointIntervalSetting: Option[Int]) extends Serializable {
+    val checkpointIntervalSetting: Option[Int],
+    val timeoutAt: Option[Column],
+    val timeoutDomainSetting: Option[String],
+    val initialStateTimeoutAt: Option[String]) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
       numPartitionsSetting: Option[Int] = numPartitionsSetting,
       timeoutSetting: Option[String] = timeoutSetting,
-      checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting): StateSpec =
+      checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting,
+      timeoutDomainSetting: Option[String] = timeoutDomainSetting,
+      initialStateTimeoutAt: Option[String] = initialStateTimeoutAt): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
-      timeoutSetting, checkpointIntervalSetting)
+      timeoutSetting, checkpointIntervalSetting, timeoutAt, timeoutDomainSetting,
+      initialStateTimeoutAt)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -50,6 +56,22 @@ final class StateSpec private (
   def initialState(df: DataFrame): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
     copy(initialStateData = Some(df))
+  }
+
+  /** [[initialState]] whose TIMESTAMP column `timeoutAt` gives each key's starting timer. */
+  def initialState(df: DataFrame, timeoutAt: String): StateSpec = {
+    require(df != null, "initialState: the DataFrame is null")
+    copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt))
+  }
+
+  /**
+   * What `timeoutAt` timers are compared with: `"processing_time"` (the default: the batch
+   * time, as `GroupStateTimeout.ProcessingTimeTimeout`) or `"event_time"` (the input's
+   * watermark from `withWatermark`, as `EventTimeTimeout`).
+   */
+  def timeoutDomain(domain: String): StateSpec = {
+    require(domain != null, "timeoutDomain: the domain is null")
+    copy(timeoutDomainSetting = Some(domain))
   }
 
   /** Spreads the state over `n` partitions (default: `spark.sql.shuffle.partitions`). */
@@ -83,24 +105,34 @@ final class StateSpec private (
 /** Builds a [[StateSpec]]; the Java-callable forms take `null` for an absent Column. */
 object StateSpec {
 
-  /** A state function over a state given as a DDL string such as `"n BIGINT, last STRING"`. */
+  /**
+   * A state function over a state given as a DDL string such as `"n BIGINT, last STRING"`.
+   * `timeoutAt`, a TIMESTAMP Column evaluated on every call after `update`, sets the key's timer
+   * (null clears it), as `GroupState.setTimeoutTimestamp` does; see [[StateSpec.timeoutDomain]].
+   */
   def function(
       stateSchema: String,
       update: Column = null,
       remove: Column = null,
-      emit: Column = null): StateSpec = {
+      emit: Column = null,
+      timeoutAt: Column = null): StateSpec = {
     require(stateSchema != null, "stateSchema: a DDL string is needed, got null")
-    of(Left(stateSchema), update, remove, emit)
+    of(Left(stateSchema), update, remove, emit, timeoutAt)
   }
 
   /** A state function over a state of this struct type. */
   def function(stateSchema: StructType, update: Column, remove: Column, emit: Column)
-    : StateSpec = {
+    : StateSpec = function(stateSchema, update, remove, emit, null)
+
+  /** A state function over a state of this struct type, with a timer. */
+  def function(stateSchema: StructType, update: Column, remove: Column, emit: Column,
+      timeoutAt: Column): StateSpec = {
     require(stateSchema != null, "stateSchema: a StructType is needed, got null")
-    of(Right(stateSchema), update, remove, emit)
+    of(Right(stateSchema), update, remove, emit, timeoutAt)
   }
 
   private def of(schema: Either[String, StructType], update: Column, remove: Column,
-      emit: Column): StateSpec =
-    new StateSpec(schema, Option(update), Option(remove), Option(emit), None, None, None, None)
+      emit: Column, timeoutAt: Column): StateSpec =
+    new StateSpec(schema, Option(update), Option(remove), Option(emit), None, None, None, None,
+      Option(timeoutAt), None, None)
 }

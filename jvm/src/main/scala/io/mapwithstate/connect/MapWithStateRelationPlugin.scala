@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.mapwithstate.{MapWithState, MapWithStateException}
 import io.mapwithstate.plan.{MapWithStateRequest, OutputKind, StateSpecRequest}
 import io.mapwithstate.proto
-import org.apache.spark.connect.proto.{Expression => ExpressionProto}
+import org.apache.spark.connect.proto.{Expression => ExpressionProto, Relation => RelationProto}
 import org.apache.spark.sql.catalyst.expressions.SortOrder
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.connect.common.DataTypeProtoConverter
@@ -15,7 +15,7 @@ import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.plugin.RelationPlugin
 import org.apache.spark.sql.classic.SparkSession
 import org.sparkproject.connect.protobuf.{Any => AnyProto, InvalidProtocolBufferException,
-  UnknownFieldSet}
+  Message, UnknownFieldSet}
 
 /**
  * The Spark Connect entry point: a `Relation.extension` holding a `mapwithstate.MapWithState`
@@ -108,14 +108,39 @@ object MapWithStateRelationPlugin {
         numPartitions = if (spec.hasNumPartitions) Some(spec.getNumPartitions) else None,
         timeout = if (spec.hasTimeout) Some(spec.getTimeout) else None,
         checkpointInterval =
-          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None),
+          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None,
+        timeoutAt = opt(spec.hasTimeoutAt, spec.getTimeoutAt),
+        timeoutDomain = if (spec.hasTimeoutDomain) Some(spec.getTimeoutDomain) else None,
+        initialStateTimeoutAt =
+          if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>
         planner.transformExpression(ExpressionProto.newBuilder().setSortOrder(o).build())
           .asInstanceOf[SortOrder]
       },
-      outputKind = outputKind(rel))
+      outputKind = outputKind(rel),
+      watermark = watermarkOf(rel.getInput))
+  }
+
+  /**
+   * The `withWatermark(column, delay)` of the input as sent, the first found walking down its
+   * relations. Spark's planner analyzes each relation as it goes, and on batch data that drops
+   * the watermark (Spark ignores it there), so the proto is the one place a batch replay can
+   * learn its watermark from.
+   */
+  private def watermarkOf(rel: RelationProto): Option[(String, String)] = {
+    if (rel.hasWithWatermark) {
+      val w = rel.getWithWatermark
+      return Some((w.getEventTime, w.getDelayThreshold))
+    }
+    rel.getAllFields.values.asScala.iterator.flatMap {
+      case r: RelationProto => watermarkOf(r)
+      case m: Message => m.getAllFields.values.asScala.collectFirst {
+        case r: RelationProto => r
+      }.flatMap(watermarkOf)
+      case _ => None
+    }.nextOption()
   }
 
   private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {

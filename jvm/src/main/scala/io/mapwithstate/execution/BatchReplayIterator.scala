@@ -17,6 +17,8 @@ import org.apache.spark.sql.types.TimestampType
  * @param batchTimeOf the batch time of a record (micros); ignored for a one-batch timeline
  * @param firstBatch  the number, in the query, of the timeline's first batch (from 1)
  * @param snapshot    when set, projects (batch time, key, state) rows after each batch
+ * @param lateRows    with event-time timers, the ordinal of the records' event time: a record
+ *                    at or before its batch's watermark is late and dropped (Spark's rule)
  */
 class BatchReplayIterator(
     records: Iterator[InternalRow],
@@ -26,7 +28,8 @@ class BatchReplayIterator(
     updater: StateUpdater,
     timeouts: TimeoutPolicy,
     snapshot: Option[UnsafeProjection],
-    onOutput: () => Unit) extends Iterator[InternalRow] {
+    onOutput: () => Unit,
+    lateRows: Option[Int] = None) extends Iterator[InternalRow] {
 
   private val input = records.buffered
   private var batch = 0
@@ -38,6 +41,7 @@ class BatchReplayIterator(
   private val batchTimeRow = new SpecificInternalRow(Seq(TimestampType))
   private val joined = new JoinedRow()
   private val keyAndBatchTime = new JoinedRow()
+  updater.startBatch(timeline.watermarkAt(0))
 
   private sealed trait Phase
   private case object Records extends Phase
@@ -63,10 +67,12 @@ class BatchReplayIterator(
   private def advance(): Unit = phase match {
     case Records =>
       if (input.hasNext && timeline.batchOf(recordTime(input.head)) == batch) {
-        pending = updater.processRecord(input.next(), time)
+        val record = input.next()
+        if (isLate(record)) updater.dropLateRow()
+        else pending = updater.processRecord(record, time)
       } else {
         phase = Timeouts
-        timingOut = timeouts.threshold(firstBatch + batch, time) match {
+        timingOut = timeouts.threshold(firstBatch + batch, time, timeline.watermarkAt(batch)) match {
           case Some(threshold) => updater.timingOutKeys(threshold)
           case None => Iterator.empty
         }
@@ -92,6 +98,7 @@ class BatchReplayIterator(
         pending = snapshotRows.next().asInstanceOf[UnsafeRow]
       } else if (batch + 1 < timeline.size) {
         batch += 1
+        updater.startBatch(timeline.watermarkAt(batch))
         phase = Records
       } else {
         if (input.hasNext) {
@@ -100,6 +107,14 @@ class BatchReplayIterator(
         phase = Done
       }
     case Done =>
+  }
+
+  private def isLate(record: InternalRow): Boolean = lateRows match {
+    case Some(ordinal) =>
+      val watermark = timeline.watermarkAt(batch)
+      watermark != TimeoutPolicy.NoWatermark && !record.isNullAt(ordinal) &&
+        record.getLong(ordinal) <= watermark
+    case None => false
   }
 
   private def recordTime(row: InternalRow): Long = {

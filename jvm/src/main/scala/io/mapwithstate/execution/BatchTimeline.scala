@@ -5,9 +5,17 @@ import io.mapwithstate.MapWithStateException
 /**
  * The batches of a replay, as their times in microseconds. `fromData` timelines come from a
  * batch_time column; a record belongs to the first batch whose time is not before its own.
+ * With an event-time watermark on the input, each batch also has its watermark.
  */
-case class BatchTimeline(times: Array[Long], fromData: Boolean) {
+case class BatchTimeline(
+    times: Array[Long],
+    fromData: Boolean,
+    watermarks: Option[Array[Long]] = None) {
   def size: Int = times.length
+
+  /** The event-time watermark of a batch (micros), or [[TimeoutPolicy.NoWatermark]]. */
+  def watermarkAt(batch: Int): Long =
+    watermarks.map(_(batch)).getOrElse(TimeoutPolicy.NoWatermark)
 
   def batchOf(recordTime: Long): Int = {
     val i = java.util.Arrays.binarySearch(times, recordTime)
@@ -16,6 +24,27 @@ case class BatchTimeline(times: Array[Long], fromData: Boolean) {
 }
 
 object BatchTimeline {
+
+  /**
+   * The watermark of each batch of a replay, advanced as Structured Streaming advances it
+   * (`WatermarkTracker`): after a batch, the largest event time seen so far (in whole
+   * milliseconds) minus the delay, never moving back; none before the first batch with event
+   * times completes.
+   *
+   * @param maxEventTimes each batch's largest event time (micros), or Long.MinValue for none
+   */
+  def watermarksOf(maxEventTimes: Array[Long], delayMs: Long): Array[Long] = {
+    var watermarkMs = Long.MinValue
+    maxEventTimes.map { maxMicros =>
+      val current =
+        if (watermarkMs == Long.MinValue) TimeoutPolicy.NoWatermark else watermarkMs * 1000L
+      if (maxMicros != Long.MinValue) {
+        // Spark's tracker starts at 0 and only moves forward.
+        watermarkMs = math.max(math.max(watermarkMs, 0L), Math.floorDiv(maxMicros, 1000L) - delayMs)
+      }
+      current
+    }
+  }
   /**
    * Batch replays are capped (`spark.mapwithstate.maxReplayBatches`): the driver collects the
    * distinct batch times, and each batch costs every partition a step.

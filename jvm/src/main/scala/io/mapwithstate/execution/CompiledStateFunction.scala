@@ -1,6 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{StateFunction, StateFunctionInput}
+import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.StructType
@@ -11,7 +12,7 @@ import org.apache.spark.sql.types.StructType
  * ([[StateFunctionInput]]). One instance per task: it owns mutable buffers.
  *
  * Call order per record: [[setContext]], then [[shouldRemove]] and [[update]] (state before the
- * record), then [[emit]] with the state after it.
+ * record), then [[emit]] and [[timeoutAt]] with the state after it.
  */
 class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) {
   import StateFunctionInput._
@@ -33,6 +34,8 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
     function.remove.map(r => Predicate.create(bind(r))).orNull
   private val updateProjection = function.update.map(u => new StructProjection(bind(u))).orNull
   private val emitProjection = function.emit.map(e => new StructProjection(bind(e))).orNull
+  private val timeoutAtProjection =
+    function.timeoutAt.map(e => UnsafeProjection.create(Seq(bind(e)))).orNull
 
   val hasUpdate: Boolean = updateProjection != null
   val hasRemove: Boolean = removePredicate != null
@@ -42,17 +45,44 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
     Option(removePredicate).foreach(_.initialize(partitionIndex))
     Option(updateProjection).foreach(_.initialize(partitionIndex))
     Option(emitProjection).foreach(_.initialize(partitionIndex))
+    Option(timeoutAtProjection).foreach(_.initialize(partitionIndex))
   }
 
-  /** Points the function at `input`, for a key whose state before it is `state` (or null). */
-  def setContext(input: InternalRow, state: InternalRow, timingOut: Boolean, batchTime: Long)
-    : Unit = {
+  /**
+   * Points the function at `input`, for a key whose state before it is `state` (or null), whose
+   * timer before it is `timer`, in a batch whose watermark is `watermark` (both micros;
+   * [[StateMap.NoTime]] and [[TimeoutPolicy.NoWatermark]] for none, seen as null).
+   */
+  def setContext(
+      input: InternalRow,
+      state: InternalRow,
+      timingOut: Boolean,
+      batchTime: Long,
+      timer: Long = StateMap.NoTime,
+      watermark: Long = TimeoutPolicy.NoWatermark): Unit = {
     context.update(StateOrdinal, state)
     context.setBoolean(StateExistsOrdinal, state != null)
     context.setBoolean(IsTimingOutOrdinal, timingOut)
     context.setLong(BatchTimeOrdinal, batchTime)
     context.update(NewStateOrdinal, null)
+    if (timer == StateMap.NoTime) context.setNullAt(TimeoutAtOrdinal)
+    else context.setLong(TimeoutAtOrdinal, timer)
+    if (watermark == TimeoutPolicy.NoWatermark) context.setNullAt(WatermarkOrdinal)
+    else context.setLong(WatermarkOrdinal, watermark)
     joined.withLeft(input).withRight(context)
+  }
+
+  val hasTimeoutAt: Boolean = timeoutAtProjection != null
+
+  /**
+   * The timer `timeout_at` gives the current call, whose state after it is `newState`
+   * (micros), or [[StateMap.NoTime]] when it is null or there is no `timeout_at`.
+   */
+  def timeoutAt(newState: InternalRow): Long = {
+    if (timeoutAtProjection == null) return StateMap.NoTime
+    context.update(NewStateOrdinal, newState)
+    val row = timeoutAtProjection(joined)
+    if (row.isNullAt(0)) StateMap.NoTime else row.getLong(0)
   }
 
   /** Whether `remove` is true for the current record (null counts as false). */

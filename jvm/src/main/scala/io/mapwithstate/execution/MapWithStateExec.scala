@@ -31,7 +31,8 @@ case class MapWithStateExec(
     options: MapWithStateOptions,
     output: Seq[Attribute],
     child: SparkPlan,
-    initialState: Option[SparkPlan]) extends MapWithStateExecBase {
+    initialState: Option[SparkPlan],
+    eventTime: Option[Attribute] = None) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),
@@ -40,7 +41,9 @@ case class MapWithStateExec(
     "numRemovedStateRows" -> SQLMetrics.createMetric(sparkContext, "number of removed state rows"),
     MapWithStateExecBase.TimedOutKeysMetric ->
       SQLMetrics.createMetric(sparkContext, "number of timed-out keys"),
-    "numTotalStateRows" -> SQLMetrics.createMetric(sparkContext, "number of total state rows"))
+    "numTotalStateRows" -> SQLMetrics.createMetric(sparkContext, "number of total state rows"),
+    MapWithStateExecBase.LateRowsMetric ->
+      SQLMetrics.createMetric(sparkContext, "number of late rows dropped"))
 
   override def requiredChildDistribution: Seq[Distribution] =
     ClusteredDistribution(keys, requiredNumPartitions = Some(options.numPartitions)) +:
@@ -55,7 +58,7 @@ case class MapWithStateExec(
   override def outputPartitioning: Partitioning = UnknownPartitioning(options.numPartitions)
 
   override protected def doExecute(): RDD[InternalRow] = {
-    val timeline = batchTimeline()
+    val timeline = withWatermarks(batchTimeline())
     if (timeline.size == 0) return sparkContext.emptyRDD[InternalRow]
     longMetric("numBatches") += timeline.size
 
@@ -125,6 +128,37 @@ case class MapWithStateExec(
         (a, b) => { b.iterator.foreach(a.add); cap(a) })
       BatchTimeline.of(times.iterator.toArray.sorted, interval, maxBatches)
   }
+
+  /**
+   * With an event-time column on a replay, each batch's watermark, from the largest event time
+   * of each batch over all partitions (the watermark is global to the query, as in a stream).
+   */
+  private def withWatermarks(timeline: BatchTimeline): BatchTimeline =
+    (eventTime, options.watermarkDelayMs, batchTime) match {
+      case (Some(et), Some(delayMs), Some(_)) if timeline.size > 0 =>
+        val eventOrdinal = child.output.indexWhere(_.exprId == et.exprId)
+        val readTime = batchTimeReader
+        val perBatchTime = child.execute().mapPartitions { rows =>
+          val max = scala.collection.mutable.HashMap.empty[Long, Long]
+          rows.foreach { row =>
+            if (!row.isNullAt(eventOrdinal)) {
+              val t = readTime(row)
+              val e = row.getLong(eventOrdinal)
+              if (max.get(t).forall(_ < e)) max(t) = e
+            }
+          }
+          Iterator.single(max)
+        }.treeAggregate(scala.collection.mutable.HashMap.empty[Long, Long])(
+          (acc, m) => { m.foreach { case (t, e) => if (acc.get(t).forall(_ < e)) acc(t) = e }; acc },
+          (a, b) => { b.foreach { case (t, e) => if (a.get(t).forall(_ < e)) a(t) = e }; a })
+        val maxEventTimes = Array.fill(timeline.size)(Long.MinValue)
+        perBatchTime.foreach { case (t, e) =>
+          val i = timeline.batchOf(t)
+          if (i < maxEventTimes.length) maxEventTimes(i) = math.max(maxEventTimes(i), e)
+        }
+        timeline.copy(watermarks = Some(BatchTimeline.watermarksOf(maxEventTimes, delayMs)))
+      case _ => timeline
+    }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[SparkPlan]): SparkPlan =
     copy(child = newChildren.head,

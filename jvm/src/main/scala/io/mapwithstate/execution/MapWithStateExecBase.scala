@@ -1,6 +1,6 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction}
+import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction, TimerDomain}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.Attribute
@@ -21,11 +21,13 @@ trait MapWithStateExecBase extends SparkPlan {
   def options: MapWithStateOptions
   def child: SparkPlan
   def initialState: Option[SparkPlan]
+  /** The input's event-time column (from `withWatermark`), a column of `child`. */
+  def eventTime: Option[Attribute]
 
   override def children: Seq[SparkPlan] = child +: initialState.toSeq
 
   protected def timeoutPolicy: TimeoutPolicy =
-    TimeoutPolicy.of(options.timeoutMs, options.checkpointInterval)
+    TimeoutPolicy.of(options.timeoutMs, options.checkpointInterval, options.timerDomain)
 
   /** The runner of this operator's tasks, with this operator's metrics. */
   protected def partitionRunner(): PartitionRunner = {
@@ -45,7 +47,10 @@ trait MapWithStateExecBase extends SparkPlan {
         numOutputRows = longMetric("numOutputRows"),
         numUpdatedStateRows = longMetric("numUpdatedStateRows"),
         numRemovedStateRows = longMetric("numRemovedStateRows"),
-        numTimedOutKeys = longMetric(MapWithStateExecBase.TimedOutKeysMetric)))
+        numTimedOutKeys = longMetric(MapWithStateExecBase.TimedOutKeysMetric),
+        numLateRowsDropped = metrics.get(MapWithStateExecBase.LateRowsMetric)),
+      lateRows = eventTime.filter(_ => options.timerDomain.contains(TimerDomain.EventTime))
+        .map(ordinal))
   }
 
   /** Each partition's records with the same partition of the initial state (or none). */
@@ -62,4 +67,5 @@ trait MapWithStateExecBase extends SparkPlan {
 
 object MapWithStateExecBase {
   val TimedOutKeysMetric = "numTimedOutKeys"
+  val LateRowsMetric = "numLateRowsDropped"
 }

@@ -23,10 +23,11 @@ object MapWithStateStrategy extends SparkStrategy {
       MapWithStateStreamExec(m.keys, m.values, m.function, m.options, m.output,
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
         batch.exists(_.terminatingTrigger), planLater(m.child),
-        m.initialState.filter(_ => firstBatch).map(planLater)) :: Nil
+        m.initialState.filter(_ => firstBatch).map(planLater), m.eventTime,
+        batch.map(_.batchWatermarkMs).getOrElse(0L)) :: Nil
     case m: MapWithState =>
       MapWithStateExec(m.keys, m.values, m.batchTime, m.orderBy, m.function, m.options, m.output,
-        planLater(m.child), m.initialState.map(planLater)) :: Nil
+        planLater(m.child), m.initialState.map(planLater), m.eventTime) :: Nil
     case _ => Nil
   }
 }

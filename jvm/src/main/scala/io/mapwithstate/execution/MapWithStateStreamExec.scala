@@ -48,7 +48,9 @@ case class MapWithStateStreamExec(
     batchTimestampMs: Long,
     terminatingTrigger: Boolean,
     child: SparkPlan,
-    initialState: Option[SparkPlan]) extends MapWithStateExecBase with StateStoreWriter {
+    initialState: Option[SparkPlan],
+    eventTime: Option[Attribute] = None,
+    batchWatermarkMs: Long = 0L) extends MapWithStateExecBase with StateStoreWriter {
 
   override def shortName: String = "mapWithState"
 
@@ -68,7 +70,9 @@ case class MapWithStateStreamExec(
 
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
-      "number of timed-out keys"))
+      "number of timed-out keys"),
+      StatefulOperatorCustomSumMetric(MapWithStateExecBase.LateRowsMetric,
+        "number of late rows dropped"))
 
   override def validateAndMaybeEvolveStateSchema(
       hadoopConf: Configuration,
@@ -89,16 +93,25 @@ case class MapWithStateStreamExec(
   /**
    * Timeouts fire only in batches, so while keys wait to time out every trigger must run a
    * batch, data or not (as a DStream runs every batch interval); a terminating trigger
-   * (AvailableNow, Once) runs the batches its data needs and no more.
+   * (AvailableNow, Once) runs the batches its data needs and no more. Event-time timers can
+   * only fire when the watermark moves, so they ask for a batch exactly then, as Spark's
+   * FlatMapGroupsWithStateExec does (whatever the trigger).
    */
-  override def shouldRunAnotherBatch(newInputWatermark: Long): Boolean =
-    timeoutPolicy != TimeoutPolicy.Never && !terminatingTrigger &&
-      longMetric("numTotalStateRows").value > 0
+  override def shouldRunAnotherBatch(newInputWatermark: Long): Boolean = {
+    val hasState = longMetric("numTotalStateRows").value > 0
+    timeoutPolicy match {
+      case TimeoutPolicy.Never => false
+      case TimeoutPolicy.Timers(true) => hasState && newInputWatermark > batchWatermarkMs
+      case _ => !terminatingTrigger && hasState
+    }
+  }
 
   override protected def doExecute(): RDD[InternalRow] = {
     val info = getStateInfo
     val batchTime = TimeUnit.MILLISECONDS.toMicros(batchTimestampMs)
-    val timeline = BatchTimeline.single(batchTime)
+    // Spark's watermark for this micro-batch, when the input has one (0 before it first moves).
+    val timeline = BatchTimeline.single(batchTime).copy(watermarks =
+      eventTime.map(_ => Array(TimeUnit.MILLISECONDS.toMicros(batchWatermarkMs))))
     // The micro-batch that makes store version v + 1 is the query's batch number v + 1.
     val batchNumber = info.storeVersion + 1
     val runner = partitionRunner()

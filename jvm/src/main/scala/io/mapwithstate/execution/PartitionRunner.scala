@@ -25,6 +25,7 @@ import org.apache.spark.sql.types.DataType
  * @param keyTypes       the key columns' types
  * @param snapshotLayout for snapshot output, the output attributes (batch time, keys, state)
  * @param timeouts       which keys time out in which batch
+ * @param lateRows       with event-time timers, where the event time is in the input rows
  */
 case class PartitionRunner(
     function: StateFunction,
@@ -34,7 +35,8 @@ case class PartitionRunner(
     keyTypes: Seq[DataType],
     snapshotLayout: Option[Seq[Attribute]],
     timeouts: TimeoutPolicy,
-    metrics: PartitionMetrics) {
+    metrics: PartitionMetrics,
+    lateRows: Option[Int] = None) {
 
   /**
    * The output of one partition.
@@ -55,8 +57,8 @@ case class PartitionRunner(
     val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
     compiled.initialize(partition)
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
-      timeouts.refreshesIdleKeys)
-    loadInitialState(updater, initialState, timeline.times(0))
+      timeouts.refreshesIdleKeys, timeouts.timers)
+    loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
 
     val snapshot = snapshotLayout.map { layout =>
       UnsafeProjection.create(layout.zipWithIndex.map { case (a, i) =>
@@ -65,19 +67,23 @@ case class PartitionRunner(
     }
     val numOutputRows = metrics.numOutputRows
     val replay = new BatchReplayIterator(records, batchTimeOf, timeline, firstBatch, updater,
-      timeouts, snapshot, () => numOutputRows += 1)
+      timeouts, snapshot, () => numOutputRows += 1, lateRows)
     PartitionRunner.onCompletion(replay) {
       metrics.numUpdatedStateRows += updater.updatedKeys
-      // A timed-out key's state is removed too: both operators count it as a removal.
-      metrics.numRemovedStateRows += updater.removedKeys + updater.timedOutKeys
+      // An idle key's state is removed when it times out: counted as a removal there.
+      metrics.numRemovedStateRows += updater.removedKeys
       metrics.numTimedOutKeys += updater.timedOutKeys
+      metrics.numLateRowsDropped.foreach(_ += updater.lateRowsDropped)
       done
     }
   }
 
-  /** Loads initial-state rows — the key columns, then the state's fields — all at `time`. */
-  private def loadInitialState(updater: StateUpdater, rows: Iterator[InternalRow], time: Long)
-    : Unit = {
+  /**
+   * Loads initial-state rows — the key columns, then the state's fields — all at `time`; with
+   * timers, each row's time is the timer in its last column (null: none).
+   */
+  private def loadInitialState(
+      updater: StateUpdater, rows: Iterator[InternalRow], time: Long, timers: Boolean): Unit = {
     if (!rows.hasNext) return
     val key = UnsafeProjection.create(keyTypes.zipWithIndex.map { case (t, i) =>
       BoundReference(i, t, nullable = true)
@@ -85,7 +91,14 @@ case class PartitionRunner(
     val state = UnsafeProjection.create(function.stateType.fields.toSeq.zipWithIndex.map {
       case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
     })
-    rows.foreach(row => updater.loadInitialState(key(row), state(row), time))
+    val timerOrdinal = keyTypes.size + function.stateType.length
+    rows.foreach { row =>
+      val rowTime =
+        if (!timers) time
+        else if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
+        else row.getLong(timerOrdinal)
+      updater.loadInitialState(key(row), state(row), rowTime)
+    }
   }
 }
 
@@ -94,7 +107,8 @@ case class PartitionMetrics(
     numOutputRows: SQLMetric,
     numUpdatedStateRows: SQLMetric,
     numRemovedStateRows: SQLMetric,
-    numTimedOutKeys: SQLMetric)
+    numTimedOutKeys: SQLMetric,
+    numLateRowsDropped: Option[SQLMetric] = None)
 
 object PartitionRunner {
 

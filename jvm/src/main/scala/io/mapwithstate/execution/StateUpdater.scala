@@ -17,6 +17,11 @@ import org.apache.spark.sql.types.DataType
  *  - a timing-out key is called once with null values and `is_timing_out` set; `update` and
  *    `remove` are not applied, `emit` is, and then the state is removed.
  *
+ * With `timeout_at` timers (`timers`), Spark's GroupState rules instead: the map's time of a
+ * key is its timer, re-evaluated on every call (null clears it; a key without a state has
+ * none); a timed-out key's call applies `remove`, `update` and `emit` like a record's, and its
+ * state is kept unless removed; a key called for data in a batch is not also timed out in it.
+ *
  * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
  *
  * @param keyOrdinals where the key columns are in the input rows
@@ -28,7 +33,8 @@ class StateUpdater(
     keyOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
     inputWidth: Int,
-    refreshesIdleKeys: Boolean) {
+    refreshesIdleKeys: Boolean,
+    timers: Boolean = false) {
 
   private val keyProjection = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -39,12 +45,26 @@ class StateUpdater(
   var updatedKeys = 0L
   var removedKeys = 0L
   var timedOutKeys = 0L
+  var lateRowsDropped = 0L
+
+  /** The watermark of the batch under way (micros), seen by `watermark()`. */
+  private var watermark = TimeoutPolicy.NoWatermark
+
+  /** With timers: the keys called for data in the batch under way, which do not time out in it. */
+  private val calledForData = new java.util.HashSet[UnsafeRow]()
+
+  /** Starts a batch whose watermark is `batchWatermark`. */
+  def startBatch(batchWatermark: Long): Unit = {
+    watermark = batchWatermark
+    calledForData.clear()
+  }
 
   /** Runs one record; returns what it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = keyProjection(record)
     val before = map.get(key)
-    function.setContext(record, before, timingOut = false, batchTime)
+    if (timers) return callWithTimers(key, record, before, timingOut = false, batchTime)
+    function.setContext(record, before, timingOut = false, batchTime, watermark = watermark)
     val removed = function.shouldRemove()
     val updated = if (removed) null else function.update()
     val after = if (removed) null else if (updated != null) updated else before
@@ -67,21 +87,63 @@ class StateUpdater(
     emitted
   }
 
-  /** The keys whose state was last updated strictly before `threshold`, with their states. */
-  def timingOutKeys(threshold: Long): Iterator[(UnsafeRow, UnsafeRow)] =
-    map.getByTime(threshold).map(e => (e.key, e.state))
+  /**
+   * The keys whose time is strictly before `threshold`, with their states; with timers, not
+   * those called for data in the batch under way.
+   */
+  def timingOutKeys(threshold: Long): Iterator[(UnsafeRow, UnsafeRow)] = {
+    val expiring = map.expiring(threshold)
+    (if (timers) expiring.filterNot(e => calledForData.contains(e.key)) else expiring)
+      .map(e => (e.key, e.state))
+  }
 
-  /** Runs the timing-out call of one key, removes its state, and returns what it emits. */
+  /**
+   * Runs the timing-out call of one key and returns what it emits. An idle key's state is then
+   * removed; with timers, the call's `remove`, `update` and `timeout_at` decide.
+   */
   def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {
     var i = 0
     while (i < inputWidth) { timingOutInput.setNullAt(i); i += 1 }
     keyOrdinals.zipWithIndex.foreach { case (o, k) =>
       timingOutInput.update(o, key.get(k, keyTypes(k)))
     }
-    function.setContext(timingOutInput, state, timingOut = true, batchTime)
+    timedOutKeys += 1
+    if (timers) return callWithTimers(key, timingOutInput, state, timingOut = true, batchTime)
+    function.setContext(timingOutInput, state, timingOut = true, batchTime, watermark = watermark)
     val emitted = function.emit(null)
     map.remove(key)
-    timedOutKeys += 1
+    removedKeys += 1
+    emitted
+  }
+
+  /**
+   * One call of a function with timers, for a record or a timing-out key: remove, update and
+   * emit as for a record, then `timeout_at` (with the state after the call in scope) gives the
+   * key's new timer, stored as the key's time; the state is put again whenever either changed.
+   */
+  private def callWithTimers(
+      key: UnsafeRow, input: InternalRow, before: UnsafeRow, timingOut: Boolean, batchTime: Long)
+    : UnsafeRow = {
+    val timerBefore = if (before == null) StateMap.NoTime else map.getTime(key)
+    function.setContext(input, before, timingOut, batchTime, timerBefore, watermark)
+    val removed = function.shouldRemove()
+    val updated = if (removed) null else function.update()
+    val after = if (removed) null else if (updated != null) updated else before
+    val emitted = function.emit(after)
+    val timer = if (after == null) StateMap.NoTime else function.timeoutAt(after)
+    if (!timingOut) calledForData.add(key.copy())
+
+    if (removed) {
+      if (before != null) {
+        map.remove(key)
+        removedKeys += 1
+      }
+    } else if (updated != null) {
+      map.putInPlace(key, updated, timer)
+      updatedKeys += 1
+    } else if (before != null && timer != timerBefore) {
+      map.putInPlace(key, before, timer)
+    }
     emitted
   }
 
@@ -94,6 +156,9 @@ class StateUpdater(
     }
     map.put(key, state, time)
   }
+
+  /** Drops a record that came after the watermark had passed it (event-time timers). */
+  def dropLateRow(): Unit = lateRowsDropped += 1
 
   private def describe(key: UnsafeRow): String =
     keyTypes.indices.map(i => String.valueOf(key.get(i, keyTypes(i)))).mkString("(", ", ", ")")

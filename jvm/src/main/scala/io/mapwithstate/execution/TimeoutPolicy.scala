@@ -1,5 +1,7 @@
 package io.mapwithstate.execution
 
+import io.mapwithstate.plan.TimerDomain
+
 /**
  * Which batches look for keys that time out, and which keys do: those whose state was last
  * updated strictly before the batch's threshold.
@@ -8,7 +10,11 @@ package io.mapwithstate.execution
  * micro-batches: the store version the batch makes), so that a replay and a stream over the
  * same batches fire the same timeouts. The policy also says whether a record refreshes its
  * key's update time when it leaves the state as it was: only when there is something to time
- * out.
+ * out. Keys are found through the state map's expiry index ([[io.mapwithstate.state.StateMap.expiring]]),
+ * so a batch that looks costs the keys that expire, not the whole state.
+ *
+ * With timers (`timeout_at`) the map's per-key time is the key's timer rather than its update
+ * time: the two never coexist, as `timeout` and `timeout_at` exclude each other.
  */
 sealed trait TimeoutPolicy extends Serializable {
 
@@ -19,7 +25,10 @@ sealed trait TimeoutPolicy extends Serializable {
    * For the `batchNumber`-th batch (counting from 1), at `batchTime` (micros), the update time
    * below which keys time out; None when the batch looks for no timeouts.
    */
-  def threshold(batchNumber: Long, batchTime: Long): Option[Long]
+  def threshold(batchNumber: Long, batchTime: Long, watermark: Long = TimeoutPolicy.NoWatermark): Option[Long]
+
+  /** Whether the per-key time is a `timeout_at` timer (kept on timeout) rather than idleness. */
+  def timers: Boolean = false
 }
 
 object TimeoutPolicy {
@@ -27,7 +36,8 @@ object TimeoutPolicy {
   /** Keys never time out. */
   case object Never extends TimeoutPolicy {
     override def refreshesIdleKeys: Boolean = false
-    override def threshold(batchNumber: Long, batchTime: Long): Option[Long] = None
+    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
+      None
   }
 
   /**
@@ -41,13 +51,36 @@ object TimeoutPolicy {
 
     override def refreshesIdleKeys: Boolean = true
 
-    override def threshold(batchNumber: Long, batchTime: Long): Option[Long] =
+    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
       if (batchNumber % scanEvery == 0) Some(batchTime - timeoutMicros) else None
   }
 
-  /** The policy of a mapWithState's options: an idle timeout (ms), scanned every n batches. */
-  def of(timeoutMs: Option[Long], checkpointInterval: Int): TimeoutPolicy = timeoutMs match {
-    case Some(ms) => Idle(ms * 1000L, checkpointInterval)
-    case None => Never
+  /**
+   * `timeout_at` timers, as Spark's GroupState timeouts: checked on every batch, a key times
+   * out once the threshold has strictly passed its timer — the batch time for processing-time
+   * timers, the batch's watermark for event-time ones (none before a watermark exists).
+   */
+  final case class Timers(eventTime: Boolean) extends TimeoutPolicy {
+    override def refreshesIdleKeys: Boolean = false
+    override def timers: Boolean = true
+
+    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
+      if (!eventTime) Some(batchTime)
+      else if (watermark == NoWatermark) None
+      else Some(watermark)
+  }
+
+  /** A batch's watermark (micros) when the input has none, or none is known yet. */
+  val NoWatermark: Long = Long.MinValue
+
+  /**
+   * The policy of a mapWithState's options: timers in their domain, or an idle timeout (ms)
+   * scanned every n batches.
+   */
+  def of(timeoutMs: Option[Long], checkpointInterval: Int, timerDomain: Option[TimerDomain] = None)
+    : TimeoutPolicy = (timeoutMs, timerDomain) match {
+    case (_, Some(domain)) => Timers(eventTime = domain == TimerDomain.EventTime)
+    case (Some(ms), None) => Idle(ms * 1000L, checkpointInterval)
+    case (None, None) => Never
   }
 }

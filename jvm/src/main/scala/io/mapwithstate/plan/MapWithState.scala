@@ -15,6 +15,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
  * @param batchTime batch input only: the TIMESTAMP column that splits records into batches
  * @param orderBy   the order of a key's records within one batch
  * @param output    the emitted columns, or `batch_time`, the keys and the state's fields
+ * @param eventTime the input's event-time column (from `withWatermark`), a column of `child`
  */
 case class MapWithState(
     keys: Seq[Attribute],
@@ -25,12 +26,14 @@ case class MapWithState(
     options: MapWithStateOptions,
     output: Seq[Attribute],
     child: LogicalPlan,
-    initialState: Option[LogicalPlan]) extends LogicalPlan {
+    initialState: Option[LogicalPlan],
+    eventTime: Option[Attribute] = None) extends LogicalPlan {
 
   override def children: Seq[LogicalPlan] = child +: initialState.toSeq
 
   override lazy val references: AttributeSet =
-    AttributeSet(keys ++ values ++ batchTime.toSeq ++ orderBy.flatMap(_.references)) ++
+    AttributeSet(keys ++ values ++ batchTime.toSeq ++ eventTime.toSeq ++
+      orderBy.flatMap(_.references)) ++
       AttributeSet(initialState.toSeq.flatMap(_.output))
 
   override def producedAttributes: AttributeSet = AttributeSet(output)

@@ -5,8 +5,9 @@ import scala.util.control.NonFatal
 import io.mapwithstate.MapWithStateException
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType, TimestampType}
 
@@ -31,11 +32,17 @@ class MapWithStateBuilder(session: SparkSession) {
     checkBatchArguments(request, input)
     val batchTime = request.batchTime.map(batchTimeColumn(_, input, request.batchIntervalMs))
     val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
+    val spec = request.spec
+    val watermark = watermarkOf(request.watermark, input)
+    val domain = timerDomain(spec, watermark.isDefined)
+    val eventTimeColumn = watermark.map(_._1)
 
     // One child projects what the operator reads: the key and value columns, then the batch
-    // time, then the ordering columns.
+    // time, then the ordering columns, then the event time (when the input has a watermark).
     val dataColumns = keys ++ values
-    val child = analyze(Project(dataColumns ++ batchTime.toSeq ++ orderColumns, input), "input")
+    val child = analyze(
+      Project(dataColumns ++ batchTime.toSeq ++ orderColumns ++ eventTimeColumn.toSeq, input),
+      "input")
     val childAttrs = child.output
     val keyAttrs = childAttrs.take(keys.size)
     val valueAttrs = childAttrs.slice(keys.size, dataColumns.size)
@@ -44,16 +51,72 @@ class MapWithStateBuilder(session: SparkSession) {
       case (o, a) => o.copy(child = a)
     }
 
-    val spec = request.spec
+    val eventTimeAttr = eventTimeColumn.map(_ => childAttrs.last)
     val stateType = stateSchema(spec.stateSchema)
-    val function = new StateFunctionResolver(session)
-      .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
-    val options = optionsOf(request, input)
+    val function = new StateFunctionResolver(session).resolve(
+      keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
+    val options = optionsOf(request, input).copy(
+      timerDomain = domain,
+      watermarkDelayMs = watermark.map(_._2))
     val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
-    val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType))
+    val initialState = spec.initialState.map(
+      initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
+    if (spec.initialStateTimeoutAt.isDefined && spec.initialState.isEmpty) {
+      throw MapWithStateException(
+        "initial_state's timeout_at names a timer column, but there is no initial_state")
+    }
     MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
-      child, initialState)
+      child, initialState, eventTimeAttr)
   }
+
+  /**
+   * Timers: `timeout_at` with its domain, refused beside the idle `timeout` (two models of
+   * expiry for one key would disagree on when its state goes). The event-time domain needs a
+   * watermark, which only `withWatermark` on the input gives.
+   */
+  private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean): Option[TimerDomain] = {
+    if (spec.timeout.isDefined && spec.timeoutAt.isDefined) {
+      throw MapWithStateException(
+        "timeout and timeout_at cannot be used together: timeout removes keys idle for a " +
+          "fixed duration, timeout_at sets each key's timer; choose one")
+    }
+    val domain = spec.timeoutDomain.map { name =>
+      TimerDomain.all.find(_.name == name).getOrElse {
+        throw MapWithStateException(
+          s"timeout_domain: '$name' is not a timeout domain; expected 'processing_time' or " +
+            "'event_time'")
+      }
+    }.getOrElse(TimerDomain.ProcessingTime)
+    if (domain == TimerDomain.EventTime && !hasWatermark) {
+      throw MapWithStateException(
+        "timeout_domain('event_time') needs an event-time watermark, but the input has none: " +
+          "call withWatermark(column, delay) on the input first")
+    }
+    if (spec.initialStateTimeoutAt.isDefined && spec.timeoutAt.isEmpty) {
+      throw MapWithStateException(
+        "initial_state's timeout_at needs the StateSpec's timeout_at: without it keys have " +
+          "no timers")
+    }
+    spec.timeoutAt.map(_ => domain)
+  }
+
+  /**
+   * The input's event-time column and watermark delay (ms), from `withWatermark`. A stream's
+   * analyzed plan marks the column with its delay; a batch plan's analysis drops the watermark
+   * (Spark ignores it on batch data), so there it comes from the request (the relation as
+   * sent), and the column is found by name among the input's columns.
+   */
+  private def watermarkOf(sent: Option[(String, String)], input: LogicalPlan)
+    : Option[(Attribute, Long)] =
+    input.output.find(_.metadata.contains(EventTimeWatermark.delayKey))
+      .map(a => (a, a.metadata.getLong(EventTimeWatermark.delayKey)))
+      .orElse {
+        sent.flatMap { case (name, delay) =>
+          val delayMs = EventTimeWatermark.getDelayMs(IntervalUtils.fromIntervalString(delay))
+          input.output.find(a => conf.resolver(a.name, name) && a.dataType == TimestampType)
+            .map(a => (a, delayMs))
+        }
+      }
 
   /** The analyzed input; none of its columns may take a name the state function reserves. */
   private def checkedInput(plan: LogicalPlan): LogicalPlan = {
@@ -226,16 +289,20 @@ class MapWithStateBuilder(session: SparkSession) {
   }
 
   /**
-   * The initial state as (key columns, state fields), by name, cast to the key's and state's
+   * The initial state as (key columns, state fields, then the timer column if named), by name, cast to the key's and state's
    * types where that is safe; keys must then hash exactly like the input's keys.
    */
-  private def initialStatePlan(plan: LogicalPlan, keys: Seq[Attribute], stateType: StructType)
-    : LogicalPlan = {
+  private def initialStatePlan(
+      plan: LogicalPlan,
+      keys: Seq[Attribute],
+      stateType: StructType,
+      timerColumn: Option[String]): LogicalPlan = {
     val analyzed = analyze(plan, "initial_state")
     if (analyzed.isStreaming) {
       throw MapWithStateException("initial_state must be a batch DataFrame, not a streaming one")
     }
-    val expected = keys.map(k => (k.name, k.dataType)) ++ stateType.fields.map(f => (f.name, f.dataType))
+    val expected = keys.map(k => (k.name, k.dataType)) ++
+      stateType.fields.map(f => (f.name, f.dataType)) ++ timerColumn.map(c => (c, TimestampType))
     val columns = expected.map { case (name, dataType) =>
       val column = analyzed.output.find(a => conf.resolver(a.name, name)).getOrElse {
         throw MapWithStateException(

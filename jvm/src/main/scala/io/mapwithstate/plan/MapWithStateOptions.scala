@@ -16,13 +16,25 @@ object OutputKind {
  *                           counting from 1, as Spark checkpoints (and scans) every 10 batches
  * @param batchIntervalMs    batch replays only: the step between consecutive batches
  * @param outputKind         what the operator returns (its `output` attributes follow from it)
+ * @param timerDomain        with `timeout_at`: what timers are compared with; None without timers
+ * @param watermarkDelayMs   the input's `withWatermark` delay, when it has one
  */
 case class MapWithStateOptions(
     numPartitions: Int,
     timeoutMs: Option[Long],
     checkpointInterval: Int,
     batchIntervalMs: Option[Long],
-    outputKind: OutputKind)
+    outputKind: OutputKind,
+    timerDomain: Option[TimerDomain] = None,
+    watermarkDelayMs: Option[Long] = None)
+
+/** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
+sealed abstract class TimerDomain(val name: String) extends Serializable
+object TimerDomain {
+  case object ProcessingTime extends TimerDomain("processing_time")
+  case object EventTime extends TimerDomain("event_time")
+  val all: Seq[TimerDomain] = Seq(ProcessingTime, EventTime)
+}
 
 object MapWithStateOptions {
   /** Spark's DStreams checkpoint a mapWithState every 10 batch intervals. */

@@ -8,6 +8,8 @@ import org.apache.spark.sql.types.DataType
  * A mapWithState as a client asked for it: plans and expressions still unresolved, options
  * still as sent. The Connect plugin translates its proto into this; [[MapWithStateBuilder]]
  * checks it and turns it into a [[MapWithState]] plan.
+ *
+ * @param watermark the input's `withWatermark` (event-time column, delay) as sent
  */
 case class MapWithStateRequest(
     input: LogicalPlan,
@@ -17,7 +19,8 @@ case class MapWithStateRequest(
     batchTime: Option[Expression] = None,
     batchInterval: Option[String] = None,
     orderBy: Seq[SortOrder] = Nil,
-    outputKind: OutputKind = OutputKind.Emitted) {
+    outputKind: OutputKind = OutputKind.Emitted,
+    watermark: Option[(String, String)] = None) {
 
   /** The batch interval in milliseconds, checked to be a positive duration. */
   def batchIntervalMs: Option[Long] = batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
@@ -32,4 +35,7 @@ case class StateSpecRequest(
     initialState: Option[LogicalPlan] = None,
     numPartitions: Option[Int] = None,
     timeout: Option[String] = None,
-    checkpointInterval: Option[Int] = None)
+    checkpointInterval: Option[Int] = None,
+    timeoutAt: Option[Expression] = None,
+    timeoutDomain: Option[String] = None,
+    initialStateTimeoutAt: Option[String] = None)

@@ -15,6 +15,8 @@ import org.apache.spark.sql.types.StructType
  * @param update a struct of exactly `stateType`, or None (the state is never updated)
  * @param remove a boolean, or None (the state is never removed by a record)
  * @param emit   a struct whose fields are the output columns, or None (nothing is emitted)
+ * @param timeoutAt a TIMESTAMP, evaluated after `update`: the key's new timer (null: none), or
+ *               None (the function sets no timers)
  */
 case class StateFunction(
     stateType: StructType,
@@ -22,7 +24,8 @@ case class StateFunction(
     contextAttributes: Seq[Attribute],
     update: Option[Expression],
     remove: Option[Expression],
-    emit: Option[Expression]) {
+    emit: Option[Expression],
+    timeoutAt: Option[Expression] = None) {
 
   def inputAttributes: Seq[Attribute] = dataAttributes ++ contextAttributes
 

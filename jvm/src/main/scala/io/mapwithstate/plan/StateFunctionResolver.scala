@@ -6,12 +6,15 @@ import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, Create
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{BooleanType, StructType}
+import org.apache.spark.sql.types.{BooleanType, StructType, TimestampNTZType, TimestampType}
 
 /**
  * Resolves and type-checks the expressions of a state function against its input (the key and
  * value columns plus [[StateFunctionInput]]), with Spark's own analyzer, so that everything a
  * DataFrame expression can do works inside `update`, `remove` and `emit`.
+ *
+ * `timeout_at`, when given, is resolved like `emit` (after the state changed) and must be a
+ * TIMESTAMP.
  *
  * Type errors are found here, before any data is read, and name the expression and the field.
  */
@@ -22,7 +25,8 @@ class StateFunctionResolver(session: SparkSession) {
       stateType: StructType,
       update: Option[Expression],
       remove: Option[Expression],
-      emit: Option[Expression]): StateFunction = {
+      emit: Option[Expression],
+      timeoutAt: Option[Expression] = None): StateFunction = {
     val data = dataColumns.map(_.newInstance())
     val context = StateFunctionInput.contextAttributes(stateType)
     val beforeRecord = data ++ context.filterNot(_.name == StateFunctionInput.NewState)
@@ -50,7 +54,19 @@ class StateFunctionResolver(session: SparkSession) {
               s"but it is ${other.sql}: ${r.sql}")
       }
     }
-    StateFunction(stateType, data, context, resolvedUpdate, resolvedRemove, resolvedEmit)
+    // Evaluated after update and remove, like emit: the state after the call is in scope.
+    val resolvedTimeoutAt = timeoutAt.map { e =>
+      val r = analyze(e, data ++ context, "timeout_at")
+      if (r.dataType != TimestampType) {
+        throw MapWithStateException(
+          s"timeout_at must be a TIMESTAMP expression (the key's timer), but it is " +
+            s"${r.dataType.sql}: ${r.sql}" +
+            (if (r.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
+      }
+      r
+    }
+    StateFunction(stateType, data, context, resolvedUpdate, resolvedRemove, resolvedEmit,
+      resolvedTimeoutAt)
   }
 
   private def refuseNewState(e: Expression, what: String): Unit = {

@@ -61,6 +61,12 @@ final class DeltaChainStateMap private (
   /** Set once this map has been copied: its layer is then shared and must not change. */
   private var readOnly = false
 
+  /**
+   * The keys by time, for [[expiring]]: built on first use, kept up to date by every put while
+   * the map is writable, handed over to the copy, and dropped when stale entries pile up.
+   */
+  private var index: ExpiryIndex = null
+
   override def size: Int = liveKeys
 
   /**
@@ -141,8 +147,65 @@ final class DeltaChainStateMap private (
   override def copy(): DeltaChainStateMap = {
     readOnly = true
     val base = if (shouldCompact) compact().freeze() else this
-    new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, base,
+    val next = new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, base,
       NewLayerEntries, NewLayerEntries * 32L)
+    // The copy has this map's contents, so this map's index is valid for it; this map, now
+    // read-only, needs none (a retried batch copies it again and rebuilds one).
+    next.index = index
+    index = null
+    next
+  }
+
+  override def getTime(key: UnsafeRow): Long = {
+    checkKey(key)
+    timeOfKeyBytes(hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
+      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+  }
+
+  /** Through the expiry index on a writable map; a read-only map scans. */
+  override def expiring(threshold: Long): Iterator[StateEntry] = {
+    if (readOnly) return super.expiring(threshold)
+    if (index == null) index = buildIndex()
+    val (times, keys) = index.due(threshold, bytes =>
+      timeOfKeyBytes(hashOf(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length),
+        bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length))
+    // States are looked up as each entry is reached: the caller may have changed the keys
+    // given before it, never this one.
+    Iterator.range(0, keys.length).flatMap { i =>
+      val key = new UnsafeRow(keyNumFields)
+      key.pointTo(keys(i), Platform.BYTE_ARRAY_OFFSET, keys(i).length)
+      Option(get(key)).map(state => StateEntry(key, state, times(i)))
+    }
+  }
+
+  /** Heap bytes of the expiry index, when this map has one (see [[memoryUsedBytes]]). */
+  def expiryIndexBytes: Long = if (index == null) 0L else index.footprintBytes
+
+  /** One pass over the chain: every live key with a time. */
+  private def buildIndex(): ExpiryIndex = {
+    val built = new ExpiryIndex
+    val scan = new ChainScan(this, 0L, filterByTime = false)
+    while (scan.advance()) {
+      val layer = scan.layer
+      val slot = scan.slot
+      built.add(layer.updateTimeAt(slot), layer.pageAt(slot), layer.keyOffsetAt(slot),
+        layer.keyLengthAt(slot))
+    }
+    built
+  }
+
+  /** The time of a live key, or [[StateMap.NoTime]] if it has no state. */
+  private[state] def timeOfKeyBytes(
+      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Long = {
+    var map = this
+    while (map != null) {
+      val slot = map.layer.find(hash, keyBase, keyOffset, keyLength)
+      if (slot >= 0) {
+        return if (map.layer.isLive(slot)) map.layer.updateTimeAt(slot) else StateMap.NoTime
+      }
+      map = map.parent
+    }
+    StateMap.NoTime
   }
 
   /** A new single-layer map with the same contents, which this map does not share. */
@@ -195,7 +258,7 @@ final class DeltaChainStateMap private (
    * Heap bytes held by the layers of this chain (slot arrays and record pages). Layers are
    * shared with the maps this one was copied from, so the figures of a map and its copy overlap.
    */
-  override def memoryUsedBytes: Long = sumOverChain(_.footprintBytes)
+  override def memoryUsedBytes: Long = sumOverChain(_.footprintBytes) + expiryIndexBytes
 
   override def toDebugString: String = {
     val layers = Iterator.iterate(this)(_.parent).takeWhile(_ != null).map { map =>
@@ -264,6 +327,12 @@ final class DeltaChainStateMap private (
       layer.insertLive(hash, keyBase, keyOffset, keyLength,
         stateBase, stateOffset, stateLength, updateTime, shadowsParent = shadows,
         emptySlot = -1 - probe)
+    }
+    if (index != null) {
+      index.add(updateTime, keyBase, keyOffset, keyLength)
+      // Each stale entry came with a write since the index was built or last dropped, so a
+      // rebuild when they outnumber the live keys costs O(1) per write, amortized.
+      if (index.size > 2L * liveKeys + MinIndexEntriesToRebuild) index = null
     }
   }
 
@@ -399,6 +468,9 @@ final class DeltaChainStateMap private (
 }
 
 object DeltaChainStateMap {
+
+  /** An expiry index is rebuilt once it holds this many entries more than twice the live keys. */
+  private val MinIndexEntriesToRebuild = 1 << 12
 
   /** Small maps keep Spark's rule alone: their chains cost little, whatever their churn. */
   val MinEntriesToCompactEarly: Int = 1 << 16

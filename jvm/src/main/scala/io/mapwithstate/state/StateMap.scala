@@ -52,6 +52,24 @@ abstract class StateMap {
 
   def getAll(): Iterator[StateEntry]
 
+  /**
+   * The time of a key (its update time, or with timers its timer), or [[StateMap.NoTime]] if
+   * it has no state or no time.
+   */
+  def getTime(key: UnsafeRow): Long
+
+  /**
+   * Every key whose time is strictly before `threshold`, leaving out keys whose time is
+   * [[StateMap.NoTime]] (keys without a timer): the keys a batch times out. The same keys as
+   * [[getByTime]], but a map may find them through an index rather than a scan. The keys are
+   * collected when this is called, so the caller may put or remove each key it is given; a key
+   * put again with a time before `threshold` is not given a second time.
+   */
+  def expiring(threshold: Long): Iterator[StateEntry] =
+    getByTime(threshold).filter(_.updateTime != StateMap.NoTime).map { e =>
+      StateEntry(e.key.copy(), e.state.copy(), e.updateTime)
+    }.toArray.iterator
+
   /** Number of keys with a state. */
   def size: Int
 
@@ -68,7 +86,9 @@ abstract class StateMap {
 }
 
 /**
- * One key of a [[StateMap]] with its state and update time. The rows are views of the map's
+ * One key of a [[StateMap]] with its state and update time (with `timeout_at` timers, the
+ * key's timer instead: the map holds one time per key, whose meaning the operator's timeout
+ * policy gives; [[StateMap.NoTime]] means none). The rows are views of the map's
  * bytes (see [[StateMap]]); equality compares their bytes.
  */
 final case class StateEntry(key: UnsafeRow, state: UnsafeRow, updateTime: Long)
@@ -77,6 +97,9 @@ object StateMap {
 
   /** How many layers a map's delta chain may grow to before a copy compacts it. */
   val DefaultDeltaChainThreshold: Int = 20
+
+  /** The time of a key that has none: a key without a timer. */
+  val NoTime: Long = Long.MinValue
 
   /** A new, empty, writable state map. */
   def empty(

@@ -135,7 +135,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     val documented = "__mws_[a-z_]+".r
       .findAllIn(new String(Files.readAllBytes(protoFile), "UTF-8")).toSet
     val scala = Set(StateFunctionInput.State, StateFunctionInput.StateExists,
-      StateFunctionInput.IsTimingOut, StateFunctionInput.BatchTime, StateFunctionInput.NewState)
+      StateFunctionInput.IsTimingOut, StateFunctionInput.BatchTime, StateFunctionInput.NewState,
+      StateFunctionInput.TimeoutAt, StateFunctionInput.Watermark)
     assert(documented === scala)
     assert(StateFunctionInput.contextAttributes(new org.apache.spark.sql.types.StructType()
       .add("n", "int")).map(_.name).toSet === scala)

@@ -5,7 +5,7 @@ import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce, CreateNamedStruct, Literal, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce, CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
 import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -20,7 +20,7 @@ import org.scalatest.funsuite.AnyFunSuite
 class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   private val stateType = new StructType().add("n", LongType)
 
-  private def updater(refreshesIdleKeys: Boolean): StateUpdater = {
+  private def updater(refreshesIdleKeys: Boolean, timers: Boolean = false): StateUpdater = {
     val key = AttributeReference("k", StringType)()
     val ts = AttributeReference("ts", TimestampType)()
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
@@ -32,11 +32,17 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       Literal("n"), Coalesce(Seq(newState, state)),
       Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
       Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
-    val function = new StateFunctionResolver(spark)
-      .resolve(Seq(key, ts), stateType, Some(update), None, Some(emit))
+    // With timers: a record sets its key's timer 5 after the batch; a timing-out call clears it.
+    val timeoutAt = If(UnresolvedAttribute(StateFunctionInput.IsTimingOut),
+      Literal(null, TimestampType),
+      MicrosToTimestamp(Add(UnixMicros(UnresolvedAttribute(StateFunctionInput.BatchTime)),
+        Literal(5L))))
+    val function = new StateFunctionResolver(spark).resolve(Seq(key, ts), stateType,
+      Some(update), None, Some(emit), if (timers) Some(timeoutAt) else None)
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys)
+    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys,
+      timers)
   }
 
   private def record(key: String, time: Long): InternalRow =
@@ -48,9 +54,12 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       timeline: BatchTimeline,
       timeouts: TimeoutPolicy,
       firstBatch: Long = 1,
-      snapshot: Option[UnsafeProjection] = None): Seq[(String, Long, Boolean, Long)] = {
+      snapshot: Option[UnsafeProjection] = None,
+      updaterToUse: Option[StateUpdater] = None,
+      lateRows: Option[Int] = None): Seq[(String, Long, Boolean, Long)] = {
+    val u = updaterToUse.getOrElse(updater(timeouts.refreshesIdleKeys, timeouts.timers))
     val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
-      updater(timeouts.refreshesIdleKeys), timeouts, snapshot, () => ())
+      u, timeouts, snapshot, () => (), lateRows)
     replay.map { row =>
       (row.getUTF8String(0).toString, row.getLong(1), row.getBoolean(2), row.getLong(3))
     }.toList
@@ -78,6 +87,39 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val out = run(Seq(record("a", 10), record("b", 10), record("b", 30)), timeline, policy)
     assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 10), ("b", 2, false, 30),
       ("a", 1, true, 40)))
+  }
+
+  test("timers are checked every batch, strictly; the timed-out state is kept; data beats a timer") {
+    val timeline = BatchTimeline.of(Array(10L, 20L, 30L, 40L), intervalMicros = None)
+    val u = updater(refreshesIdleKeys = false, timers = true)
+    val out = run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false),
+      updaterToUse = Some(u))
+    // a's timer 15 fires at 20 (its call updates the count and clears the timer), b's 25 at 30.
+    assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 20), ("a", 2, true, 20),
+      ("b", 2, true, 30)))
+    assert(u.map.size === 2 && u.timedOutKeys === 2)
+    // a's timer (15) is due at 20, but a has data there: its data call only, re-armed to 25.
+    val rearmed = run(Seq(record("a", 10), record("a", 20)), timeline, TimeoutPolicy.Timers(false))
+    assert(rearmed === Seq(("a", 1, false, 10), ("a", 2, false, 20), ("a", 3, true, 30)))
+  }
+
+  test("event-time timers fire once the watermark passes them; late records are dropped") {
+    val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
+      .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 12L, 30L)))
+    val u = updater(refreshesIdleKeys = false, timers = true)
+    // The record time doubles as its event time; c at 30 is at the watermark: late.
+    val out = run(Seq(record("a", 10), record("b", 20), record("c", 30)), timeline,
+      TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u), lateRows = Some(1))
+    assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 20), ("a", 2, true, 30),
+      ("b", 2, true, 30)))
+    assert(u.lateRowsDropped === 1)
+  }
+
+  test("replay watermarks follow Structured Streaming: max event time so far minus the delay") {
+    val wm = BatchTimeline.watermarksOf(Array(15000L, Long.MinValue, 9000L, 21000L), delayMs = 10)
+    assert(wm.toSeq === Seq(TimeoutPolicy.NoWatermark, 5000L, 5000L, 5000L))
+    assert(BatchTimeline.watermarksOf(Array(3000L, 40000L, 0L), delayMs = 10).toSeq ===
+      Seq(TimeoutPolicy.NoWatermark, 0L, 30000L))
   }
 
   test("the policy counts batches in the query: a stream's micro-batch n scans when n does") {

@@ -29,7 +29,8 @@ object StreamingQueryGlue {
   case class PlannedMicroBatch(
       stateInfo: StatefulOperatorStateInfo,
       batchTimestampMs: Long,
-      terminatingTrigger: Boolean)
+      terminatingTrigger: Boolean,
+      batchWatermarkMs: Long)
 
   /**
    * The micro-batch of the streaming query that is planning on this thread, or None when no
@@ -64,7 +65,7 @@ object StreamingQueryGlue {
       execution.stateSchemaMetadatas.get(operatorId),
       execution.currentStateStoreCkptId.get(operatorId))
     Some(PlannedMicroBatch(info, execution.offsetSeqMetadata.batchTimestampMs,
-      execution.isTerminatingTrigger))
+      execution.isTerminatingTrigger, execution.offsetSeqMetadata.batchWatermarkMs))
   }
 
   /**
