@@ -1,7 +1,5 @@
 package io.mapwithstate.state
 
-import java.io.IOException
-
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateSchemaProvider, StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
@@ -85,37 +83,18 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     new DeltaChainStateStore(this, storeId, version, base.copy())
   }
 
-  /** The committed state at `version`: from memory, or from the checkpoint files. */
+  /**
+   * The committed state at `version`: from memory, or from the checkpoint files (on top of the
+   * newest version in memory below it, when that is newer than any snapshot).
+   */
   private[state] def load(version: Long): DeltaChainStateMap = synchronized {
     if (version == 0) return emptyMap()
     val inMemory = loaded.get(version)
     if (inMemory != null) return inMemory
 
-    // Start from the newest state at or below `version` that is at hand: in memory or a
-    // snapshot file; then replay the deltas after it.
-    val listing = files.list()
     val memoryBase = Option(loaded.floorEntry(version)).map(e => (e.getKey.longValue, e.getValue))
-    val snapshotBase = listing.snapshots.filter(_ <= version).lastOption
-    var (current, map) = (memoryBase, snapshotBase) match {
-      case (Some((v, m)), Some(s)) if v >= s => (v, m)
-      case (_, Some(s)) =>
-        (s, files.read(files.snapshotFile(s)) { in =>
-          StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
-        })
-      case (Some((v, m)), None) => (v, m)
-      case (None, None) => (0L, emptyMap())
-    }
-    while (current < version) {
-      current += 1
-      val delta = files.deltaFile(current)
-      if (!files.exists(delta)) {
-        throw new IOException(s"cannot load version $version of mapWithState state in " +
-          s"${files.directory}: the delta file $delta is missing, and no later snapshot at or " +
-          s"below version $version replaces it")
-      }
-      val parent = map
-      map = files.read(delta)(in => StateMapSerde.readDelta(in, parent))
-    }
+    val map = StateVersionLoader.load(files, version, keyNumFields, stateNumFields,
+      deltaChainThreshold, memoryBase)
     remember(version, map)
     map
   }

@@ -16,12 +16,18 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * Writes are atomic (a file appears complete or not at all) and may overwrite, because a batch
  * that is re-run after a failure rewrites the same version. Every read or write error names
  * the file: a stateful query that cannot load its state must say which file is at fault.
+ *
+ * A `readOnly` instance (the state reader's) never creates the directory and refuses writes
+ * and deletes: reading a checkpoint must leave it exactly as it was.
  */
-class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
+class StateCheckpointFiles(
+    val directory: Path,
+    hadoopConf: Configuration,
+    readOnly: Boolean = false) {
   import StateCheckpointFiles._
 
   private val fileManager = CheckpointFileManager.create(directory, hadoopConf)
-  fileManager.mkdirs(directory)
+  if (!readOnly) fileManager.mkdirs(directory)
 
   def deltaFile(version: Long): Path = new Path(directory, s"$version$DeltaSuffix")
 
@@ -31,6 +37,7 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
 
   /** Writes `path` atomically with `body`; a failed write leaves no file behind. */
   def write(path: Path)(body: DataOutputStream => Unit): Unit = {
+    checkWritable(path)
     val raw = fileManager.createAtomic(path, true)
     try {
       val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
@@ -70,7 +77,13 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
     StateFileListing(versions(DeltaSuffix), versions(SnapshotSuffix))
   }
 
-  def delete(path: Path): Unit = fileManager.delete(path)
+  def delete(path: Path): Unit = {
+    checkWritable(path)
+    fileManager.delete(path)
+  }
+
+  private def checkWritable(path: Path): Unit =
+    if (readOnly) throw new IllegalStateException(s"$path is in a read-only view of the state")
 }
 
 object StateCheckpointFiles {

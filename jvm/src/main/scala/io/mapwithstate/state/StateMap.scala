@@ -71,7 +71,14 @@ abstract class StateMap {
  * One key of a [[StateMap]] with its state and update time. The rows are views of the map's
  * bytes (see [[StateMap]]); equality compares their bytes.
  */
-final case class StateEntry(key: UnsafeRow, state: UnsafeRow, updateTime: Long)
+final case class StateEntry(key: UnsafeRow, state: UnsafeRow, updateTime: Long) {
+
+  /**
+   * The key's pending timer (micros), if it has one: what the state reader shows as
+   * `timeout_at`. None until state maps keep per-key timers.
+   */
+  def timeoutAt: Option[Long] = None
+}
 
 object StateMap {
 
