@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.StructType
 /**
  * A streaming query's checkpoint as the state reader sees it: where map_with_state's state
  * is (`state/<operator id>/<partition>/`), its key and state schemas (as Spark's state schema
- * check recorded them in `state/<operator id>/_metadata/schema` on the query's first batch),
+ * check recorded them in `state/<operator id>/0/_metadata/schema` on the query's first batch),
  * its number of partitions and the last batch in the commit log (`commits/<batch id>`).
  *
  * Only committed batches are readable: a micro-batch writes its state files before Spark
@@ -99,8 +99,11 @@ object QueryCheckpoint {
       throw MapWithStateException("checkpoint is empty: the checkpointLocation of a streaming " +
         "query that ran map_with_state")
     }
-    val root = new Path(location)
-    val fs = try root.getFileSystem(hadoopConf) catch {
+    val (fs, root) = try {
+      val path = new Path(location)
+      val fs = path.getFileSystem(hadoopConf)
+      (fs, fs.makeQualified(path))
+    } catch {
       case NonFatal(e) => throw new MapWithStateException(
         s"checkpoint $location cannot be opened: ${e.getMessage}", e)
     }
@@ -133,8 +136,11 @@ object QueryCheckpoint {
       throw MapWithStateException(s"the state of $location ($stateDir) should have partition " +
         s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
     }
-    val (keySchema, valueSchema) = readSchema(fs, new Path(new Path(stateDir, "_metadata"), "schema"))
-    QueryCheckpoint(location, operatorId, partitions.size, keySchema, valueSchema, commits.last)
+    // Spark's schema check writes it under the store location of partition 0.
+    val (keySchema, valueSchema) =
+      readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
+    QueryCheckpoint(root.toString, operatorId, partitions.size, keySchema, valueSchema,
+      commits.last)
   }
 
   /** The key and state schemas recorded by Spark's state schema check (its format and reader). */
