@@ -25,6 +25,17 @@ from test_streaming import corrupt
 BATCHES = [["a", "b", "a"], ["c", "a"], ["b", "d"], ["a", "d", "d"], ["e"], ["b", "e"]]
 
 
+def add_batches(stream, batches):
+    """One input file per batch, with increasing modification times: the file source takes
+    files in that order, and files written in the same instant could come in any order."""
+    for words in batches:
+        stream.add(*words)
+    files = sorted(glob.glob(os.path.join(stream.input, "part-*")))
+    start = time.time() - len(files)
+    for i, path in enumerate(files):
+        os.utime(path, (start + i, start + i))
+
+
 def count_to_three() -> StateSpec:
     n = F.coalesce(S.state("n"), F.lit(0)) + 1
     return StateSpec.function("n BIGINT", update=F.struct(n.alias("n")), remove=n >= 3,
@@ -55,8 +66,7 @@ def state_of(df):
 def snapshots_stream(spark, tmp_path_factory):
     """The six batches run with snapshots output, a state snapshot every 2 versions."""
     stream = Stream(str(tmp_path_factory.mktemp("snapshots")))
-    for words in BATCHES:
-        stream.add(*words)
+    add_batches(stream, BATCHES)
     spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "2")
     try:
         stream.run_available_now(
@@ -185,8 +195,7 @@ def test_reading_a_running_query_then_stopped_restarted_and_from_another_session
 def small_stream(spark, tmp_path):
     """Three batches, a snapshot every 2 versions: files 1-3 .delta and 2.snapshot."""
     stream = Stream(str(tmp_path))
-    for words in (["a"], ["b"], ["a", "c"]):
-        stream.add(*words)
+    add_batches(stream, [["a"], ["b"], ["a", "c"]])
     spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "2")
     try:
         stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))

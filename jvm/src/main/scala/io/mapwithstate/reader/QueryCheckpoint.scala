@@ -136,6 +136,15 @@ object QueryCheckpoint {
       throw MapWithStateException(s"the state of $location ($stateDir) should have partition " +
         s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
     }
+    // Another state backend keeps other files; better to say so than to report missing deltas.
+    val firstPartition = children(new Path(stateDir, "0")).filterNot(_ == "_metadata")
+    if (firstPartition.nonEmpty && !firstPartition.exists(name =>
+        name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
+          name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
+      throw MapWithStateException(s"the state files of $location (${describe(firstPartition)} " +
+        s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
+        "<version>.snapshot), the one this reader reads")
+    }
     // Spark's schema check writes it under the store location of partition 0.
     val (keySchema, valueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
