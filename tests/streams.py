@@ -46,3 +46,20 @@ class Stream:
 
 def counts(*expected):
     return sorted(expected)
+
+
+def corrupt(path, how):
+    """Damages a state file in place: ``"truncate"`` cuts it in half, ``"flip"`` flips a byte
+    near its end."""
+    with open(path, "r+b") as f:
+        if how == "truncate":
+            f.truncate(os.path.getsize(path) // 2)
+        else:
+            f.seek(os.path.getsize(path) - 6)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0xFF]))
+    # Hadoop's own checksum would catch it first; the state format must catch it alone.
+    crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
+    if os.path.exists(crc):
+        os.remove(crc)

@@ -1,26 +1,11 @@
 """Bad input gets a clear error naming the problem, and the server keeps serving."""
 import pytest
-from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
+from errors import assert_still_serving, error_of, words
 from specs import running_count
-
-
-def words(spark):
-    return spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "word STRING, x INT")
-
-
-def error_of(df) -> str:
-    with pytest.raises(PySparkException) as info:
-        df.collect()
-    return str(info.value)
-
-
-def assert_still_serving(spark):
-    result = map_with_state(words(spark), key="word", value="x", spec=running_count())
-    assert sorted(tuple(r) for r in result.collect()) == [("a", 1), ("a", 2), ("b", 1)]
 
 
 def test_bad_state_schema(spark):

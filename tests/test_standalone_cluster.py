@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 
 from clusters import ConnectDaemon, StandaloneCluster, pid_alive
 from mapwithstate import map_with_state
-from test_streaming import Stream, running_count
+from specs import running_count
+from streams import Stream
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from specs import running_count
-from streams import Stream, counts
+from streams import Stream, corrupt, counts
 
 pytestmark = pytest.mark.sessions("connect", "classic")
 
@@ -163,21 +163,6 @@ def test_num_partitions_of_a_stream_must_be_its_shuffle_partitions(spark, tmp_pa
 
 def state_files(stream, pattern):
     return sorted(glob.glob(os.path.join(stream.checkpoint, "state", "1000", "*", pattern)))
-
-
-def corrupt(path, how):
-    with open(path, "r+b") as f:
-        if how == "truncate":
-            f.truncate(os.path.getsize(path) // 2)
-        else:
-            f.seek(os.path.getsize(path) - 6)
-            byte = f.read(1)
-            f.seek(-1, os.SEEK_CUR)
-            f.write(bytes([byte[0] ^ 0xFF]))
-    # Hadoop's own checksum would catch it first; the state format must catch it alone.
-    crc = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.crc")
-    if os.path.exists(crc):
-        os.remove(crc)
 
 
 @pytest.mark.parametrize("kind,how", [("delta", "flip"), ("snapshot", "truncate")])

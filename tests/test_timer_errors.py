@@ -3,7 +3,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
-from test_errors import assert_still_serving, error_of, words
+from errors import assert_still_serving, error_of, words
 
 
 def spec(**kwargs):

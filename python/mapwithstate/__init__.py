@@ -25,12 +25,15 @@ from mapwithstate.server import (
     server_conf,
 )
 from mapwithstate.spec import StateSpec
+from mapwithstate.state_reader import read_state, read_state_changes
 
 __version__ = "0.1.0"
 
 __all__ = [
     "StateSpec",
     "map_with_state",
+    "read_state",
+    "read_state_changes",
     "functions",
     "local_session",
     "LocalConnectServer",

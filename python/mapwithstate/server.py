@@ -18,8 +18,10 @@ from pyspark.sql import SparkSession
 __all__ = ["jar_path", "server_conf", "local_session", "LocalConnectServer",
            "RELATION_PLUGIN_CLASS", "SQL_EXTENSIONS_CLASS"]
 
-#: The Connect relation plugin: ``spark.connect.extensions.relation.classes``.
-RELATION_PLUGIN_CLASS = "io.mapwithstate.connect.MapWithStateRelationPlugin"
+#: The Connect relation plugins (map_with_state, and the state reader), comma-separated as
+#: ``spark.connect.extensions.relation.classes`` takes them.
+RELATION_PLUGIN_CLASS = ("io.mapwithstate.connect.MapWithStateRelationPlugin,"
+                         "io.mapwithstate.connect.StateReaderRelationPlugin")
 #: The planner extension: ``spark.sql.extensions``.
 SQL_EXTENSIONS_CLASS = "io.mapwithstate.MapWithStateExtensions"
 
@@ -70,7 +72,7 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
 
         export SPARK_CONNECT_AUTHENTICATE_TOKEN=...   # a long random string
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\
-            --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin \\
+            --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin,io.mapwithstate.connect.StateReaderRelationPlugin \\
             --conf spark.sql.extensions=io.mapwithstate.MapWithStateExtensions \\
             --conf spark.sql.streaming.checkpointFileManagerClass=io.mapwithstate.state.LocalCheckpointFileManager
 

@@ -2,6 +2,7 @@ package io.mapwithstate
 
 import io.mapwithstate.execution.MapWithStateStrategy
 import io.mapwithstate.plan.StreamingWriteCheck
+import io.mapwithstate.reader.StateReadStrategy
 import org.apache.spark.sql.SparkSessionExtensions
 
 /**
@@ -13,6 +14,7 @@ import org.apache.spark.sql.SparkSessionExtensions
 class MapWithStateExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     extensions.injectPlannerStrategy(_ => MapWithStateStrategy)
+    extensions.injectPlannerStrategy(_ => StateReadStrategy)
     extensions.injectCheckRule(_ => StreamingWriteCheck)
   }
 }

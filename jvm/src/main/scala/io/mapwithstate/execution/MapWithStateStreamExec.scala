@@ -6,9 +6,10 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.{MapWithStateConf, MapWithStateException}
 import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{StateBackend, StateMapStore}
+import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMapStore}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
@@ -79,8 +80,16 @@ case class MapWithStateStreamExec(
       batchId: Long,
       stateSchemaVersion: Int): List[StateSchemaValidationResult] =
     try {
-      StreamingQueryGlue.validateStateSchema(session, getStateInfo, hadoopConf, keySchema,
-        function.stateType, stateSchemaVersion)
+      val results = StreamingQueryGlue.validateStateSchema(session, getStateInfo, hadoopConf,
+        keySchema, function.stateType, stateSchemaVersion)
+      val info = getStateInfo
+      OperatorMetadata.writeIfAbsent(
+        new Path(new Path(info.checkpointLocation), info.operatorId.toString), hadoopConf,
+        timeoutPolicy match {
+          case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
+          case _ => OperatorMetadata.UpdateTimes
+        })
+      results
     } catch {
       case NonFatal(e) =>
         throw new MapWithStateException(

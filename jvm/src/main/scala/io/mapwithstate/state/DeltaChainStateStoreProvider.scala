@@ -1,7 +1,5 @@
 package io.mapwithstate.state
 
-import java.io.IOException
-
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
@@ -106,54 +104,23 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     new DeltaChainStateStore(this, storeId, version, base.copy())
   }
 
-  /** The committed state at `version`: from memory, or from the checkpoint files. */
+  /**
+   * The committed state at `version`: from memory, or from the checkpoint files (on top of the
+   * newest version in memory below it, when that is newer than any snapshot).
+   */
   private[state] def load(version: Long): DeltaChainStateMap = synchronized {
     if (version == 0) return emptyMap()
     val inMemory = loaded.get(version)
     if (inMemory != null) return inMemory
 
-    // Start from the newest state at or below `version` that is at hand: in memory or a
-    // readable snapshot file (a damaged one falls back to the snapshot before it); then replay
-    // the deltas after it.
-    val listing = files.list()
     val memoryBase = Option(loaded.floorEntry(version)).map(e => (e.getKey.longValue, e.getValue))
-    val memoryVersion = memoryBase.map(_._1).getOrElse(0L)
-    val candidates = listing.snapshots.filter(s => s <= version && s > memoryVersion).reverse
-    var damaged: Option[IOException] = None
-    val snapshotBase = candidates.iterator.map { s =>
-      try Some((s, files.read(files.snapshotFile(s)) { in =>
-        StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
-      })) catch {
-        case e: IOException =>
-          logWarning(s"falling back from a damaged snapshot to an older one: ${e.getMessage}")
-          if (damaged.isEmpty) damaged = Some(e) else damaged.get.addSuppressed(e)
-          None
-      }
-    }.collectFirst { case Some(base) => base }
-    var (current: Long, map: DeltaChainStateMap) = snapshotBase.orElse(memoryBase) match {
-      case Some(base) => base
-      // Every snapshot is damaged and nothing older is in memory: fail naming the newest.
-      case None if damaged.isDefined => throw damaged.get
-      case None => (0L, emptyMap())
-    }
-    val base = current
-    while (current < version) {
-      current += 1
-      val delta = files.deltaFile(current)
-      if (!files.exists(delta)) {
-        val missing = new IOException(s"cannot load version $version of mapWithState state in " +
-          s"${files.directory}: the delta file $delta is missing, and no later snapshot at or " +
-          s"below version $version replaces it")
-        damaged.foreach(missing.addSuppressed)
-        throw missing
-      }
-      val parent = map
-      map = files.read(delta)(in => StateMapSerde.readDelta(in, parent))
-    }
+    val StateVersionLoader.Loaded(map, snapshotBase, listing) = StateVersionLoader.loadFrom(files,
+      version, keyNumFields, stateNumFields, deltaChainThreshold, memoryBase,
+      e => logWarning(s"falling back from a damaged snapshot to an older one: ${e.getMessage}"))
     if (snapshotBase.isDefined || loaded.isEmpty) {
       // A reload from the files: the cadence continues from the snapshot it started at.
-      lastSnapshotVersion = if (snapshotBase.isDefined) base else listing.snapshots
-        .filter(_ <= version).lastOption.getOrElse(0L)
+      lastSnapshotVersion = snapshotBase.getOrElse(
+        listing.snapshots.filter(_ <= version).lastOption.getOrElse(0L))
       deltaBytesSinceSnapshot.clear()
       listing.deltaBytes.foreach { case (v, bytes) =>
         if (v > lastSnapshotVersion && v <= version) deltaBytesSinceSnapshot.put(v, bytes)

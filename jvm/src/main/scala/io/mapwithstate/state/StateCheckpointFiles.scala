@@ -20,15 +20,21 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * On the local file system the files go through [[LocalCheckpointFileManager]], which forks no
  * process and writes no `.crc` side files (the files carry their own CRCs); elsewhere (HDFS,
  * object stores) through the `CheckpointFileManager` Spark would use for the query.
+ *
+ * A `readOnly` instance (the state reader's) never creates the directory and refuses writes
+ * and deletes: reading a checkpoint must leave it exactly as it was.
  */
-class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
+class StateCheckpointFiles(
+    val directory: Path,
+    hadoopConf: Configuration,
+    readOnly: Boolean = false) {
   import StateCheckpointFiles._
 
   private val fileManager: CheckpointFileManager = {
     val local = new LocalCheckpointFileManager(directory, hadoopConf)
     if (local.handlesLocally(directory)) local else CheckpointFileManager.create(directory, hadoopConf)
   }
-  fileManager.mkdirs(directory)
+  if (!readOnly) fileManager.mkdirs(directory)
 
   def deltaFile(version: Long): Path = new Path(directory, s"$version$DeltaSuffix")
 
@@ -41,6 +47,7 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
    * Int.MaxValue); a failed write leaves no file behind.
    */
   def write(path: Path)(body: DataOutputStream => Unit): Long = {
+    checkWritable(path)
     val raw = fileManager.createAtomic(path, true)
     try {
       val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
@@ -83,7 +90,13 @@ class StateCheckpointFiles(val directory: Path, hadoopConf: Configuration) {
     StateFileListing(deltas.map(_._1), versions(SnapshotSuffix).map(_._1), deltas.toMap)
   }
 
-  def delete(path: Path): Unit = fileManager.delete(path)
+  def delete(path: Path): Unit = {
+    checkWritable(path)
+    fileManager.delete(path)
+  }
+
+  private def checkWritable(path: Path): Unit =
+    if (readOnly) throw new IllegalStateException(s"$path is in a read-only view of the state")
 }
 
 object StateCheckpointFiles {

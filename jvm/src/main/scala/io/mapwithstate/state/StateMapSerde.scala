@@ -210,6 +210,49 @@ object StateMapSerde {
   }
 
   /**
+   * The records of a delta as they are, without applying them to a parent: for a change feed,
+   * which reports what each batch wrote rather than the state it led to. The whole stream is
+   * read and checked (header and final checksums, counts, row sizes, no key twice) before
+   * anything is returned, so a damaged delta yields an IOException and no records. The rows
+   * are the caller's own copies.
+   */
+  def readDeltaRecords(
+      in: DataInputStream,
+      keyNumFields: Int,
+      stateNumFields: Int): IndexedSeq[DeltaRecord] = {
+    val reader = new ChecksummedReader(in, "state map delta")
+    reader.readHeader(DeltaMagic)
+    val parentSize = reader.readInt()
+    val resultSize = reader.readInt()
+    val recordCount = reader.readInt()
+    reader.checkHeader(keyNumFields, stateNumFields)
+    reader.checkCount("parent size", parentSize)
+    reader.checkCount("result size", resultSize)
+    reader.checkCount("record count", recordCount)
+
+    val records = new scala.collection.mutable.ArrayBuffer[DeltaRecord](
+      math.min(recordCount, MaxPresizedEntries))
+    val keys = new java.util.HashSet[UnsafeRow]()
+    def row(numFields: Int, from: Int, length: Int): UnsafeRow = {
+      val row = new UnsafeRow(numFields)
+      row.pointTo(java.util.Arrays.copyOfRange(reader.buffer, from, from + length), length)
+      row
+    }
+    var read = 0
+    while (reader.nextRecord(read, recordCount)) {
+      val key = row(keyNumFields, 0, reader.keyLength)
+      if (!keys.add(key)) throw reader.corrupt(s"record $read repeats an earlier key")
+      val state =
+        if (reader.stateLength == TombstoneLength) null
+        else row(stateNumFields, reader.keyLength, reader.stateLength)
+      records += DeltaRecord(key, state, reader.updateTime)
+      read += 1
+    }
+    reader.finish()
+    records.toIndexedSeq
+  }
+
+  /**
    * Writes to `out` through a buffer, computing the CRC32 that [[finish]] appends a buffer at a
    * time: records are small, and a write and a checksum update per field would cost more than
    * the copying.
@@ -435,4 +478,12 @@ object StateMapSerde {
 
   private val ReadChunkBytes = 1 << 20
   private val WriteBufferBytes = 1 << 16
+}
+
+/**
+ * One record of a [[StateMapSerde]] delta: the key's new `state` written at `updateTime`, or,
+ * with a null state, the key's removal (a tombstone).
+ */
+final case class DeltaRecord(key: UnsafeRow, state: UnsafeRow, updateTime: Long) {
+  def isRemoval: Boolean = state == null
 }

@@ -1,0 +1,191 @@
+package io.mapwithstate.reader
+
+import java.io.FileNotFoundException
+
+import scala.util.control.NonFatal
+
+import io.mapwithstate.MapWithStateException
+import io.mapwithstate.execution.MapWithStateStreamExec
+import io.mapwithstate.state.{OperatorMetadata, StateCheckpointFiles, StateFileListing}
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker
+import org.apache.spark.sql.types.StructType
+
+/**
+ * A streaming query's checkpoint as the state reader sees it: where map_with_state's state
+ * is (`state/<operator id>/<partition>/`), its key and state schemas (as Spark's state schema
+ * check recorded them in `state/<operator id>/0/_metadata/schema` on the query's first batch),
+ * its number of partitions and the last batch in the commit log (`commits/<batch id>`).
+ *
+ * Only committed batches are readable: a micro-batch writes its state files before Spark
+ * records it in the commit log, so files beyond the last commit may belong to a batch that is
+ * still running or that failed and will be rerun. State version `v` is the state after batch
+ * `v - 1`. Everything here reads, nothing writes; it runs on the driver, and the tasks of a
+ * read get this (serializable) description and open the partitions' files themselves.
+ */
+final case class QueryCheckpoint(
+    location: String,
+    operatorId: Long,
+    numPartitions: Int,
+    keySchema: StructType,
+    valueSchema: StructType,
+    lastCommittedBatch: Long,
+    timeSlot: String = OperatorMetadata.UpdateTimes) {
+
+  def stateDirectory: Path = new Path(new Path(location, "state"), operatorId.toString)
+
+  def partitionDirectory(partition: Int): Path = new Path(stateDirectory, partition.toString)
+
+  /** A read-only view of one partition's state files. */
+  def partitionFiles(partition: Int, hadoopConf: Configuration): StateCheckpointFiles =
+    new StateCheckpointFiles(partitionDirectory(partition), hadoopConf, readOnly = true)
+
+  /**
+   * The state version holding the state after `batchId` (default: the last committed batch),
+   * after checking that the batch is committed and that maintenance has not cleaned it up.
+   */
+  def versionOf(batchId: Option[Long], hadoopConf: Configuration): Long = {
+    val batch = batchId.getOrElse(lastCommittedBatch)
+    checkCommitted("batch_id", batch)
+    val version = batch + 1
+    val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestLoadableVersion).max
+    if (version < oldest) {
+      throw MapWithStateException(s"batch_id: the state after batch $batch of $location has " +
+        s"been cleaned up by state maintenance; the oldest batch still readable is ${oldest - 1}")
+    }
+    version
+  }
+
+  /**
+   * The batch range `[start, end]` of a change feed (end default: the last committed batch),
+   * after checking that every batch in it is committed and still has its delta files.
+   */
+  def changeRange(start: Long, end: Option[Long], hadoopConf: Configuration): (Long, Long) = {
+    val last = end.getOrElse(lastCommittedBatch)
+    checkCommitted("start_batch", start)
+    checkCommitted("end_batch", last)
+    if (start > last) {
+      throw MapWithStateException(s"start_batch $start is after end_batch $last")
+    }
+    val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestDeltaVersion).max
+    if (start + 1 < oldest) {
+      throw MapWithStateException(s"start_batch: the changes of batch $start of $location have " +
+        s"been cleaned up by state maintenance; the oldest batch whose changes are still " +
+        s"readable is ${oldest - 1}")
+    }
+    (start, last)
+  }
+
+  private def checkCommitted(argument: String, batch: Long): Unit = {
+    if (batch < 0) throw MapWithStateException(s"$argument must be >= 0, got $batch")
+    if (batch > lastCommittedBatch) {
+      throw MapWithStateException(s"$argument $batch is beyond the last committed batch " +
+        s"($lastCommittedBatch) of $location")
+    }
+  }
+
+  private def listings(hadoopConf: Configuration): Seq[StateFileListing] =
+    (0 until numPartitions).map(p => partitionFiles(p, hadoopConf).list())
+}
+
+object QueryCheckpoint {
+
+  /**
+   * Reads what a state read needs from the checkpoint at `location`, failing with an error
+   * that names what was found when it is not a checkpoint of a query with map_with_state.
+   */
+  def resolve(location: String, hadoopConf: Configuration): QueryCheckpoint = {
+    if (location == null || location.isEmpty) {
+      throw MapWithStateException("checkpoint is empty: the checkpointLocation of a streaming " +
+        "query that ran map_with_state")
+    }
+    val (fs, root) = try {
+      val path = new Path(location)
+      val fs = path.getFileSystem(hadoopConf)
+      (fs, fs.makeQualified(path))
+    } catch {
+      case NonFatal(e) => throw new MapWithStateException(
+        s"checkpoint $location cannot be opened: ${e.getMessage}", e)
+    }
+    def children(dir: Path): Seq[String] =
+      (try fs.listStatus(dir).toSeq catch { case _: FileNotFoundException => Nil })
+        .filter(_.getPath != dir).map(_.getPath.getName).filterNot(_.startsWith("."))
+    def numbers(names: Seq[String]): Seq[Long] = names.flatMap(_.toLongOption).sorted
+
+    val found = children(root)
+    if (!found.contains("commits") && !found.contains("offsets")) {
+      throw MapWithStateException(s"checkpoint $location is not a streaming query's checkpoint: " +
+        s"it has no commits/ or offsets/ (found ${describe(found)})")
+    }
+    val operatorId = MapWithStateStreamExec.OperatorId
+    val operators = numbers(children(new Path(root, "state")))
+    if (!operators.contains(operatorId)) {
+      throw MapWithStateException(s"checkpoint $location is not a map_with_state checkpoint: " +
+        (if (operators.isEmpty) "it holds no state (a stateless query?)"
+        else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
+          s"map_with_state (operator $operatorId)"))
+    }
+    val commits = numbers(children(new Path(root, "commits")))
+    if (commits.isEmpty) {
+      throw MapWithStateException(s"checkpoint $location has no committed batch yet: its " +
+        "query has not finished a micro-batch")
+    }
+    val stateDir = new Path(new Path(root, "state"), operatorId.toString)
+    val partitions = numbers(children(stateDir))
+    if (partitions.isEmpty || partitions != partitions.indices.map(_.toLong)) {
+      throw MapWithStateException(s"the state of $location ($stateDir) should have partition " +
+        s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
+    }
+    // Another state backend keeps other files; better to say so than to report missing deltas.
+    val firstPartition = children(new Path(stateDir, "0")).filterNot(_ == "_metadata")
+    if (firstPartition.nonEmpty && !firstPartition.exists(name =>
+        name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
+          name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
+      throw MapWithStateException(s"the state files of $location (${describe(firstPartition)} " +
+        s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
+        "<version>.snapshot), the one this reader reads")
+    }
+    // Spark's schema check writes it under the store location of partition 0.
+    val (keySchema, valueSchema) =
+      readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
+    QueryCheckpoint(root.toString, operatorId, partitions.size, keySchema, valueSchema,
+      commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf))
+  }
+
+  /** The key and state schemas recorded by Spark's state schema check (its format and reader). */
+  private def readSchema(fs: FileSystem, file: Path): (StructType, StructType) = {
+    if (!fs.exists(file)) {
+      throw MapWithStateException(s"the state schema file $file is missing: the checkpoint was " +
+        "not written by map_with_state, or is damaged")
+    }
+    val schemas = try StateSchemaCompatibilityChecker.readSchemaFile(fs.open(file)) catch {
+      case NonFatal(e) => throw new MapWithStateException(
+        s"cannot read the state schema file $file: ${MapWithStateException.describe(e)}", e)
+    }
+    schemas match {
+      case Seq(schema) => (schema.keySchema, schema.valueSchema)
+      case other => throw MapWithStateException(s"the state schema file $file holds " +
+        s"${other.size} column families (${other.map(_.colFamilyName).mkString(", ")}); " +
+        "map_with_state state has exactly one")
+    }
+  }
+
+  /**
+   * The oldest version the files of a partition can still rebuild: the oldest snapshot, or
+   * version 1 while the first delta is still there. (A gap in the deltas after it is found by
+   * the load, which names the missing file.)
+   */
+  private def oldestLoadableVersion(listing: StateFileListing): Long =
+    (listing.snapshots ++ listing.deltas.headOption.filter(_ == 1L)).minOption.getOrElse(1L)
+
+  /** The oldest version from which a partition's deltas run without a gap to its newest. */
+  private def oldestDeltaVersion(listing: StateFileListing): Long =
+    listing.deltas.reverse.zipWithIndex
+      .takeWhile { case (v, i) => v == listing.deltas.last - i }
+      .lastOption.map(_._1).getOrElse(1L)
+
+  private def describe(names: Seq[String]): String =
+    if (names.isEmpty) "nothing" else names.sorted.take(10).mkString(", ") +
+      (if (names.size > 10) s" and ${names.size - 10} more" else "")
+}

@@ -1,0 +1,76 @@
+package io.mapwithstate.reader
+
+import io.mapwithstate.state.{OperatorMetadata, StateMap, StateMapSerde, StateVersionLoader}
+import org.apache.spark.{Partition, SparkContext, TaskContext}
+import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, JoinedRow, UnsafeProjection}
+import org.apache.spark.unsafe.types.UTF8String
+import org.apache.spark.util.SerializableConfiguration
+
+/**
+ * The rows of a [[StateRead]], one RDD partition per state partition. Each task opens its
+ * partition's files read-only and goes through the same code as the store: the state at a
+ * version is loaded by [[StateVersionLoader]] (newest snapshot at or below it, then deltas),
+ * a batch's changes are the records of its delta file ([[StateMapSerde.readDeltaRecords]]);
+ * both check every file and fail naming a damaged or missing one.
+ */
+final class StateReadRDD(
+    sc: SparkContext,
+    checkpoint: QueryCheckpoint,
+    read: StateRead,
+    hadoopConf: Broadcast[SerializableConfiguration]) extends RDD[InternalRow](sc, Nil) {
+
+  override protected def getPartitions: Array[Partition] =
+    Array.tabulate[Partition](checkpoint.numPartitions)(i => StateReadRDD.StatePartition(i))
+
+  override def compute(split: Partition, context: TaskContext): Iterator[InternalRow] = {
+    val partition = split.index
+    val files = checkpoint.partitionFiles(partition, hadoopConf.value.value)
+    val keyFields = checkpoint.keySchema.length
+    val stateFields = checkpoint.valueSchema.length
+    val project = UnsafeProjection.create(read.schema(checkpoint).fields.map(_.dataType))
+    read match {
+      case StateRead.At(version) =>
+        val map = StateVersionLoader.load(files, version, keyFields, stateFields,
+          StateMap.DefaultDeltaChainThreshold)
+        val extra = new GenericInternalRow(3)
+        extra.update(2, partition)
+        val row = new JoinedRow
+        val keyAndState = new JoinedRow
+        // The map keeps one time per key: the last update, or with timers the pending timer.
+        val (timeColumn, otherColumn) =
+          if (checkpoint.timeSlot == OperatorMetadata.Timers) (1, 0) else (0, 1)
+        extra.setNullAt(otherColumn)
+        map.getAll().map { entry =>
+          if (entry.updateTime == StateMap.NoTime) extra.setNullAt(timeColumn)
+          else extra.setLong(timeColumn, entry.updateTime)
+          project(row(keyAndState(entry.key, entry.state), extra))
+        }
+      case StateRead.Changes(first, last) =>
+        val noState = new GenericInternalRow(stateFields)
+        val prefix = new GenericInternalRow(2)
+        val update = UTF8String.fromString(StateRead.Update)
+        val delete = UTF8String.fromString(StateRead.Delete)
+        val row = new JoinedRow
+        val prefixAndKey = new JoinedRow
+        // One batch's delta at a time: a feed over many batches holds one delta in memory.
+        Iterator.range(0, (last - first + 1).toInt).map(first + _).flatMap { batch =>
+          val delta = files.deltaFile(batch + 1)
+          files.read(delta)(in => StateMapSerde.readDeltaRecords(in, keyFields, stateFields))
+            .iterator.map { record =>
+              prefix.setLong(0, batch)
+              prefix.update(1, if (record.isRemoval) delete else update)
+              project(row(prefixAndKey(prefix, record.key),
+                if (record.isRemoval) noState else record.state))
+            }
+        }
+    }
+  }
+}
+
+object StateReadRDD {
+  /** A task of the read: the state partition it reads. */
+  final case class StatePartition(index: Int) extends Partition
+}

@@ -1,0 +1,115 @@
+"""Reading map_with_state's state back from a streaming query's checkpoint, as DataFrames.
+
+Both readers are relations of the plugin: the server resolves the checkpoint (its key and
+state schemas, partitions and committed batches) and its executors read the state files in
+parallel, one task per state partition, wherever the checkpoint is (local, HDFS, object store).
+They only read: a running query's checkpoint can be read while it runs, and only committed
+batches are ever returned.
+"""
+from typing import TYPE_CHECKING, Optional
+
+from pyspark.sql.connect import proto
+from pyspark.sql.connect.plan import LogicalPlan
+
+from mapwithstate.proto import state_reader_pb2
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.client import SparkConnectClient
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+__all__ = ["read_state", "read_state_changes"]
+
+
+class _StateReaderPlan(LogicalPlan):
+    """A leaf plan node: packs a ``ReadState`` or ``ReadStateChanges`` into ``Relation.extension``."""
+
+    def __init__(self, message: object) -> None:
+        super().__init__(None)
+        self._message = message
+
+    def plan(self, session: "SparkConnectClient") -> proto.Relation:
+        relation = self._create_proto_relation()
+        relation.extension.Pack(self._message)
+        return relation
+
+
+def read_state(spark: "SparkSession", checkpoint: str, *,
+               batch_id: Optional[int] = None) -> "DataFrame":
+    """Every key's map_with_state state as committed after one micro-batch of a streaming query.
+
+    The columns are the key columns, the state's fields, ``last_updated`` (TIMESTAMP: the batch
+    time of the key's last update), ``timeout_at`` (TIMESTAMP, null while the key has no pending
+    timer) and ``partition`` (INT: the state partition holding the key). The types come from the
+    checkpoint itself.
+
+    :param spark: a Spark Connect session on a server with the plugin.
+    :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
+    :param batch_id: the micro-batch after which to read the state; default the last committed
+        one (when the DataFrame is planned: each action reads the latest).
+    :raises pyspark.errors.IllegalArgumentException: the path is not a map_with_state
+        checkpoint, the batch is not committed or has been cleaned up (naming the oldest one
+        still readable); a damaged or missing state file fails the action naming the file.
+
+    >>> import mapwithstate as mws
+    >>> spark = mws.local_session()  # doctest: +SKIP
+    >>> mws.read_state(spark, "ck/").where("word = 'a'").show()  # doctest: +SKIP
+    >>> mws.read_state(spark, "ck/", batch_id=3).count()  # doctest: +SKIP
+    """
+    _check_checkpoint(checkpoint)
+    message = state_reader_pb2.ReadState(checkpoint=checkpoint)
+    if batch_id is not None:
+        message.batch_id = _batch(batch_id, "batch_id")
+    return _dataframe(spark, message)
+
+
+def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: int,
+                       end_batch: Optional[int] = None) -> "DataFrame":
+    """The change feed of a map_with_state query's state: one row per change of a key in the
+    micro-batches ``start_batch`` to ``end_batch`` (inclusive; default the last committed one).
+
+    The columns are ``batch_id`` (BIGINT), ``change`` (``"update"`` or ``"delete"``), the key
+    columns and the state's fields (null for a delete). Applying the changes of batches k + 1 to
+    m, in batch order, to the state after batch k gives the state after batch m.
+
+    :param spark: a Spark Connect session on a server with the plugin.
+    :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
+    :param start_batch: the first micro-batch whose changes to return.
+    :param end_batch: the last one; default the last committed micro-batch.
+    :raises pyspark.errors.IllegalArgumentException: as :func:`read_state`, for either batch.
+
+    >>> import mapwithstate as mws
+    >>> spark = mws.local_session()  # doctest: +SKIP
+    >>> changes = mws.read_state_changes(spark, "ck/", start_batch=2)  # doctest: +SKIP
+    >>> changes.where("change = 'delete'").show()  # doctest: +SKIP
+    """
+    _check_checkpoint(checkpoint)
+    message = state_reader_pb2.ReadStateChanges(
+        checkpoint=checkpoint, start_batch=_batch(start_batch, "start_batch"))
+    if end_batch is not None:
+        message.end_batch = _batch(end_batch, "end_batch")
+    return _dataframe(spark, message)
+
+
+def _dataframe(spark: "SparkSession", message: object) -> "DataFrame":
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+    if not isinstance(spark, SparkSession):
+        raise TypeError(
+            f"spark must be a Spark Connect SparkSession, got {type(spark).__name__} "
+            "(use mapwithstate.local_session() or SparkSession.builder.remote(...))")
+    return DataFrame(_StateReaderPlan(message), session=spark)
+
+
+def _check_checkpoint(checkpoint: str) -> None:
+    if not isinstance(checkpoint, str) or not checkpoint:
+        raise TypeError(f"checkpoint must be a non-empty path string, got {checkpoint!r}")
+
+
+def _batch(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value}")
+    return value

@@ -1,0 +1,283 @@
+"""read_state and read_state_changes: map_with_state's state read back from a checkpoint.
+
+Every expectation comes from the stream itself: its ``output="snapshots"`` rows, or the words
+fed to it; the checkpoints are written by real queries.
+"""
+import collections
+import glob
+import json
+import os
+import threading
+import time
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+from specs import running_count
+from streams import Stream, corrupt
+
+# Six micro-batches; a key is removed by its third record, so batches delete keys too.
+BATCHES = [["a", "b", "a"], ["c", "a"], ["b", "d"], ["a", "d", "d"], ["e"], ["b", "e"]]
+
+
+def add_batches(stream, batches):
+    """One input file per batch, with increasing modification times: the file source takes
+    files in that order, and files written in the same instant could come in any order."""
+    for words in batches:
+        stream.add(*words)
+    files = sorted(glob.glob(os.path.join(stream.input, "part-*")))
+    start = time.time() - len(files)
+    for i, path in enumerate(files):
+        os.utime(path, (start + i, start + i))
+
+
+def count_to_three() -> StateSpec:
+    n = F.coalesce(S.state("n"), F.lit(0)) + 1
+    return StateSpec.function("n BIGINT", update=F.struct(n.alias("n")), remove=n >= 3,
+                              emit=F.struct(F.col("word"), n.alias("n")))
+
+
+def batch_times(checkpoint):
+    """batch id -> batch_time (as the sink's JSON writes it, parsed back by Spark) from offsets/."""
+    times = {}
+    for path in glob.glob(os.path.join(checkpoint, "offsets", "[0-9]*")):
+        with open(path) as f:
+            times[int(os.path.basename(path))] = json.loads(f.readlines()[1])["batchTimestampMs"]
+    return times
+
+
+def files_of(checkpoint):
+    """Every file of a checkpoint with its size and modification time."""
+    return {os.path.join(d, n): (os.path.getsize(os.path.join(d, n)),
+                                 os.path.getmtime(os.path.join(d, n)))
+            for d, _, names in os.walk(checkpoint) for n in names}
+
+
+def state_of(df):
+    return dict((r.word, r.n) for r in df.select("word", "n").collect())
+
+
+@pytest.fixture(scope="module")
+def snapshots_stream(connect_spark, tmp_path_factory):
+    spark = connect_spark
+    """The six batches run with snapshots output, a state snapshot every 2 versions."""
+    stream = Stream(str(tmp_path_factory.mktemp("snapshots")))
+    add_batches(stream, BATCHES)
+    spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "2")
+    try:
+        stream.run_available_now(
+            map_with_state(stream.read(spark), "word", count_to_three(), output="snapshots"))
+    finally:
+        spark.conf.unset("spark.mapwithstate.stateStore.snapshotInterval")
+    rows = spark.read.schema("batch_time TIMESTAMP, word STRING, n BIGINT").json(stream.output) \
+        .selectExpr("unix_micros(batch_time) AS t", "word", "n").collect()
+    by_time = collections.defaultdict(dict)
+    for r in rows:
+        by_time[r.t][r.word] = r.n
+    times = batch_times(stream.checkpoint)
+    assert sorted(times) == list(range(len(BATCHES)))
+    snapshots = {b: by_time.get(ms * 1000, {}) for b, ms in times.items()}
+    return stream, snapshots, times
+
+
+def test_read_state_at_every_batch_equals_the_streams_snapshots(spark, snapshots_stream):
+    stream, snapshots, times = snapshots_stream
+    before = files_of(stream.checkpoint)
+    for batch in range(len(BATCHES)):
+        df = mws.read_state(spark, stream.checkpoint, batch_id=batch)
+        assert state_of(df) == snapshots[batch], f"batch {batch}"
+    assert state_of(mws.read_state(spark, stream.checkpoint)) == snapshots[len(BATCHES) - 1]
+    # Nothing the readers do changes the checkpoint.
+    assert files_of(stream.checkpoint) == before
+
+
+def test_read_state_columns_come_from_the_checkpoint(spark, snapshots_stream):
+    stream, _, times = snapshots_stream
+    df = mws.read_state(spark, stream.checkpoint, batch_id=3)
+    assert df.columns == ["word", "n", "last_updated", "timeout_at", "partition"]
+    assert [f.dataType.simpleString() for f in df.schema.fields] == \
+        ["string", "bigint", "timestamp", "timestamp", "int"]
+    rows = {r.word: r for r in df.selectExpr(
+        "word", "unix_micros(last_updated) AS updated", "timeout_at", "partition").collect()}
+    # a: removed in batch 1, back in batch 3; b: batches 0 and 2; d: removed in batch 3.
+    assert rows["a"].updated == times[3] * 1000
+    assert rows["b"].updated == times[2] * 1000
+    assert rows["c"].updated == times[1] * 1000
+    assert "d" not in rows
+    assert all(r.timeout_at is None and 0 <= r.partition < 4 for r in rows.values())
+
+
+def test_state_changes_replayed_over_a_snapshot_give_the_later_snapshot(spark, snapshots_stream):
+    stream, snapshots, _ = snapshots_stream
+    changes = mws.read_state_changes(spark, stream.checkpoint, start_batch=0)
+    assert changes.columns == ["batch_id", "change", "word", "n"]
+    rows = sorted(changes.collect(), key=lambda r: (r.batch_id, r.word))
+    assert [tuple(r) for r in rows if r.batch_id == 1] == [(1, "delete", "a", None),
+                                                          (1, "update", "c", 1)]
+    for k in range(-1, len(BATCHES) - 1):
+        for m in range(k + 1, len(BATCHES)):
+            state = dict(snapshots[k]) if k >= 0 else {}
+            for r in mws.read_state_changes(spark, stream.checkpoint, start_batch=k + 1,
+                                            end_batch=m).orderBy("batch_id").collect():
+                if r.change == "delete":
+                    del state[r.word]
+                else:
+                    state[r.word] = r.n
+            assert state == snapshots[m], f"changes of batches {k + 1}..{m}"
+
+
+def expected_counts(files):
+    counts = collections.Counter()
+    for words in files:
+        counts.update(words)
+    return dict(counts)
+
+
+def test_reading_a_running_query_then_stopped_restarted_and_from_another_session(
+        spark, server, tmp_path):
+    stream = Stream(str(tmp_path))
+    # Batch i has i + 1 records, so the sum of the counts tells which batch a read saw.
+    files = [[f"w{j % 3}" for j in range(i + 1)] for i in range(8)]
+    stream.add(*files[0])
+    result = map_with_state(stream.read(spark), "word", running_count())
+    query = result.writeStream.format("json").option("path", stream.output) \
+        .option("checkpointLocation", stream.checkpoint).trigger(processingTime="200 milliseconds") \
+        .start()
+
+    def feed():
+        for words in files[1:]:
+            time.sleep(0.4)
+            stream.add(*words)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    seen = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(seen) < len(files):
+            try:
+                state = state_of(mws.read_state(spark, stream.checkpoint))
+            except PySparkException:
+                if seen:
+                    raise
+                continue  # the query has not committed its first batch yet
+            total = sum(state.values())
+            batch = next(b for b in range(len(files)) if sum(range(b + 2)) == total)
+            assert state == expected_counts(files[:batch + 1]), f"read while running: {batch}"
+            seen.add(batch)
+            if batch == len(files) - 1:
+                break
+    finally:
+        feeder.join()
+        query.stop()
+    assert len(seen) >= 2, f"reads saw only batches {seen}"
+    final = expected_counts(files)
+    assert state_of(mws.read_state(spark, stream.checkpoint)) == final
+    # Restarted: it continues from the checkpoint, the reader sees the new batch.
+    stream.add("w0", "new")
+    stream.run_available_now(result)
+    final = expected_counts(files + [["w0", "new"]])
+    assert state_of(mws.read_state(spark, stream.checkpoint)) == final
+    other = server.session()
+    try:
+        assert state_of(mws.read_state(other, stream.checkpoint)) == final
+        assert mws.read_state_changes(other, stream.checkpoint, start_batch=len(files)) \
+            .select("word", "n").collect() != []
+    finally:
+        other.stop()
+
+
+@pytest.fixture
+def small_stream(spark, tmp_path):
+    """Three batches, a snapshot every 2 versions: files 1-3 .delta and 2.snapshot."""
+    stream = Stream(str(tmp_path))
+    add_batches(stream, [["a"], ["b"], ["a", "c"]])
+    spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "2")
+    try:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    finally:
+        spark.conf.unset("spark.mapwithstate.stateStore.snapshotInterval")
+    return stream
+
+
+def state_files(stream, name):
+    return sorted(glob.glob(os.path.join(stream.checkpoint, "state", "1000", "*", name)))
+
+
+def test_a_path_that_is_not_a_checkpoint_is_refused(spark, tmp_path):
+    with pytest.raises(PySparkException, match=r"is not a streaming query's checkpoint: it has "
+                                               r"no commits/ or offsets/ \(found nothing\)"):
+        mws.read_state(spark, str(tmp_path)).schema
+
+
+def test_a_checkpoint_of_another_operator_is_refused(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b")
+    stream.run_available_now(stream.read(spark).dropDuplicates(["word"]))
+    with pytest.raises(PySparkException, match=r"is not a map_with_state checkpoint: it holds "
+                                               r"the state of stateful operators 0, not of "
+                                               r"map_with_state \(operator 1000\)"):
+        mws.read_state(spark, stream.checkpoint).schema
+
+
+def test_a_batch_beyond_the_last_committed_is_refused(spark, small_stream):
+    with pytest.raises(PySparkException, match=r"batch_id 3 is beyond the last committed "
+                                               r"batch \(2\) of "):
+        mws.read_state(spark, small_stream.checkpoint, batch_id=3).schema
+    with pytest.raises(PySparkException, match=r"end_batch 7 is beyond the last committed"):
+        mws.read_state_changes(spark, small_stream.checkpoint, start_batch=0, end_batch=7).schema
+    with pytest.raises(ValueError, match=r"batch_id must be >= 0, got -1"):
+        mws.read_state(spark, small_stream.checkpoint, batch_id=-1)
+
+
+def test_a_cleaned_up_version_names_the_oldest_readable_batch(spark, small_stream):
+    # What maintenance leaves when it keeps versions 2 and later: the files before the
+    # snapshot of version 2 are gone.
+    for path in state_files(small_stream, "1.delta") + state_files(small_stream, "2.delta"):
+        os.remove(path)
+    with pytest.raises(PySparkException, match=r"batch_id: the state after batch 0 of .* has "
+                                               r"been cleaned up by state maintenance; the "
+                                               r"oldest batch still readable is 1"):
+        mws.read_state(spark, small_stream.checkpoint, batch_id=0).schema
+    assert state_of(mws.read_state(spark, small_stream.checkpoint, batch_id=1)) == \
+        {"a": 1, "b": 1}
+    with pytest.raises(PySparkException, match=r"the oldest batch whose changes are still "
+                                               r"readable is 2"):
+        mws.read_state_changes(spark, small_stream.checkpoint, start_batch=1).schema
+
+
+def test_a_damaged_state_file_fails_the_read_naming_the_file(spark, small_stream):
+    delta = [p for p in state_files(small_stream, "3.delta") if os.path.getsize(p) > 60][0]
+    corrupt(delta, "flip")
+    with pytest.raises(PySparkException) as failure:
+        mws.read_state(spark, small_stream.checkpoint).collect()
+    assert f"cannot load mapWithState state file file:{delta}" in str(failure.value)
+    assert "corrupt" in str(failure.value)
+    with pytest.raises(PySparkException) as failure:
+        mws.read_state_changes(spark, small_stream.checkpoint, start_batch=2).collect()
+    assert f"cannot load mapWithState state file file:{delta}" in str(failure.value)
+
+
+def test_a_timer_query_shows_its_pending_timers_as_timeout_at(spark, tmp_path):
+    # With timeout_at timers the one time the state keeps per key is the timer: the reader
+    # shows it as timeout_at (and has no last_updated to show).
+    stream = Stream(str(tmp_path))
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+        timeout_at=S.batch_time() + F.expr("INTERVAL 1 HOUR"))
+    stream.add("a", "b", "a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", spec))
+    rows = mws.read_state(spark, stream.checkpoint).collect()
+    assert sorted((r.word, r.n) for r in rows) == [("a", 2), ("b", 1)]
+    assert all(r.last_updated is None and r.timeout_at is not None for r in rows)
+    plain = Stream(str(tmp_path / "plain"))
+    plain.add("a")
+    plain.run_available_now(map_with_state(plain.read(spark), "word", running_count()))
+    (row,) = mws.read_state(spark, plain.checkpoint).collect()
+    assert row.last_updated is not None and row.timeout_at is None
