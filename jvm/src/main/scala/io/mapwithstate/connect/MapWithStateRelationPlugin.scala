@@ -76,7 +76,8 @@ object MapWithStateRelationPlugin {
         planner.transformExpression(ExpressionProto.newBuilder().setSortOrder(o).build())
           .asInstanceOf[SortOrder]
       },
-      outputKind = outputKind(rel))
+      outputKind = outputKind(rel),
+      groups = rel.getGroups)
   }
 
   private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {

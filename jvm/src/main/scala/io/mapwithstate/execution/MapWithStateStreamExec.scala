@@ -12,7 +12,7 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.Attribute
+import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
@@ -48,7 +48,8 @@ case class MapWithStateStreamExec(
     batchTimestampMs: Long,
     terminatingTrigger: Boolean,
     child: SparkPlan,
-    initialState: Option[SparkPlan]) extends MapWithStateExecBase with StateStoreWriter {
+    initialState: Option[SparkPlan],
+    timingOutValues: Option[UnsafeRow] = None) extends MapWithStateExecBase with StateStoreWriter {
 
   override def shortName: String = "mapWithState"
 

@@ -25,6 +25,7 @@ import org.apache.spark.sql.types.DataType
  * @param keyTypes       the key columns' types
  * @param snapshotLayout for snapshot output, the output attributes (batch time, keys, state)
  * @param timeouts       which keys time out in which batch
+ * @param timingOutValues the value columns of a timing-out call (ordinal, value); others null
  */
 case class PartitionRunner(
     function: StateFunction,
@@ -34,7 +35,8 @@ case class PartitionRunner(
     keyTypes: Seq[DataType],
     snapshotLayout: Option[Seq[Attribute]],
     timeouts: TimeoutPolicy,
-    metrics: PartitionMetrics) {
+    metrics: PartitionMetrics,
+    timingOutValues: Seq[(Int, Any)] = Nil) {
 
   /**
    * The output of one partition.
@@ -55,7 +57,7 @@ case class PartitionRunner(
     val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
     compiled.initialize(partition)
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
-      timeouts.refreshesIdleKeys)
+      timeouts.refreshesIdleKeys, timingOutValues)
     loadInitialState(updater, initialState, timeline.times(0))
 
     val snapshot = snapshotLayout.map { layout =>

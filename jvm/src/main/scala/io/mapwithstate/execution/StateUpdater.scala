@@ -18,9 +18,13 @@ import org.apache.spark.sql.types.DataType
  *    `remove` are not applied, `emit` is, and then the state is removed.
  *
  * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
+ * A call returns its first emitted row; an `emit` that is an array may emit more, read with
+ * [[emittedCount]] and [[emitted]].
  *
- * @param keyOrdinals where the key columns are in the input rows
- * @param inputWidth  how many columns the input rows have
+ * @param keyOrdinals     where the key columns are in the input rows
+ * @param inputWidth      how many columns the input rows have
+ * @param timingOutValues the value columns of a timing-out call that are not null: a group
+ *                        function's aggregates over no records (ordinal, value)
  */
 class StateUpdater(
     val map: StateMap,
@@ -28,7 +32,8 @@ class StateUpdater(
     keyOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
     inputWidth: Int,
-    refreshesIdleKeys: Boolean) {
+    refreshesIdleKeys: Boolean,
+    timingOutValues: Seq[(Int, Any)] = Nil) {
 
   private val keyProjection = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -40,7 +45,13 @@ class StateUpdater(
   var removedKeys = 0L
   var timedOutKeys = 0L
 
-  /** Runs one record; returns what it emits, or null. */
+  /** How many rows the last call emitted (null array elements included). */
+  def emittedCount: Int = function.emittedCount
+
+  /** The i-th row the last call emitted, or null (a null array element). */
+  def emitted(i: Int): UnsafeRow = function.emitted(i)
+
+  /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = keyProjection(record)
     val before = map.get(key)
@@ -71,10 +82,11 @@ class StateUpdater(
   def timingOutKeys(threshold: Long): Iterator[(UnsafeRow, UnsafeRow)] =
     map.getByTime(threshold).map(e => (e.key, e.state))
 
-  /** Runs the timing-out call of one key, removes its state, and returns what it emits. */
+  /** Runs the timing-out call of one key, removes its state, and returns its first row. */
   def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {
     var i = 0
     while (i < inputWidth) { timingOutInput.setNullAt(i); i += 1 }
+    timingOutValues.foreach { case (o, v) => timingOutInput.update(o, v) }
     keyOrdinals.zipWithIndex.foreach { case (o, k) =>
       timingOutInput.update(o, key.get(k, keyTypes(k)))
     }

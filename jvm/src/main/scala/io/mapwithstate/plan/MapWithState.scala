@@ -1,6 +1,6 @@
 package io.mapwithstate.plan
 
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeSet, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 
 /**
@@ -15,6 +15,9 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
  * @param batchTime batch input only: the TIMESTAMP column that splits records into batches
  * @param orderBy   the order of a key's records within one batch
  * @param output    the emitted columns, or `batch_time`, the keys and the state's fields
+ * @param groups    map_groups_with_state: one call per key per batch; `values` are then the
+ *                  results of `aggregates` (over `child`'s columns), one row per key and batch,
+ *                  which the planner computes before the stateful operator
  */
 case class MapWithState(
     keys: Seq[Attribute],
@@ -25,15 +28,19 @@ case class MapWithState(
     options: MapWithStateOptions,
     output: Seq[Attribute],
     child: LogicalPlan,
-    initialState: Option[LogicalPlan]) extends LogicalPlan {
+    initialState: Option[LogicalPlan],
+    groups: Boolean = false,
+    aggregates: Seq[Alias] = Nil) extends LogicalPlan {
 
   override def children: Seq[LogicalPlan] = child +: initialState.toSeq
 
   override lazy val references: AttributeSet =
-    AttributeSet(keys ++ values ++ batchTime.toSeq ++ orderBy.flatMap(_.references)) ++
+    AttributeSet(keys ++ (if (groups) Nil else values) ++ batchTime.toSeq ++
+      orderBy.flatMap(_.references)) ++ AttributeSet(aggregates.flatMap(_.references)) ++
       AttributeSet(initialState.toSeq.flatMap(_.output))
 
-  override def producedAttributes: AttributeSet = AttributeSet(output)
+  override def producedAttributes: AttributeSet =
+    AttributeSet(output) ++ (if (groups) AttributeSet(values) else AttributeSet.empty)
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[LogicalPlan]): LogicalPlan =
     copy(child = newChildren.head, initialState = if (newChildren.size > 1) Some(newChildren(1)) else None)

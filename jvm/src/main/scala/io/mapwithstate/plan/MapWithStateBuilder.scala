@@ -4,7 +4,7 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
@@ -45,13 +45,25 @@ class MapWithStateBuilder(session: SparkSession) {
 
     val spec = request.spec
     val stateType = stateSchema(spec.stateSchema)
-    val function = new StateFunctionResolver(session)
-      .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
     val options = optionsOf(request, input)
-    val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
     val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType))
-    MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
-      child, initialState)
+    if (request.groups) {
+      val (function, aggregates) = new GroupFunctionResolver(session)
+        .resolve(keyAttrs, valueAttrs, stateType, spec.update, spec.remove, spec.emit)
+      val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
+      // Only the columns the aggregates read go on to the aggregation.
+      val read = AttributeSet(aggregates.flatMap(_.references))
+      val narrowed = Project(childAttrs.filter(a => !valueAttrs.contains(a) || read.contains(a)),
+        child)
+      MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
+        options, output, narrowed, initialState, groups = true, aggregates = aggregates)
+    } else {
+      val function = new StateFunctionResolver(session)
+        .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
+      val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
+      MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
+        child, initialState)
+    }
   }
 
   /** The analyzed input; none of its columns may take a name the state function reserves. */
@@ -69,6 +81,11 @@ class MapWithStateBuilder(session: SparkSession) {
   private def keysAndValues(request: MapWithStateRequest, input: LogicalPlan)
     : (Seq[NamedExpression], Seq[NamedExpression]) = {
     if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
+    if (request.groups && (request.values.nonEmpty || request.orderBy.nonEmpty)) {
+      throw MapWithStateException(
+        "map_groups_with_state takes no value or order_by columns: its state function sees " +
+          "all of a key's records of the batch at once, through aggregates over any column")
+    }
     val keys = project(request.keys.map(named), input, "key")
     val valueColumns =
       if (request.values.nonEmpty) request.values.map(named)

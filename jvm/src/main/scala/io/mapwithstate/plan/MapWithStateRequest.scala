@@ -17,7 +17,8 @@ case class MapWithStateRequest(
     batchTime: Option[Expression] = None,
     batchInterval: Option[String] = None,
     orderBy: Seq[SortOrder] = Nil,
-    outputKind: OutputKind = OutputKind.Emitted) {
+    outputKind: OutputKind = OutputKind.Emitted,
+    groups: Boolean = false) {
 
   /** The batch interval in milliseconds, checked to be a positive duration. */
   def batchIntervalMs: Option[Long] = batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
