@@ -83,8 +83,11 @@ def test_stream_equals_the_model(spark, tmp_path, seed):
     batches = random_batches(seed)
     stream = Stream(str(tmp_path))
     for i, records in enumerate(batches):
-        with open(os.path.join(stream.input, f"part-{i:05d}.json"), "w") as f:
+        path = os.path.join(stream.input, f"part-{i:05d}.json")
+        with open(path, "w") as f:
             f.writelines(json.dumps({"k": k, "v": v}) + "\n" for k, v in records)
+        # The file source takes files in modification-time order.
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
     source = spark.readStream.schema("k STRING, v INT").option("maxFilesPerTrigger", 1) \
         .json(stream.input)
     stream.run_available_now(map_groups_with_state(source, "k", spec()))

@@ -16,7 +16,11 @@ from mapwithstate import functions as S
 from replay import by_batch, expected_by_batch, replay_input
 from streams import Stream
 
-COUNT = F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
+
+
+def count():
+    """The key's count after this batch: state.getOption.getOrElse(0) + values.size."""
+    return F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
 
 
 def flat_running_count():
@@ -24,8 +28,8 @@ def flat_running_count():
     removed and nothing returned, else updated and (key, count.toString) returned."""
     return StateSpec.function(
         "count BIGINT",
-        update=F.struct(COUNT.alias("count")),
-        remove=COUNT == 3,
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
         emit=F.when(S.new_state().isNotNull(),
                     F.struct(F.col("word"), S.new_state("count").cast("string").alias("n"))))
 
@@ -34,8 +38,8 @@ def map_running_count():
     """mapGroupsWithState: one row per key, (key, "-1") when the state is removed at 3."""
     return StateSpec.function(
         "count BIGINT",
-        update=F.struct(COUNT.alias("count")),
-        remove=COUNT == 3,
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
         emit=F.struct(F.col("word"),
                       F.coalesce(S.new_state("count").cast("string"), F.lit("-1")).alias("n")))
 
@@ -60,8 +64,8 @@ def test_flat_map_groups_with_state_batch_replay(spark):
     df = replay_input(spark, STREAM_BATCHES)
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(COUNT.alias("count")),
-        remove=COUNT == 3,
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
         emit=F.when(S.new_state().isNotNull(),
                     F.struct(S.batch_time().alias("t"), F.col("word"),
                              S.new_state("count").cast("string").alias("n"))))
@@ -78,18 +82,14 @@ def test_state_snapshots_after_each_batch(spark):
         expected_by_batch(states)
 
 
-def run_stream_with_restarts(spark, tmp_path, spec, mode="append"):
+def run_stream_with_restarts(spark, tmp_path, spec):
     """Each batch of STREAM_BATCHES in its own run of the query, restarted from its
-    checkpoint; returns the new rows after each run."""
+    checkpoint, into a JSON sink; returns the new rows after each run."""
     stream = Stream(str(tmp_path))
     seen, answers = [], []
     for words in STREAM_BATCHES:
         stream.add(*words)
-        result = map_groups_with_state(stream.read(spark), "word", spec)
-        query = result.writeStream.format("json").option("path", stream.output) \
-            .option("checkpointLocation", stream.checkpoint).outputMode(mode) \
-            .trigger(availableNow=True).start()
-        query.awaitTermination()
+        stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
         now = stream.results(spark, "word STRING, n STRING")
         for r in seen:
             now.remove(r)
@@ -102,9 +102,21 @@ def test_flat_map_groups_with_state_streaming_restarted_from_checkpoint(spark, t
     assert run_stream_with_restarts(spark, tmp_path, flat_running_count()) == FLAT_ANSWERS
 
 
-def test_map_groups_with_state_streaming_in_update_mode(spark, tmp_path):
-    assert run_stream_with_restarts(spark, tmp_path, map_running_count(), mode="update") == \
-        MAP_ANSWERS
+def test_map_groups_with_state_streaming_restarted_from_checkpoint(spark, tmp_path):
+    assert run_stream_with_restarts(spark, tmp_path, map_running_count()) == MAP_ANSWERS
+
+
+def test_update_mode_into_a_sink(spark, tmp_path):
+    """outputMode("update") into a sink that requires it (memory serves both; file sinks only
+    append): the same rows as append."""
+    stream = Stream(str(tmp_path))
+    for words in STREAM_BATCHES:
+        stream.add(*words)
+    query = map_groups_with_state(stream.read(spark), "word", map_running_count()) \
+        .writeStream.format("memory").queryName("groups_update").outputMode("update") \
+        .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert rows(spark.table("groups_update")) == sorted(r for b in MAP_ANSWERS for r in b)
 
 
 def test_multiple_output_rows_per_group(spark):
@@ -113,7 +125,7 @@ def test_multiple_output_rows_per_group(spark):
     df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "word STRING, v INT")
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(COUNT.alias("count")),
+        update=F.struct(count().alias("count")),
         emit=F.concat(
             F.transform(F.array_sort(F.collect_list("v")),
                         lambda v: F.struct(F.col("word"), v.cast("bigint").alias("n"))),
@@ -126,7 +138,7 @@ def test_empty_or_null_array_emits_nothing(spark):
     df = spark.createDataFrame([("a", 1), ("b", 2)], "word STRING, v INT")
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(COUNT.alias("count")),
+        update=F.struct(count().alias("count")),
         emit=F.when(F.col("word") == "a", F.array(F.struct(F.col("word"), F.sum("v").alias("s"))))
         .otherwise(F.filter(F.array(F.struct(F.col("word"), F.sum("v").alias("s"))),
                             lambda x: F.lit(False))))
@@ -187,6 +199,8 @@ def test_stream_of_values(spark, tmp_path):
     for i, batch in enumerate([[("a", 1), ("a", 2)], [("a", 5), ("b", 1)]]):
         with open(os.path.join(root, "in", f"part-{i}.json"), "w") as f:
             f.writelines(json.dumps({"word": w, "v": v}) + "\n" for w, v in batch)
+        # The file source takes files in modification-time order.
+        os.utime(os.path.join(root, "in", f"part-{i}.json"), (1_000_000 + i, 1_000_000 + i))
     stream = Stream(os.path.join(root, "s"))
     source = spark.readStream.schema("word STRING, v INT").option("maxFilesPerTrigger", 1) \
         .json(os.path.join(root, "in"))

@@ -2,7 +2,7 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.plan.MapWithState
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, BoundReference, Expression, GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, DeclarativeAggregate, ImperativeAggregate}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.execution.SparkPlan
@@ -29,9 +29,9 @@ object GroupAggregation {
   /** The aggregated rows of `child` (the node's child, planned) in `numPartitions`. */
   def plan(m: MapWithState, child: SparkPlan, numPartitions: Int): SparkPlan = {
     val grouping = m.keys ++ m.batchTime.toSeq
-    val aggregates = m.aggregates.map(aggregateOf)
-    val results = grouping ++ m.aggregates.zip(aggregates).map { case (a, agg) =>
-      Alias(agg.resultAttribute, a.name)(exprId = a.exprId)
+    val aggregates = m.boundAggregates.map(aggregateOf)
+    val results = grouping ++ m.values.zip(aggregates).map { case (v, agg) =>
+      Alias(agg.resultAttribute, v.name)(exprId = v.exprId)
     }
     val Seq(finalAggregate) =
       AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, child)
@@ -46,7 +46,7 @@ object GroupAggregation {
    * batch has nothing to aggregate.
    */
   def emptyInput(m: MapWithState): UnsafeRow = {
-    val values = m.aggregates.map(a => emptyValue(aggregateOf(a)))
+    val values = m.boundAggregates.map(a => emptyValue(aggregateOf(a)))
     UnsafeProjection.create(m.values.zipWithIndex.map { case (v, i) =>
       BoundReference(i, v.dataType, nullable = true)
     })(new GenericInternalRow(values.toArray)).copy()
@@ -65,7 +65,7 @@ object GroupAggregation {
       f.eval(buffer)
   }
 
-  private def aggregateOf(a: Alias): AggregateExpression = a.child match {
+  private def aggregateOf(e: Expression): AggregateExpression = e match {
     case agg: AggregateExpression => agg
     case other => throw new IllegalStateException(s"not an aggregate: ${other.sql}")
   }

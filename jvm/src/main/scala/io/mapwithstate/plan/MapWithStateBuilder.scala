@@ -55,8 +55,10 @@ class MapWithStateBuilder(session: SparkSession) {
       val read = AttributeSet(aggregates.flatMap(_.references))
       val narrowed = Project(childAttrs.filter(a => !valueAttrs.contains(a) || read.contains(a)),
         child)
+      val inputs = read.toSeq
       MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
-        options, output, narrowed, initialState, groups = true, aggregates = aggregates)
+        options, output, narrowed, initialState, groups = true, aggregateInputs = inputs,
+        aggregates = GroupAggregates(aggregates.map(_.child), inputs))
     } else {
       val function = new StateFunctionResolver(session)
         .resolve(keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit)
