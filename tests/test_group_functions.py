@@ -210,3 +210,18 @@ def test_stream_of_values(spark, tmp_path):
         emit=F.struct(F.col("word"), S.new_state("total").alias("n")))
     stream.run_available_now(map_groups_with_state(source, "word", spec))
     assert stream.results(spark) == [("a", 3), ("a", 8), ("b", 1)]
+
+
+def test_map_with_state_emits_an_array_too(spark):
+    """The array emit is map_with_state's as well: per record, any number of rows."""
+    from mapwithstate import map_with_state
+
+    df = spark.createDataFrame([("a", 2), ("b", 0), ("a", 1)], "word STRING, v INT")
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.transform(F.sequence(F.lit(1), F.col("v")),
+                         lambda i: F.struct(F.col("word"), i.cast("bigint").alias("i"))))
+    # b's sequence(1, 0) is [1, 0]: two rows
+    assert rows(map_with_state(df, "word", spec, order_by="v")) == \
+        [("a", 1), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]

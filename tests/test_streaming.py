@@ -127,6 +127,17 @@ def test_timeouts_fire_on_checkpoint_micro_batches_including_no_data_ones(spark,
     assert max(p["batchId"] for p in progress) == 1
 
 
+def test_update_mode_gives_the_append_rows(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    result = map_with_state(stream.read(spark), "word", running_count())
+    result.writeStream.format("memory").queryName("mws_update").outputMode("update") \
+        .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start() \
+        .awaitTermination()
+    assert sorted(tuple(r) for r in spark.table("mws_update").collect()) == \
+        [("a", 1), ("a", 2), ("b", 1)]
+
+
 def test_complete_mode_is_refused_at_start(spark, tmp_path):
     stream = Stream(str(tmp_path))
     result = map_with_state(stream.read(spark), "word", running_count())
