@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,B1]``: the whole suite in one command.
+"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S5,B1]``: the whole suite in one command.
 
 Generates missing data, starts one local Connect server with the plugin (ours,
 applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
@@ -23,7 +23,7 @@ import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime  # noqa: E402
-from bench.systems import GROUP_BY, JVM_STREAMING, OURS, PANDAS, STREAMING  # noqa: E402
+from bench.systems import GROUP_BY, GROUPS, OURS, PANDAS, PER_RECORD  # noqa: E402
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -48,6 +48,10 @@ SPARK_CONF = {
         "spark.sql.streaming.checkpointFileManagerClass"],
 }
 DRIVER_MEMORY = "4g"
+#: The streaming systems run through the Connect server (applyInPandasWithState aside: it runs
+#: on a scaled-down input).
+CONNECT_RUNNERS = {OURS.name: connect_systems.ours, GROUPS.name: connect_systems.groups,
+                   PER_RECORD.name: connect_systems.per_record_count_sum}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -108,16 +112,20 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     runs: Dict[str, List[Outcome]] = defaultdict(list)
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
-        _log(f"{tag}: ours")
-        runs[OURS.name].append(connect_systems.ours(spark, directory, _dir(work, tag, OURS.name)))
+        for system in scenario.systems:
+            if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
+                _log(f"{tag}: {system.name}")
+                runs[system.name].append(CONNECT_RUNNERS[system.name](
+                    spark, directory, _dir(work, tag, system.name)))
         if pandas_directory:
             _log(f"{tag}: applyInPandasWithState (scaled down)")
             runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
                 spark, pandas_directory, _dir(work, tag, PANDAS.name)))
-        _log(f"{tag}: {', '.join(JVM_STREAMING)} (spark-submit)")
+        jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
+        _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
         jvm_conf = {**SPARK_CONF, "spark.jars": mws.jar_path(),
                     **tasktime.event_log_conf(_dir(work, tag, "jvm-eventlog"))}
-        jvm = jvm_systems.run(directory, JVM_STREAMING, _dir(work, tag, "jvm"), jvm_conf,
+        jvm = jvm_systems.run(directory, jvm_names, _dir(work, tag, "jvm"), jvm_conf,
                               DRIVER_MEMORY)
         for system, outcome in jvm.items():
             runs[system].append(outcome)
@@ -125,7 +133,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
 
     rows: List[report.Row] = []
     for phase_index, phase in enumerate(scenario.phases):
-        for system in (s.name for s in STREAMING):
+        for system in (s.name for s in scenario.systems):
             if system == PANDAS.name:
                 if pandas_scenario is None:
                     if phase_index == 0:
@@ -141,7 +149,8 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
-    return report.streaming_table(f"{scenario.name}: {scenario.title}", rows) + "\n" + report.targets(lines)
+    return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference)
+            + "\n" + report.targets(lines))
 
 
 def _row(system: str, phase: str, measured, outcomes: List[Outcome], n_files: int,

@@ -20,7 +20,7 @@ class Row:
     scaled: float = 1.0
 
 
-def streaming_table(title: str, rows: Sequence[Row]) -> str:
+def streaming_table(title: str, rows: Sequence[Row], reference: str = OURS.name) -> str:
     """A scenario's table. Ratios compare median batch latency with ours and with the floor in
     the same phase; for a scaled-down row batch latencies are not comparable, so its ratios are
     of time per record instead (marked †)."""
@@ -35,7 +35,7 @@ def streaming_table(title: str, rows: Sequence[Row]) -> str:
         if f is None:
             lines.append(f"| {label} | {row.phase} | {size} | {row.note} | | | | | |")
             continue
-        ours = _find(rows, OURS.name, row.phase)
+        ours = _find(rows, reference, row.phase)
         floor = _find(rows, FLOOR.name, row.phase)
         lines.append(
             f"| {label} | {row.phase} | {size} | {f.records_per_s:,.0f} | {f.median_s:.3f} s | "

@@ -4,7 +4,8 @@ one table, not the harness."""
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from bench.systems import FLOOR, FMGWS_HDFS, OURS, PANDAS
+from bench.systems import (FLOOR, FMGWS_HDFS, FMGWS_SUM_HDFS, GROUPED, GROUPS, OURS, PANDAS,
+                           PER_RECORD, STREAMING, System)
 
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
@@ -61,6 +62,9 @@ class Scenario:
     #: How many interleaved rounds every system runs (batches of all rounds are pooled).
     rounds: int = 1
     targets: Tuple[Target, ...] = ()
+    #: The systems it runs, in table order; ``reference`` is the one the "× ours" column divides by.
+    systems: Tuple[System, ...] = STREAMING
+    reference: str = OURS.name
 
     @property
     def records(self) -> int:
@@ -131,6 +135,22 @@ def state_growth(small: int, large: int, churn: int, batches: int, growth_batche
                                     OURS.name, OURS.name, 1.3, phase=-1),))
 
 
+def grouped(records: int, keys: int, batches: int, rounds: int = 1) -> Scenario:
+    """S5: every batch has ``records`` records over ``keys`` keys (about records/keys per key),
+    aggregated per key per batch (count, sum) into the state: the case map_groups_with_state's
+    one state read and write per key is for."""
+    return Scenario(
+        "S5", f"per-key aggregation ({batches} batches of {_n(records)} records over {_n(keys)} keys)",
+        tuple([BatchSpec("existing", records, key_space=keys)] * batches),
+        (Phase(f"{_n(keys)} keys", _measured(1, batches - 1)),), rounds,
+        (Target("flatMapGroupsWithState (HDFS) median ÷ map_groups_with_state", FMGWS_SUM_HDFS.name,
+                GROUPS.name, 2.0, at_least=True),
+         Target("map_groups_with_state median ÷ stateless floor", GROUPS.name, FLOOR.name, 1.3),
+         Target("map_with_state (per record) median ÷ map_groups_with_state", PER_RECORD.name,
+                GROUPS.name, 1.0, at_least=True)),
+        systems=GROUPED, reference=GROUPS.name)
+
+
 @dataclass(frozen=True)
 class BatchJob:
     """B1: one batch of ``rows`` records over ``keys`` keys, through the batch path."""
@@ -169,17 +189,21 @@ def suite(quick: bool, keys: int) -> Suite:
         s1, churn, s2, s3 = keys, 2_000, 20_000, (10_000, 200_000, 2_000)
         batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
         return Suite((large_state(s1, churn, batches), full_churn(s2, batches, pandas_scale),
-                      state_growth(*s3, batches=5, growth_batches=2)),
+                      state_growth(*s3, batches=5, growth_batches=2),
+                      grouped(100_000, 10_000, batches)),
                      (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
-                      full_churn(int(s2 * pandas_scale), batches, pandas_scale)),
+                      full_churn(int(s2 * pandas_scale), batches, pandas_scale),
+                      grouped(int(100_000 * pandas_scale), int(10_000 * pandas_scale), batches)),
                      pandas_scale, b1, batch_rounds=2)
     # Two rounds where a round is cheap; S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
     return Suite((large_state(keys, 10_000, 20, rounds=2),
                   full_churn(200_000, 20, pandas_scale, rounds=2),
-                  state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5)),
+                  state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5),
+                  grouped(1_000_000, 100_000, 10)),
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
-                  full_churn(int(200_000 * pandas_scale), 20, pandas_scale)),
+                  full_churn(int(200_000 * pandas_scale), 20, pandas_scale),
+                  grouped(int(1_000_000 * pandas_scale), int(100_000 * pandas_scale), 10)),
                  pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3)
 
 

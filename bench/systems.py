@@ -20,10 +20,17 @@ FMGWS_HDFS = System("fmgws-hdfs", "flatMapGroupsWithState, HDFS store", "jvm")
 FMGWS_ROCKSDB = System("fmgws-rocksdb", "flatMapGroupsWithState, RocksDB store", "jvm")
 DSTREAM = System("dstream", "DStream mapWithState", "jvm")
 GROUP_BY = System("groupby", "groupBy().agg(count, sum)", "connect")
+GROUPS = System("groups", "**ours**: map_groups_with_state (count, sum)", "connect")
+PER_RECORD = System("ours-sum", "map_with_state (count, sum per record)", "connect")
+FMGWS_SUM_HDFS = System("fmgws-sum-hdfs", "flatMapGroupsWithState (count, sum), HDFS store", "jvm")
+FMGWS_SUM_ROCKSDB = System("fmgws-sum-rocksdb", "flatMapGroupsWithState (count, sum), RocksDB store",
+                           "jvm")
 
 #: The streaming systems, in table order.
 STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM, PANDAS)
+#: S5's systems (per-key aggregation), in table order.
+GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
 #: The streaming systems BenchMain runs (its names must be these).
 JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
 
-LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + (GROUP_BY,)}
+LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + (GROUP_BY,)}

@@ -129,24 +129,32 @@ def test_timeouts_fire_on_checkpoint_micro_batches_including_no_data_ones(spark,
     assert max(p["batchId"] for p in progress) == 1
 
 
-@pytest.mark.parametrize("mode,error", [
-    ("update", r"map_with_state over a stream supports only outputMode\('append'\), not 'update'"),
-    # Spark's own check refuses complete mode first, as clearly, for any query without an
-    # aggregation; ours would refuse it after one.
-    ("complete", r"Invalid streaming output mode: complete"),
-])
-def test_unsupported_output_mode_is_refused_at_start(spark, tmp_path, mode, error):
+def test_update_mode_gives_the_append_rows(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    result = map_with_state(stream.read(spark), "word", running_count())
+    result.writeStream.format("memory").queryName("mws_update").outputMode("update") \
+        .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start() \
+        .awaitTermination()
+    assert sorted(tuple(r) for r in spark.table("mws_update").collect()) == \
+        [("a", 1), ("a", 2), ("b", 1)]
+
+
+def test_complete_mode_is_refused_at_start(spark, tmp_path):
     stream = Stream(str(tmp_path))
     result = map_with_state(stream.read(spark), "word", running_count())
-    with pytest.raises(PySparkException, match=error):
-        result.writeStream.format("memory").queryName(f"mws_{mode}").outputMode(mode) \
+    # Spark's own check refuses complete mode first, as clearly, for any query without an
+    # aggregation; ours would refuse it after one.
+    with pytest.raises(PySparkException, match=r"Invalid streaming output mode: complete"):
+        result.writeStream.format("memory").queryName("mws_complete").outputMode("complete") \
             .option("checkpointLocation", stream.checkpoint).start()
 
 
 def test_complete_mode_is_refused_even_after_an_aggregation(spark, tmp_path):
     stream = Stream(str(tmp_path))
     result = map_with_state(stream.read(spark), "word", running_count()).groupBy("word").count()
-    with pytest.raises(PySparkException, match=r"supports only outputMode\('append'\), not 'complete'"):
+    with pytest.raises(PySparkException, match=r"supports outputMode\('append'\) and "
+                                               r"outputMode\('update'\) \(the same rows\), not 'complete'"):
         result.writeStream.format("memory").queryName("mws_agg").outputMode("complete") \
             .option("checkpointLocation", stream.checkpoint).start()
 

@@ -15,6 +15,7 @@ natively on the JVM executors by a Spark Connect plugin::
     map_with_state(df, key="word", spec=spec).show()
 """
 from mapwithstate import functions
+from mapwithstate.groups import map_groups_with_state
 from mapwithstate.relation import map_with_state
 from mapwithstate.server import (
     RELATION_PLUGIN_CLASS,
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 __all__ = [
     "StateSpec",
     "map_with_state",
+    "map_groups_with_state",
     "read_state",
     "read_state_changes",
     "functions",

@@ -80,6 +80,33 @@ def map_with_state(
     return DataFrame(jdf, session)
 
 
+def map_groups_with_state(
+    df: "DataFrame",
+    keys: Sequence[ColumnOrName],
+    spec: "StateSpec",
+    batch_time: Optional[ColumnOrName],
+    batch_interval: Optional[str],
+    output: str,
+) -> "DataFrame":
+    """Builds the mapGroupsWithState of a classic DataFrame on the JVM, as
+    :func:`map_with_state` does."""
+    from pyspark.sql.classic.column import _to_seq
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    session = df.sparkSession
+    sc = session.sparkContext
+    jvm = sc._jvm
+    jdf = _api(jvm).mapGroupsWithState(
+        df._jdf,
+        _to_seq(sc, [_java_column(jvm, c, "key") for c in keys]),
+        _java_spec(jvm, spec),
+        _java_column(jvm, batch_time, "batch_time") if batch_time is not None else None,
+        batch_interval,
+        output,
+    )
+    return DataFrame(jdf, session)
+
+
 def _api(jvm: "JavaObject") -> "JavaObject":
     """``io.mapwithstate.MapWithState``, or an error saying how to put it on the driver."""
     from py4j.java_gateway import JavaClass

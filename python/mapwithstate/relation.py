@@ -41,6 +41,7 @@ class MapWithStatePlan(LogicalPlan):
         batch_interval: Optional[str],
         order_by: List[Column],
         output: "relations_pb2.MapWithState.Output.ValueType",
+        groups: bool = False,
     ) -> None:
         super().__init__(child)
         self._keys = keys
@@ -50,6 +51,7 @@ class MapWithStatePlan(LogicalPlan):
         self._batch_interval = batch_interval
         self._order_by = order_by
         self._output = output
+        self._groups = groups
 
     def plan(self, session: "SparkConnectClient") -> proto.Relation:
         assert self._child is not None
@@ -68,6 +70,7 @@ class MapWithStatePlan(LogicalPlan):
                 expression = column.asc().to_plan(session)
             message.order_by.append(expression.sort_order)
         message.output = self._output
+        message.groups = self._groups
 
         relation = self._create_proto_relation()
         relation.extension.Pack(message)

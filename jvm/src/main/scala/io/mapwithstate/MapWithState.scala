@@ -47,7 +47,46 @@ object MapWithState {
       batchTime: Column = null,
       batchInterval: String = null,
       orderBy: Seq[Column] = Nil,
-      output: String = "emitted"): DataFrame = {
+      output: String = "emitted"): DataFrame =
+    run(df, keys, spec, values, batchTime, batchInterval, orderBy, output, groups = false)
+
+  /**
+   * Spark's `mapGroupsWithState` / `flatMapGroupsWithState` over `df`: the spec is called once
+   * per key per batch, and its Columns may use aggregates over the key's records of the batch
+   * (`count(lit(1))`, `sum(col("v"))`, any Spark aggregate); `emit` may be an array of structs
+   * (many rows per call). Arguments as [[mapWithState]]'s, without values and orderBy: the whole
+   * group is in scope.
+   */
+  def mapGroupsWithState(
+      df: DataFrame,
+      keys: Seq[Column],
+      spec: StateSpec,
+      batchTime: Column = null,
+      batchInterval: String = null,
+      output: String = "emitted"): DataFrame =
+    run(df, keys, spec, Nil, batchTime, batchInterval, Nil, output, groups = true)
+
+  /** Java: [[mapGroupsWithState]] with every argument (null where not wanted). */
+  def mapGroupsWithState(
+      df: DataFrame,
+      keys: java.util.List[Column],
+      spec: StateSpec,
+      batchTime: Column,
+      batchInterval: String,
+      output: String): DataFrame =
+    mapGroupsWithState(df, javaList(keys, "keys"), spec, batchTime, batchInterval,
+      Option(output).getOrElse("emitted"))
+
+  private def run(
+      df: DataFrame,
+      keys: Seq[Column],
+      spec: StateSpec,
+      values: Seq[Column],
+      batchTime: Column,
+      batchInterval: String,
+      orderBy: Seq[Column],
+      output: String,
+      groups: Boolean): DataFrame = {
     val input = classicDataset(df, "df")
     val session = input.sparkSession
     if (spec == null) throw MapWithStateException("spec: a StateSpec is needed, got null")
@@ -82,7 +121,8 @@ object MapWithState {
         case e => SortOrder(e, org.apache.spark.sql.catalyst.expressions.Ascending)
       },
       outputKind = outputKind(output),
-      watermark = watermarkOf(input.queryExecution.logical))
+      watermark = watermarkOf(input.queryExecution.logical),
+      groups = groups)
     // As Dataset.ofRows (private to Spark) does: the plan is analyzed as the Dataset is made.
     val built = plan(session, request)
     new classic.Dataset[Row](session, built, Encoders.row(built.schema))

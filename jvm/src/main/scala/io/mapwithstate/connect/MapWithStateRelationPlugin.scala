@@ -120,7 +120,8 @@ object MapWithStateRelationPlugin {
           .asInstanceOf[SortOrder]
       },
       outputKind = outputKind(rel),
-      watermark = watermarkOf(rel.getInput))
+      watermark = watermarkOf(rel.getInput),
+      groups = rel.getGroups)
   }
 
   /**

@@ -35,6 +35,8 @@ class BatchReplayIterator(
   private var batch = 0
   private var phase: Phase = Records
   private var pending: UnsafeRow = null
+  // The rows after the first that the last call emitted (an array emit), from this index on.
+  private var nextEmitted = 0
   private var timingOut: Iterator[(UnsafeRow, UnsafeRow)] = Iterator.empty
   private var snapshotRows: Iterator[InternalRow] = Iterator.empty
 
@@ -64,12 +66,18 @@ class BatchReplayIterator(
 
   private def time: Long = timeline.times(batch)
 
-  private def advance(): Unit = phase match {
+  private def advance(): Unit = if (nextEmitted < updater.emittedCount) {
+    pending = updater.emitted(nextEmitted)
+    nextEmitted += 1
+  } else phase match {
     case Records =>
       if (input.hasNext && timeline.batchOf(recordTime(input.head)) == batch) {
         val record = input.next()
         if (isLate(record)) updater.dropLateRow()
-        else pending = updater.processRecord(record, time)
+        else {
+          pending = updater.processRecord(record, time)
+          nextEmitted = 1
+        }
       } else {
         phase = Timeouts
         timingOut = timeouts.threshold(firstBatch + batch, time, timeline.watermarkAt(batch)) match {
@@ -81,6 +89,7 @@ class BatchReplayIterator(
       if (timingOut.hasNext) {
         val (key, state) = timingOut.next()
         pending = updater.timeOut(key, state, time)
+        nextEmitted = 1
       } else {
         phase = Snapshot
         snapshotRows = snapshot match {

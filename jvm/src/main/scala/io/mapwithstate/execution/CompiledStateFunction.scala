@@ -4,6 +4,7 @@ import io.mapwithstate.plan.{StateFunction, StateFunctionInput}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -12,7 +13,8 @@ import org.apache.spark.sql.types.StructType
  * ([[StateFunctionInput]]). One instance per task: it owns mutable buffers.
  *
  * Call order per record: [[setContext]], then [[shouldRemove]] and [[update]] (state before the
- * record), then [[emit]] and [[timeoutAt]] with the state after it.
+ * record), then [[emit]] and [[timeoutAt]] with the state after it. `emit` may be one record
+ * (a struct) or many (an array of structs: flatMapGroupsWithState's iterator of rows).
  */
 class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) {
   import StateFunctionInput._
@@ -33,19 +35,27 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
   private val removePredicate: BasePredicate =
     function.remove.map(r => Predicate.create(bind(r))).orNull
   private val updateProjection = function.update.map(u => new StructProjection(bind(u))).orNull
-  private val emitProjection = function.emit.map(e => new StructProjection(bind(e))).orNull
+  private val emitProjection =
+    function.emit.filterNot(_ => function.emitsMany).map(e => new StructProjection(bind(e))).orNull
+  private val emitManyProjection =
+    function.emit.filter(_ => function.emitsMany).map(e => UnsafeProjection.create(Seq(bind(e))))
+      .orNull
+  private val emitWidth = function.emitType.length
+  private var emittedRow: UnsafeRow = null
+  private var emittedArray: ArrayData = null
   private val timeoutAtProjection =
     function.timeoutAt.map(e => UnsafeProjection.create(Seq(bind(e)))).orNull
 
   val hasUpdate: Boolean = updateProjection != null
   val hasRemove: Boolean = removePredicate != null
-  val hasEmit: Boolean = emitProjection != null
+  val hasEmit: Boolean = function.emit.isDefined
 
   def initialize(partitionIndex: Int): Unit = {
     Option(removePredicate).foreach(_.initialize(partitionIndex))
     Option(updateProjection).foreach(_.initialize(partitionIndex))
     Option(emitProjection).foreach(_.initialize(partitionIndex))
     Option(timeoutAtProjection).foreach(_.initialize(partitionIndex))
+    Option(emitManyProjection).foreach(_.initialize(partitionIndex))
   }
 
   /**
@@ -92,14 +102,33 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
   def update(): UnsafeRow = if (updateProjection == null) null else updateProjection(joined)
 
   /**
-   * The record `emit` produces for the current record, whose state after it is `newState`
-   * (null when removed), or null when it emits nothing.
+   * The first record `emit` produces for the current record, whose state after it is
+   * `newState` (null when removed), or null when it emits nothing; an array `emit` may produce
+   * more ([[emittedCount]], [[emitted]]).
    */
   def emit(newState: InternalRow): UnsafeRow = {
-    if (emitProjection == null) return null
-    context.update(NewStateOrdinal, newState)
-    emitProjection(joined)
+    emittedRow = null
+    emittedArray = null
+    if (emitProjection != null) {
+      context.update(NewStateOrdinal, newState)
+      emittedRow = emitProjection(joined)
+    } else if (emitManyProjection != null) {
+      context.update(NewStateOrdinal, newState)
+      val result = emitManyProjection(joined)
+      if (!result.isNullAt(0)) emittedArray = result.getArray(0)
+    }
+    if (emittedCount > 0) emitted(0) else null
   }
+
+  /** How many records the last [[emit]] produced, null elements of an array included. */
+  def emittedCount: Int =
+    if (emittedArray != null) emittedArray.numElements() else if (emittedRow != null) 1 else 0
+
+  /** The i-th record the last [[emit]] produced; null for a null array element. */
+  def emitted(i: Int): UnsafeRow =
+    if (emittedArray == null) emittedRow
+    else if (emittedArray.isNullAt(i)) null
+    else emittedArray.getStruct(i, emitWidth).asInstanceOf[UnsafeRow]
 }
 
 /**

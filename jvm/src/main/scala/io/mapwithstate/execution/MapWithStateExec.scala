@@ -6,7 +6,7 @@ import io.mapwithstate.state.StateBackend
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
@@ -32,7 +32,8 @@ case class MapWithStateExec(
     output: Seq[Attribute],
     child: SparkPlan,
     initialState: Option[SparkPlan],
-    eventTime: Option[Attribute] = None) extends MapWithStateExecBase {
+    eventTime: Option[Attribute] = None,
+    timingOutValues: Option[UnsafeRow] = None) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),

@@ -3,7 +3,7 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction, TimerDomain}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.Attribute
+import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
 import org.apache.spark.sql.execution.SparkPlan
 
 /**
@@ -24,6 +24,12 @@ trait MapWithStateExecBase extends SparkPlan {
   /** The input's event-time column (from `withWatermark`), a column of `child`. */
   def eventTime: Option[Attribute]
 
+  /**
+   * A group function's aggregates over no records, in `values` order: the values a
+   * timing-out call sees (None: a per-record function's timing-out calls see nulls).
+   */
+  def timingOutValues: Option[UnsafeRow]
+
   override def children: Seq[SparkPlan] = child +: initialState.toSeq
 
   protected def timeoutPolicy: TimeoutPolicy =
@@ -43,6 +49,9 @@ trait MapWithStateExecBase extends SparkPlan {
       keyTypes = keys.map(_.dataType),
       snapshotLayout = if (snapshots) Some(output) else None,
       timeouts = timeoutPolicy,
+      timingOutValues = timingOutValues.toSeq.flatMap { row =>
+        values.zipWithIndex.map { case (v, i) => ordinal(v) -> row.get(i, v.dataType) }
+      },
       metrics = PartitionMetrics(
         numOutputRows = longMetric("numOutputRows"),
         numUpdatedStateRows = longMetric("numUpdatedStateRows"),

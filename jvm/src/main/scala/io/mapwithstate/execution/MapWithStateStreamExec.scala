@@ -13,7 +13,7 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.Attribute
+import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
@@ -51,7 +51,8 @@ case class MapWithStateStreamExec(
     child: SparkPlan,
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
-    batchWatermarkMs: Long = 0L) extends MapWithStateExecBase with StateStoreWriter {
+    batchWatermarkMs: Long = 0L,
+    timingOutValues: Option[UnsafeRow] = None) extends MapWithStateExecBase with StateStoreWriter {
 
   override def shortName: String = "mapWithState"
 

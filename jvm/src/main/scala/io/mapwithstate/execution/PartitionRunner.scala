@@ -26,6 +26,7 @@ import org.apache.spark.sql.types.DataType
  * @param snapshotLayout for snapshot output, the output attributes (batch time, keys, state)
  * @param timeouts       which keys time out in which batch
  * @param lateRows       with event-time timers, where the event time is in the input rows
+ * @param timingOutValues the value columns of a timing-out call (ordinal, value); others null
  */
 case class PartitionRunner(
     function: StateFunction,
@@ -36,7 +37,8 @@ case class PartitionRunner(
     snapshotLayout: Option[Seq[Attribute]],
     timeouts: TimeoutPolicy,
     metrics: PartitionMetrics,
-    lateRows: Option[Int] = None) {
+    lateRows: Option[Int] = None,
+    timingOutValues: Seq[(Int, Any)] = Nil) {
 
   /**
    * The output of one partition.
@@ -57,7 +59,7 @@ case class PartitionRunner(
     val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
     compiled.initialize(partition)
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
-      timeouts.refreshesIdleKeys, timeouts.timers)
+      timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues)
     loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
 
     val snapshot = snapshotLayout.map { layout =>

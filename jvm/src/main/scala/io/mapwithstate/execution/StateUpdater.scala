@@ -23,9 +23,13 @@ import org.apache.spark.sql.types.DataType
  * state is kept unless removed; a key called for data in a batch is not also timed out in it.
  *
  * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
+ * A call returns its first emitted row; an `emit` that is an array may emit more, read with
+ * [[emittedCount]] and [[emitted]].
  *
- * @param keyOrdinals where the key columns are in the input rows
- * @param inputWidth  how many columns the input rows have
+ * @param keyOrdinals     where the key columns are in the input rows
+ * @param inputWidth      how many columns the input rows have
+ * @param timingOutValues the value columns of a timing-out call that are not null: a group
+ *                        function's aggregates over no records (ordinal, value)
  */
 class StateUpdater(
     val map: StateMap,
@@ -34,7 +38,8 @@ class StateUpdater(
     keyTypes: Seq[DataType],
     inputWidth: Int,
     refreshesIdleKeys: Boolean,
-    timers: Boolean = false) {
+    timers: Boolean = false,
+    timingOutValues: Seq[(Int, Any)] = Nil) {
 
   private val keyProjection = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -59,7 +64,13 @@ class StateUpdater(
     calledForData.clear()
   }
 
-  /** Runs one record; returns what it emits, or null. */
+  /** How many rows the last call emitted (null array elements included). */
+  def emittedCount: Int = function.emittedCount
+
+  /** The i-th row the last call emitted, or null (a null array element). */
+  def emitted(i: Int): UnsafeRow = function.emitted(i)
+
+  /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = keyProjection(record)
     val before = map.get(key)
@@ -98,12 +109,13 @@ class StateUpdater(
   }
 
   /**
-   * Runs the timing-out call of one key and returns what it emits. An idle key's state is then
-   * removed; with timers, the call's `remove`, `update` and `timeout_at` decide.
+   * Runs the timing-out call of one key and returns its first emitted row. An idle key's state
+   * is then removed; with timers, the call's `remove`, `update` and `timeout_at` decide.
    */
   def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {
     var i = 0
     while (i < inputWidth) { timingOutInput.setNullAt(i); i += 1 }
+    timingOutValues.foreach { case (o, v) => timingOutInput.update(o, v) }
     keyOrdinals.zipWithIndex.foreach { case (o, k) =>
       timingOutInput.update(o, key.get(k, keyTypes(k)))
     }

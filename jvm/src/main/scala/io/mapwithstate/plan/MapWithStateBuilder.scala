@@ -4,7 +4,7 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.catalyst.util.IntervalUtils
@@ -53,20 +53,42 @@ class MapWithStateBuilder(session: SparkSession) {
 
     val eventTimeAttr = eventTimeColumn.map(_ => childAttrs.last)
     val stateType = stateSchema(spec.stateSchema)
-    val function = new StateFunctionResolver(session).resolve(
-      keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
     val options = optionsOf(request, input).copy(
       timerDomain = domain,
       watermarkDelayMs = watermark.map(_._2))
-    val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
-    val initialState = spec.initialState.map(
-      initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
     if (spec.initialStateTimeoutAt.isDefined && spec.initialState.isEmpty) {
       throw MapWithStateException(
         "initial_state's timeout_at names a timer column, but there is no initial_state")
     }
-    MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
-      child, initialState, eventTimeAttr)
+    val initialState = spec.initialState.map(
+      initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
+    if (request.groups) {
+      if (eventTimeAttr.isDefined && domain.contains(TimerDomain.EventTime)) {
+        // Late rows are dropped before the function sees them; for a group function that is
+        // before the aggregation, which runs ahead of the stateful operator.
+        throw MapWithStateException(
+          "map_groups_with_state with timeout_domain('event_time') is not supported yet: late " +
+            "rows would have to be dropped before the aggregation; use map_with_state, or " +
+            "processing-time timers")
+      }
+      val (function, aggregates) = new GroupFunctionResolver(session).resolve(keyAttrs,
+        valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
+      val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
+      // Only the columns the aggregates read go on to the aggregation.
+      val read = AttributeSet(aggregates.flatMap(_.references))
+      val narrowed = Project(childAttrs.filter(a => !valueAttrs.contains(a) || read.contains(a)),
+        child)
+      val inputs = read.toSeq
+      MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
+        options, output, narrowed, initialState, groups = true, aggregateInputs = inputs,
+        aggregates = GroupAggregates(aggregates.map(_.child), inputs))
+    } else {
+      val function = new StateFunctionResolver(session).resolve(
+        keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
+      val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
+      MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
+        child, initialState, eventTimeAttr)
+    }
   }
 
   /**
@@ -133,6 +155,11 @@ class MapWithStateBuilder(session: SparkSession) {
   private def keysAndValues(request: MapWithStateRequest, input: LogicalPlan)
     : (Seq[NamedExpression], Seq[NamedExpression]) = {
     if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
+    if (request.groups && (request.values.nonEmpty || request.orderBy.nonEmpty)) {
+      throw MapWithStateException(
+        "map_groups_with_state takes no value or order_by columns: its state function sees " +
+          "all of a key's records of the batch at once, through aggregates over any column")
+    }
     val keys = project(request.keys.map(named), input, "key")
     val valueColumns =
       if (request.values.nonEmpty) request.values.map(named)

@@ -20,7 +20,8 @@ case class MapWithStateRequest(
     batchInterval: Option[String] = None,
     orderBy: Seq[SortOrder] = Nil,
     outputKind: OutputKind = OutputKind.Emitted,
-    watermark: Option[(String, String)] = None) {
+    watermark: Option[(String, String)] = None,
+    groups: Boolean = false) {
 
   /** The batch interval in milliseconds, checked to be a positive duration. */
   def batchIntervalMs: Option[Long] = batchInterval.map(Durations.positiveMillis(_, "batch_interval"))

@@ -6,7 +6,7 @@ import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, Create
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{BooleanType, StructType, TimestampNTZType, TimestampType}
+import org.apache.spark.sql.types.{ArrayType, BooleanType, StructType, TimestampNTZType, TimestampType}
 
 /**
  * Resolves and type-checks the expressions of a state function against its input (the key and
@@ -28,16 +28,35 @@ class StateFunctionResolver(session: SparkSession) {
       emit: Option[Expression],
       timeoutAt: Option[Expression] = None): StateFunction = {
     val data = dataColumns.map(_.newInstance())
-    val context = StateFunctionInput.contextAttributes(stateType)
-    val beforeRecord = data ++ context.filterNot(_.name == StateFunctionInput.NewState)
+    resolveWith(data, data, StateFunctionInput.contextAttributes(stateType), stateType, update,
+      remove, emit, timeoutAt)(analyze)
+  }
+
+  /**
+   * Resolves each expression with `analyzeOne` over `scope` and the context columns (the
+   * state's new value for `emit` only), then checks what each must be. The resulting function
+   * reads `data`: for a per-record function the same columns as `scope`; for a group function
+   * ([[GroupFunctionResolver]]) the keys and the aggregates `analyzeOne` replaced.
+   */
+  private[plan] def resolveWith(
+      scope: Seq[Attribute],
+      data: => Seq[Attribute],
+      context: Seq[Attribute],
+      stateType: StructType,
+      update: Option[Expression],
+      remove: Option[Expression],
+      emit: Option[Expression],
+      timeoutAt: Option[Expression])(
+      analyzeOne: (Expression, Seq[Attribute], String) => Expression): StateFunction = {
+    val beforeRecord = scope ++ context.filterNot(_.name == StateFunctionInput.NewState)
 
     val resolvedUpdate = update.map { e =>
       refuseNewState(e, "update")
-      castToState(analyze(e, beforeRecord, "update"), stateType)
+      castToState(analyzeOne(e, beforeRecord, "update"), stateType)
     }
     val resolvedRemove = remove.map { e =>
       refuseNewState(e, "remove")
-      val r = analyze(e, beforeRecord, "remove")
+      val r = analyzeOne(e, beforeRecord, "remove")
       if (r.dataType != BooleanType) {
         throw MapWithStateException(
           s"remove must be a BOOLEAN expression, but it is ${r.dataType.sql}: ${r.sql}")
@@ -45,18 +64,20 @@ class StateFunctionResolver(session: SparkSession) {
       r
     }
     val resolvedEmit = emit.map { e =>
-      val r = analyze(e, data ++ context, "emit")
+      val r = analyzeOne(e, scope ++ context, "emit")
       r.dataType match {
         case s: StructType if s.nonEmpty => r
+        case ArrayType(s: StructType, _) if s.nonEmpty => r
         case other =>
           throw MapWithStateException(
             s"emit must be a struct whose fields are the output columns (e.g. F.struct(...)), " +
-              s"but it is ${other.sql}: ${r.sql}")
+              s"or an array of such structs (e.g. F.array(F.struct(...), ...)), but it is " +
+              s"${other.sql}: ${r.sql}")
       }
     }
     // Evaluated after update and remove, like emit: the state after the call is in scope.
     val resolvedTimeoutAt = timeoutAt.map { e =>
-      val r = analyze(e, data ++ context, "timeout_at")
+      val r = analyzeOne(e, scope ++ context, "timeout_at")
       if (r.dataType != TimestampType) {
         throw MapWithStateException(
           s"timeout_at must be a TIMESTAMP expression (the key's timer), but it is " +
@@ -80,7 +101,7 @@ class StateFunctionResolver(session: SparkSession) {
     }
   }
 
-  private def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
+  private[plan] def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
     Analysis.analyze(session, Project(Seq(Alias(e, what)()), LocalRelation(input)), what) match {
       case Project(Seq(Alias(resolved, _)), _) => resolved
       case other =>

@@ -6,12 +6,15 @@ import org.apache.spark.sql.catalyst.streaming.WriteToStream
 import org.apache.spark.sql.streaming.OutputMode
 
 /**
- * Refuses, when a streaming query starts, the writes map_with_state cannot serve, so the user
- * gets the reason from `start()` rather than from a failed micro-batch. It runs as an analyzer
+ * Refuses, when a streaming query starts, the writes map_with_state (and map_groups_with_state)
+ * cannot serve, so the user gets the reason from `start()` rather than from a failed
+ * micro-batch. It runs as an analyzer
  * check rule: the analyzed `WriteToStream` is the first plan that knows the output mode.
  *
  * map_with_state adds rows per micro-batch and never retracts them — the emitted records, or
- * the state snapshot stamped with its batch time — so only the append mode fits. Its state
+ * the state snapshot stamped with its batch time — so the append mode fits, and the update
+ * mode too, with the same rows (as flatMapGroupsWithState allows both, for sinks that require
+ * update); complete, which re-emits a whole result table per micro-batch, does not. Its state
  * lives under one fixed operator id, so a query holds at most one map_with_state.
  */
 object StreamingWriteCheck extends (LogicalPlan => Unit) {
@@ -23,12 +26,15 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
           s"a streaming query can hold one map_with_state, this one has ${operators.size}; " +
             "split it into several queries")
       }
-      if (operators.nonEmpty && write.outputMode != OutputMode.Append()) {
+      val name = if (operators.exists(_.groups)) "map_groups_with_state" else "map_with_state"
+      if (operators.nonEmpty && write.outputMode != OutputMode.Append() &&
+          write.outputMode != OutputMode.Update()) {
         throw MapWithStateException(
-          s"map_with_state over a stream supports only outputMode('append'), not " +
-            s"'${write.outputMode.toString.toLowerCase}': output='emitted' appends the records " +
-            "each micro-batch emits and output='snapshots' appends the whole state after each " +
-            "micro-batch, stamped with its batch_time")
+          s"$name over a stream supports outputMode('append') and outputMode('update') (the " +
+            s"same rows), not '${write.outputMode.toString.toLowerCase}': output='emitted' " +
+            "adds the records each micro-batch emits and output='snapshots' the whole state " +
+            "after each micro-batch, stamped with its batch_time; neither is a result table " +
+            "to rewrite whole")
       }
     case _ =>
   }

@@ -11,7 +11,8 @@ import org.apache.spark.sql.streaming.OutputMode
  * system after the other in this JVM, and appends one JSON line per system to the results file.
  *
  * Arguments: `<input dir> <work dir> <results file> <system>...`, systems being `floor`,
- * `fmgws-hdfs`, `fmgws-rocksdb` and `dstream`. A system that fails is reported as failed
+ * `fmgws-hdfs`, `fmgws-rocksdb`, `dstream`, and S5's `fmgws-sum-hdfs` and `fmgws-sum-rocksdb`
+ * (count and sum per key per batch). A system that fails is reported as failed
  * rather than ending the run, so one broken baseline does not hide the others.
  */
 object BenchMain {
@@ -41,6 +42,12 @@ object BenchMain {
       case "fmgws-rocksdb" =>
         StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
           RunningCount.query)
+      case "fmgws-sum-hdfs" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
+          GroupCountSum.query)
+      case "fmgws-sum-rocksdb" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
+          GroupCountSum.query)
       case "dstream" => DStreamRunningCount.run(spark, input, dir)
       case other => throw new IllegalArgumentException(s"unknown system $other")
     }

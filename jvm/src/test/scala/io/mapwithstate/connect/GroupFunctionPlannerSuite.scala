@@ -1,0 +1,89 @@
+package io.mapwithstate.connect
+
+import io.mapwithstate.{LocalSpark, MapWithStateException}
+import io.mapwithstate.execution.MapWithStateExec
+import io.mapwithstate.plan.{MapWithState, MapWithStateBuilder, StateFunctionInput}
+import io.mapwithstate.proto
+import org.apache.spark.connect.proto.{Expression, Relation, SQL}
+import org.apache.spark.sql.connect.planner.SparkConnectPlanner
+import org.apache.spark.sql.connect.service.SessionHolder
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
+import org.apache.spark.sql.execution.aggregate.BaseAggregateExec
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * Group functions (`MapWithState.groups`) through the plugin's translation and the planner:
+ * the aggregates taken out of the function, the physical plan (partial aggregation, one
+ * shuffle, final aggregation, the stateful operator), results and errors.
+ */
+class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with AdaptiveSparkPlanHelper {
+
+  private def planner = new SparkConnectPlanner(
+    SessionHolder("user", java.util.UUID.randomUUID().toString, spark), None)
+
+  private def expr(text: String): Expression =
+    Expression.newBuilder()
+      .setExpressionString(Expression.ExpressionString.newBuilder().setExpression(text)).build()
+
+  private val input = Relation.newBuilder().setSql(SQL.newBuilder().setQuery(
+    "SELECT * FROM VALUES ('a', 1, 'x'), ('b', 2, 'y'), ('a', 3, 'z') AS t(word, v, s)")).build()
+
+  private val state = StateFunctionInput.State
+  private val newState = StateFunctionInput.NewState
+
+  private def counts(emit: String = s"named_struct('word', word, 'n', $newState.n, " +
+      "'s', sum(v))"): proto.MapWithState.Builder =
+    proto.MapWithState.newBuilder()
+      .setInput(input)
+      .addKeys(expr("word"))
+      .setGroups(true)
+      .setSpec(proto.StateSpec.newBuilder()
+        .setStateSchemaDdl("n BIGINT")
+        .setUpdate(expr(s"named_struct('n', coalesce($state.n, 0) + count(*))"))
+        .setEmit(expr(emit)))
+      .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
+
+  private def plan(message: proto.MapWithState.Builder): MapWithState =
+    new MapWithStateBuilder(spark).build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
+
+  private def error(message: proto.MapWithState.Builder): String =
+    intercept[MapWithStateException](plan(message)).getMessage
+
+  test("the aggregates become the function's value columns, each computed once") {
+    val p = plan(counts(s"named_struct('word', word, 'n', count(*), 's', sum(v))"))
+    assert(p.groups)
+    assert(p.values.map(_.name) === Seq("__mws_agg_0", "__mws_agg_1"))
+    assert(p.aggregates.expressions.map(_.sql) === Seq("count(1)", "sum(t.v)"))
+    // The column the aggregates do not read is not carried to the aggregation.
+    assert(p.child.output.map(_.name) === Seq("word", "v"))
+  }
+
+  test("planned as partial aggregation, one shuffle by key, final aggregation, the operator") {
+    val qe = spark.sessionState.executePlan(plan(counts()))
+    val executed = qe.executedPlan
+    val operator = collect(executed) { case m: MapWithStateExec => m }
+    assert(operator.size === 1)
+    assert(collect(executed) { case a: BaseAggregateExec => a }.size === 2)
+    assert(collect(executed) { case s: ShuffleExchangeExec => s }.size === 1)
+    val rows = qe.executedPlan.executeCollect().map(r =>
+      (r.getUTF8String(0).toString, r.getLong(1), r.getLong(2))).sorted.toSeq
+    assert(rows === Seq(("a", 2L, 4L), ("b", 1L, 2L)))
+  }
+
+  test("an array emit gives its elements' fields as the output") {
+    val p = plan(counts(s"array(named_struct('word', word, 'n', count(*)), " +
+      "named_struct('word', word, 'n', max(v)))"))
+    assert(p.output.map(_.name) === Seq("word", "n"))
+  }
+
+  test("errors name the expression: a value column, nested aggregates, the state") {
+    assert(error(counts("named_struct('word', word, 'v', v)")).contains(
+      "emit: [MISSING_AGGREGATION] the non-aggregating expression \"v\""))
+    assert(error(counts("named_struct('n', sum(count(*)))")).contains("NESTED_AGGREGATE_FUNCTION"))
+    assert(error(counts(s"named_struct('n', sum($state.n))")).contains(
+      s"reads '$state'"))
+    assert(error(counts("count(*)")).contains("emit must be a struct"))
+    assert(error(counts().addValues(expr("v"))).contains("takes no value or order_by"))
+  }
+}

@@ -1,0 +1,77 @@
+"""Bad group functions get a clear error naming the expression, and the server keeps serving."""
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from mapwithstate import StateSpec, map_groups_with_state
+from mapwithstate import functions as S
+
+
+def words(spark):
+    return spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "word STRING, x INT")
+
+
+def error_of(spark, **function) -> str:
+    spec = StateSpec.function("n BIGINT", **function)
+    with pytest.raises(PySparkException) as info:
+        map_groups_with_state(words(spark), "word", spec).collect()
+    assert_still_serving(spark)
+    return str(info.value)
+
+
+def assert_still_serving(spark):
+    spec = StateSpec.function("n BIGINT", update=F.struct(F.count("*").alias("n")),
+                              emit=F.struct(F.col("word"), F.sum("x").alias("s")))
+    result = map_groups_with_state(words(spark), "word", spec)
+    assert sorted(tuple(r) for r in result.collect()) == [("a", 4), ("b", 2)]
+
+
+def test_a_value_column_outside_an_aggregate(spark):
+    message = error_of(spark, update=F.struct(F.col("x").cast("bigint").alias("n")))
+    assert "MISSING_AGGREGATION" in message and '"x"' in message and "update" in message
+
+
+def test_a_value_column_beside_an_aggregate_in_emit(spark):
+    message = error_of(spark, emit=F.struct(F.col("word"), F.col("x"), F.count("*").alias("c")))
+    assert "MISSING_AGGREGATION" in message and '"x"' in message and "emit" in message
+
+
+def test_an_aggregate_over_the_state(spark):
+    message = error_of(spark, update=F.struct(F.sum(S.state("n")).alias("n")))
+    assert "aggregate" in message and "__mws_state" in message and "sum" in message
+
+
+def test_an_emit_that_is_neither_a_struct_nor_an_array_of_structs(spark):
+    message = error_of(spark, emit=F.count("*"))
+    assert "emit must be a struct" in message and "array of such structs" in message
+    message = error_of(spark, emit=F.collect_list("x"))
+    assert "emit must be a struct" in message and "ARRAY<INT>" in message
+
+
+def test_nested_aggregates(spark):
+    message = error_of(spark, update=F.struct(F.sum(F.count("*")).alias("n")))
+    assert "NESTED_AGGREGATE_FUNCTION" in message and "count" in message
+
+
+def test_a_window_function(spark):
+    message = error_of(
+        spark, update=F.struct(F.sum("x").over(Window.partitionBy("word")).alias("n")))
+    assert "window" in message and "update" in message
+
+
+def test_value_and_order_by_are_not_arguments(spark):
+    with pytest.raises(TypeError):
+        map_groups_with_state(words(spark), "word", StateSpec.function("n BIGINT"), value="x")
+
+
+def test_complete_mode_is_refused_at_start(spark, tmp_path):
+    source = spark.readStream.schema("word STRING").json(str(tmp_path))
+    spec = StateSpec.function("n BIGINT", update=F.struct(F.count("*").alias("n")),
+                              emit=F.struct(F.col("word"), F.count("*").alias("n")))
+    result = map_groups_with_state(source, "word", spec).groupBy("word").count()
+    with pytest.raises(PySparkException, match=r"map_groups_with_state over a stream supports "
+                                               r"outputMode\('append'\) and outputMode\('update'\)"
+                                               r".*not 'complete'"):
+        result.writeStream.format("memory").queryName("mgws_complete").outputMode("complete") \
+            .option("checkpointLocation", str(tmp_path / "ck")).start()

@@ -1,0 +1,252 @@
+"""Spark's FlatMapGroupsWithStateSuite (its cases without timeouts), through
+``map_groups_with_state``: in batch, as batch replays, and over streams restarted from their
+checkpoints.
+
+The suite's functions become Columns: ``values.size`` is ``F.count("*")``, the state's
+``getOption`` is ``S.state(...)``, ``state.remove()`` is ``remove``, the returned iterator
+is ``emit`` (an array of structs for several rows, null for none).
+"""
+import json
+import os
+
+import pytest
+from pyspark.sql import functions as F
+
+from mapwithstate import StateSpec, map_groups_with_state
+from mapwithstate import functions as S
+from replay import by_batch, expected_by_batch, replay_input
+from streams import Stream
+
+pytestmark = pytest.mark.sessions("connect", "classic")
+
+
+
+def count():
+    """The key's count after this batch: state.getOption.getOrElse(0) + values.size."""
+    return F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
+
+
+def flat_running_count():
+    """count = state.getOption.map(_.count).getOrElse(0L) + values.size; at 3 the state is
+    removed and nothing returned, else updated and (key, count.toString) returned."""
+    return StateSpec.function(
+        "count BIGINT",
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
+        emit=F.when(S.new_state().isNotNull(),
+                    F.struct(F.col("word"), S.new_state("count").cast("string").alias("n"))))
+
+
+def map_running_count():
+    """mapGroupsWithState: one row per key, (key, "-1") when the state is removed at 3."""
+    return StateSpec.function(
+        "count BIGINT",
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
+        emit=F.struct(F.col("word"),
+                      F.coalesce(S.new_state("count").cast("string"), F.lit("-1")).alias("n")))
+
+
+def rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+STREAM_BATCHES = [["a"], ["a", "b"], ["a", "b"], ["a", "c"]]
+FLAT_ANSWERS = [[("a", "1")], [("a", "2"), ("b", "1")], [("b", "2")], [("a", "1"), ("c", "1")]]
+MAP_ANSWERS = [[("a", "1")], [("a", "2"), ("b", "1")], [("a", "-1"), ("b", "2")],
+               [("a", "1"), ("c", "1")]]
+
+
+def test_map_groups_with_state_batch(spark):
+    df = spark.createDataFrame([("a",), ("a",), ("b",)], "word STRING")
+    assert rows(map_groups_with_state(df, "word", map_running_count())) == \
+        [("a", "2"), ("b", "1")]
+
+
+def test_flat_map_groups_with_state_batch_replay(spark):
+    df = replay_input(spark, STREAM_BATCHES)
+    spec = StateSpec.function(
+        "count BIGINT",
+        update=F.struct(count().alias("count")),
+        remove=count() == 3,
+        emit=F.when(S.new_state().isNotNull(),
+                    F.struct(S.batch_time().alias("t"), F.col("word"),
+                             S.new_state("count").cast("string").alias("n"))))
+    out = map_groups_with_state(df, "word", spec, batch_time="ts").collect()
+    assert by_batch(out, "t", lambda r: (r.word, r.n)) == expected_by_batch(FLAT_ANSWERS)
+
+
+def test_state_snapshots_after_each_batch(spark):
+    df = replay_input(spark, STREAM_BATCHES)
+    out = map_groups_with_state(df, "word", flat_running_count(), batch_time="ts",
+                                output="snapshots").collect()
+    states = [[("a", 1)], [("a", 2), ("b", 1)], [("b", 2)], [("a", 1), ("b", 2), ("c", 1)]]
+    assert by_batch(out, "batch_time", lambda r: (r.word, r["count"])) == \
+        expected_by_batch(states)
+
+
+def run_stream_with_restarts(spark, tmp_path, spec):
+    """Each batch of STREAM_BATCHES in its own run of the query, restarted from its
+    checkpoint, into a JSON sink; returns the new rows after each run."""
+    stream = Stream(str(tmp_path))
+    seen, answers = [], []
+    for words in STREAM_BATCHES:
+        stream.add(*words)
+        stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
+        now = stream.results(spark, "word STRING, n STRING")
+        for r in seen:
+            now.remove(r)
+        answers.append(sorted(now))
+        seen += now
+    return answers
+
+
+def test_flat_map_groups_with_state_streaming_restarted_from_checkpoint(spark, tmp_path):
+    assert run_stream_with_restarts(spark, tmp_path, flat_running_count()) == FLAT_ANSWERS
+
+
+def test_map_groups_with_state_streaming_restarted_from_checkpoint(spark, tmp_path):
+    assert run_stream_with_restarts(spark, tmp_path, map_running_count()) == MAP_ANSWERS
+
+
+def test_update_mode_into_a_sink(spark, tmp_path):
+    """outputMode("update") into a sink that requires it (memory serves both; file sinks only
+    append): the same rows as append."""
+    stream = Stream(str(tmp_path))
+    for words in STREAM_BATCHES:
+        stream.add(*words)
+    query = map_groups_with_state(stream.read(spark), "word", map_running_count()) \
+        .writeStream.format("memory").queryName("groups_update").outputMode("update") \
+        .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert rows(spark.table("groups_update")) == sorted(r for b in MAP_ANSWERS for r in b)
+
+
+def test_multiple_output_rows_per_group(spark):
+    """flatMapGroupsWithState returning an iterator of several rows: one per value here, and
+    a second row with the group's count."""
+    df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "word STRING, v INT")
+    spec = StateSpec.function(
+        "count BIGINT",
+        update=F.struct(count().alias("count")),
+        emit=F.concat(
+            F.transform(F.array_sort(F.collect_list("v")),
+                        lambda v: F.struct(F.col("word"), v.cast("bigint").alias("n"))),
+            F.array(F.struct(F.col("word"), (-S.new_state("count")).alias("n")))))
+    assert rows(map_groups_with_state(df, "word", spec)) == \
+        [("a", -2), ("a", 1), ("a", 2), ("b", -1), ("b", 3)]
+
+
+def test_empty_or_null_array_emits_nothing(spark):
+    df = spark.createDataFrame([("a", 1), ("b", 2)], "word STRING, v INT")
+    spec = StateSpec.function(
+        "count BIGINT",
+        update=F.struct(count().alias("count")),
+        emit=F.when(F.col("word") == "a", F.array(F.struct(F.col("word"), F.sum("v").alias("s"))))
+        .otherwise(F.filter(F.array(F.struct(F.col("word"), F.sum("v").alias("s"))),
+                            lambda x: F.lit(False))))
+    assert rows(map_groups_with_state(df, "word", spec)) == [("a", 1)]
+
+
+def test_initial_state_with_groups(spark, tmp_path):
+    """flatMapGroupsWithState with an initial state: keys start from it, in batch and in a
+    stream's first batch."""
+    initial = spark.createDataFrame([("a", 1), ("c", 1)], "word STRING, count BIGINT")
+    spec = flat_running_count().initial_state(initial)
+    df = spark.createDataFrame([("a",), ("b",), ("b",)], "word STRING")
+    # a: 1 + 1 = 2; b: 2; c has no records, no call
+    assert rows(map_groups_with_state(df, "word", spec)) == [("a", "2"), ("b", "2")]
+
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "b")
+    stream.add("a", "c")
+    stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
+    # batch 1: a→2, b→2; batch 2: a reaches 3 (removed, nothing), c → 2
+    assert stream.results(spark, "word STRING, n STRING") == \
+        [("a", "2"), ("b", "2"), ("c", "2")]
+
+
+def test_aggregates_of_many_kinds_with_the_state(spark):
+    df = spark.createDataFrame(
+        [("a", 3, "x"), ("a", 1, "y"), ("a", 2, "z"), ("b", 5, "w")], "k STRING, v INT, s STRING")
+    spec = StateSpec.function(
+        "total BIGINT",
+        update=F.struct((F.coalesce(S.state("total"), F.lit(0)) + F.sum("v")).alias("total")),
+        emit=F.struct(
+            F.col("k"), F.count("*").alias("n"), F.min("v").alias("lo"), F.max("v").alias("hi"),
+            F.avg("v").alias("mean"), F.max_by("s", "v").alias("top"),
+            F.array_sort(F.collect_list("s")).alias("all"), S.new_state("total").alias("total"),
+            S.state_exists().alias("existed")))
+    assert [tuple(r) for r in map_groups_with_state(df, "k", spec).orderBy("k").collect()] == [
+        ("a", 3, 1, 3, 2.0, "x", ["x", "y", "z"], 6, False),
+        ("b", 1, 5, 5, 5.0, "w", ["w"], 5, False)]
+
+
+def test_timing_out_calls_see_aggregates_over_no_records(spark):
+    df = replay_input(spark, [["a", "a"], [], [], ["b"]])
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct(F.count("*").alias("n")),
+        emit=F.struct(F.col("word"), F.count("*").alias("n"), F.sum("value").alias("s"),
+                      F.collect_list("value").alias("vs"), S.is_timing_out().alias("out"))
+    ).timeout("2 seconds").checkpoint_interval(1)
+    out = map_groups_with_state(df, "word", spec, batch_time="ts", batch_interval="1 second")
+    assert rows(out) == [("a", 0, None, [], True), ("a", 2, 2, [1, 1], False),
+                         ("b", 1, 1, [1], False)]
+
+
+def test_stream_of_values(spark, tmp_path):
+    """Aggregates over a value column of a stream (sum per key per micro-batch)."""
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, "in"))
+    for i, batch in enumerate([[("a", 1), ("a", 2)], [("a", 5), ("b", 1)]]):
+        with open(os.path.join(root, "in", f"part-{i}.json"), "w") as f:
+            f.writelines(json.dumps({"word": w, "v": v}) + "\n" for w, v in batch)
+        # The file source takes files in modification-time order.
+        os.utime(os.path.join(root, "in", f"part-{i}.json"), (1_000_000 + i, 1_000_000 + i))
+    stream = Stream(os.path.join(root, "s"))
+    source = spark.readStream.schema("word STRING, v INT").option("maxFilesPerTrigger", 1) \
+        .json(os.path.join(root, "in"))
+    spec = StateSpec.function(
+        "total BIGINT",
+        update=F.struct((F.coalesce(S.state("total"), F.lit(0)) + F.sum("v")).alias("total")),
+        emit=F.struct(F.col("word"), S.new_state("total").alias("n")))
+    stream.run_available_now(map_groups_with_state(source, "word", spec))
+    assert stream.results(spark) == [("a", 3), ("a", 8), ("b", 1)]
+
+
+def test_map_with_state_emits_an_array_too(spark):
+    """The array emit is map_with_state's as well: per record, any number of rows."""
+    from mapwithstate import map_with_state
+
+    df = spark.createDataFrame([("a", 2), ("b", 0), ("a", 1)], "word STRING, v INT")
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.transform(F.sequence(F.lit(1), F.col("v")),
+                         lambda i: F.struct(F.col("word"), i.cast("bigint").alias("i"))))
+    # b's sequence(1, 0) is [1, 0]: two rows
+    assert rows(map_with_state(df, "word", spec, order_by="v")) == \
+        [("a", 1), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+
+
+def test_group_function_with_processing_time_timers(spark):
+    # Aggregates and timers together: each key re-arms a 1-second timer on every call; a key
+    # whose timer passed gets one call with empty aggregates, emits -1 and is removed.
+    from datetime import datetime, timedelta
+    t0 = datetime(2026, 1, 1)
+    rows = [("a", t0), ("a", t0), ("b", t0 + timedelta(seconds=1)), ("b", t0 + timedelta(seconds=3))]
+    df = spark.createDataFrame(rows, "word STRING, ts TIMESTAMP")
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.when(~S.is_timing_out(),
+                      F.struct((F.coalesce(S.state("n"), F.lit(0)) + F.count("*")).alias("n"))),
+        remove=S.is_timing_out(),
+        emit=F.struct(F.col("word"),
+                      F.when(S.is_timing_out(), F.lit(-1)).otherwise(S.new_state("n")).alias("n"),
+                      F.count("*").alias("rows"), S.batch_time().alias("t")),
+        timeout_at=F.when(~S.is_timing_out(), S.batch_time() + F.expr("INTERVAL 1 SECOND")))
+    out = map_groups_with_state(df, key="word", spec=spec, batch_time="ts",
+                                batch_interval="1 second").collect()
+    got = sorted((r.word, r.n, r.rows, int((r.t - t0).total_seconds())) for r in out)
+    assert got == [("a", -1, 0, 2), ("a", 2, 2, 0), ("b", 1, 1, 1), ("b", 2, 1, 3)]
