@@ -133,4 +133,6 @@ def _java_spec(jvm: "JavaObject", spec: "StateSpec") -> "JavaObject":
         java = java.timeout(spec._timeout)
     if spec._checkpoint_interval is not None:
         java = java.checkpointInterval(spec._checkpoint_interval)
+    if spec._backend is not None:
+        java = java.backend(spec._backend)
     return java

@@ -42,6 +42,7 @@ class StateSpec:
     _num_partitions: Optional[int] = None
     _timeout: Optional[str] = None
     _checkpoint_interval: Optional[int] = None
+    _backend: Optional[str] = None
 
     @staticmethod
     def function(
@@ -100,6 +101,15 @@ class StateSpec:
             raise TypeError(f"checkpoint_interval must be an int, got {type(n_batches).__name__}")
         return replace(self, _checkpoint_interval=n_batches)
 
+    def backend(self, name: str) -> "StateSpec":
+        """Where each partition's state is kept: ``"memory"`` (the default: on the heap, the
+        fastest, held to ``spark.mapwithstate.stateStore.maxPartitionBytes``) or ``"rocksdb"``
+        (Spark's RocksDB state store on the executors' local disk, for state larger than
+        memory). A streaming query keeps the backend its checkpoint was started with."""
+        if not isinstance(name, str):
+            raise TypeError(f"backend must be a str, got {type(name).__name__}")
+        return replace(self, _backend=name)
+
     def to_proto(self, client: "SparkConnectClient") -> state_spec_pb2.StateSpec:
         """The ``mapwithstate.StateSpec`` message for this spec."""
         message = state_spec_pb2.StateSpec()
@@ -123,6 +133,8 @@ class StateSpec:
             message.timeout = self._timeout
         if self._checkpoint_interval is not None:
             message.checkpoint_interval = self._checkpoint_interval
+        if self._backend is not None:
+            message.backend = self._backend
         return message
 
 

@@ -27,7 +27,7 @@ from pyspark.sql.connect.proto import relations_pb2 as spark_dot_connect_dot_rel
 from pyspark.sql.connect.proto import types_pb2 as spark_dot_connect_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmapwithstate/state_spec.proto\x12\x0cmapwithstate\x1a\x1fspark/connect/expressions.proto\x1a\x1dspark/connect/relations.proto\x1a\x19spark/connect/types.proto\"\xed\x03\n\tStateSpec\x12\x1a\n\x10state_schema_ddl\x18\x01 \x01(\tH\x00\x12\x34\n\x11state_schema_type\x18\x02 \x01(\x0b\x32\x17.spark.connect.DataTypeH\x00\x12.\n\x06update\x18\x03 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x01\x88\x01\x01\x12.\n\x06remove\x18\x04 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x02\x88\x01\x01\x12,\n\x04\x65mit\x18\x05 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x03\x88\x01\x01\x12\x33\n\rinitial_state\x18\x06 \x01(\x0b\x32\x17.spark.connect.RelationH\x04\x88\x01\x01\x12\x1b\n\x0enum_partitions\x18\x07 \x01(\x05H\x05\x88\x01\x01\x12\x14\n\x07timeout\x18\x08 \x01(\tH\x06\x88\x01\x01\x12 \n\x13\x63heckpoint_interval\x18\t \x01(\x05H\x07\x88\x01\x01\x42\x0e\n\x0cstate_schemaB\t\n\x07_updateB\t\n\x07_removeB\x07\n\x05_emitB\x10\n\x0e_initial_stateB\x11\n\x0f_num_partitionsB\n\n\x08_timeoutB\x16\n\x14_checkpoint_intervalB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmapwithstate/state_spec.proto\x12\x0cmapwithstate\x1a\x1fspark/connect/expressions.proto\x1a\x1dspark/connect/relations.proto\x1a\x19spark/connect/types.proto\"\x8f\x04\n\tStateSpec\x12\x1a\n\x10state_schema_ddl\x18\x01 \x01(\tH\x00\x12\x34\n\x11state_schema_type\x18\x02 \x01(\x0b\x32\x17.spark.connect.DataTypeH\x00\x12.\n\x06update\x18\x03 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x01\x88\x01\x01\x12.\n\x06remove\x18\x04 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x02\x88\x01\x01\x12,\n\x04\x65mit\x18\x05 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x03\x88\x01\x01\x12\x33\n\rinitial_state\x18\x06 \x01(\x0b\x32\x17.spark.connect.RelationH\x04\x88\x01\x01\x12\x1b\n\x0enum_partitions\x18\x07 \x01(\x05H\x05\x88\x01\x01\x12\x14\n\x07timeout\x18\x08 \x01(\tH\x06\x88\x01\x01\x12 \n\x13\x63heckpoint_interval\x18\t \x01(\x05H\x07\x88\x01\x01\x12\x14\n\x07\x62\x61\x63kend\x18\n \x01(\tH\x08\x88\x01\x01\x42\x0e\n\x0cstate_schemaB\t\n\x07_updateB\t\n\x07_removeB\x07\n\x05_emitB\x10\n\x0e_initial_stateB\x11\n\x0f_num_partitionsB\n\n\x08_timeoutB\x16\n\x14_checkpoint_intervalB\n\n\x08_backendB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,5 +36,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.mapwithstate.protoP\001'
   _globals['_STATESPEC']._serialized_start=139
-  _globals['_STATESPEC']._serialized_end=632
+  _globals['_STATESPEC']._serialized_end=666
 # @@protoc_insertion_point(module_scope)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StateSpec(_message.Message):
-    __slots__ = ("state_schema_ddl", "state_schema_type", "update", "remove", "emit", "initial_state", "num_partitions", "timeout", "checkpoint_interval")
+    __slots__ = ("state_schema_ddl", "state_schema_type", "update", "remove", "emit", "initial_state", "num_partitions", "timeout", "checkpoint_interval", "backend")
     STATE_SCHEMA_DDL_FIELD_NUMBER: _ClassVar[int]
     STATE_SCHEMA_TYPE_FIELD_NUMBER: _ClassVar[int]
     UPDATE_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class StateSpec(_message.Message):
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
     state_schema_ddl: str
     state_schema_type: _types_pb2.DataType
     update: _expressions_pb2.Expression
@@ -28,4 +29,5 @@ class StateSpec(_message.Message):
     num_partitions: int
     timeout: str
     checkpoint_interval: int
-    def __init__(self, state_schema_ddl: _Optional[str] = ..., state_schema_type: _Optional[_Union[_types_pb2.DataType, _Mapping]] = ..., update: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., remove: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., emit: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., initial_state: _Optional[_Union[_relations_pb2.Relation, _Mapping]] = ..., num_partitions: _Optional[int] = ..., timeout: _Optional[str] = ..., checkpoint_interval: _Optional[int] = ...) -> None: ...
+    backend: str
+    def __init__(self, state_schema_ddl: _Optional[str] = ..., state_schema_type: _Optional[_Union[_types_pb2.DataType, _Mapping]] = ..., update: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., remove: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., emit: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., initial_state: _Optional[_Union[_relations_pb2.Relation, _Mapping]] = ..., num_partitions: _Optional[int] = ..., timeout: _Optional[str] = ..., checkpoint_interval: _Optional[int] = ..., backend: _Optional[str] = ...) -> None: ...

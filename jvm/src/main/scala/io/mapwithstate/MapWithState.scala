@@ -69,7 +69,8 @@ object MapWithState {
           classicDataset(d, "initialState").queryExecution.logical),
         numPartitions = spec.numPartitionsSetting,
         timeout = spec.timeoutSetting,
-        checkpointInterval = spec.checkpointIntervalSetting),
+        checkpointInterval = spec.checkpointIntervalSetting,
+        backend = spec.backendSetting),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {

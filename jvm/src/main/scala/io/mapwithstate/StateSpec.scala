@@ -33,15 +33,17 @@ final class StateSpec private (
     val initialStateData: Option[DataFrame],
     val numPartitionsSetting: Option[Int],
     val timeoutSetting: Option[String],
-    val checkpointIntervalSetting: Option[Int]) extends Serializable {
+    val checkpointIntervalSetting: Option[Int],
+    val backendSetting: Option[String] = None) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
       numPartitionsSetting: Option[Int] = numPartitionsSetting,
       timeoutSetting: Option[String] = timeoutSetting,
-      checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting): StateSpec =
+      checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting,
+      backendSetting: Option[String] = backendSetting): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
-      timeoutSetting, checkpointIntervalSetting)
+      timeoutSetting, checkpointIntervalSetting, backendSetting)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -74,6 +76,17 @@ final class StateSpec private (
 
   /** Scans the state for timed-out keys on every `n`-th batch (default 10, as in Spark). */
   def checkpointInterval(n: Int): StateSpec = copy(checkpointIntervalSetting = Some(n))
+
+  /**
+   * Where each partition's state is kept: `"memory"` (the default: on the heap, fastest, held
+   * to `spark.mapwithstate.stateStore.maxPartitionBytes`) or `"rocksdb"` (Spark's RocksDB
+   * state store on the executors' local disk, for state larger than memory). A streaming query
+   * keeps the backend its checkpoint was started with.
+   */
+  def backend(name: String): StateSpec = {
+    require(name != null, "backend: the name is null")
+    copy(backendSetting = Some(name))
+  }
 
   override def toString: String =
     s"StateSpec(${stateSchema.fold(identity, _.toDDL)}, update=${update.isDefined}, " +

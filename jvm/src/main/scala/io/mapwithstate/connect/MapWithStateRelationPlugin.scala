@@ -69,7 +69,8 @@ object MapWithStateRelationPlugin {
         numPartitions = if (spec.hasNumPartitions) Some(spec.getNumPartitions) else None,
         timeout = if (spec.hasTimeout) Some(spec.getTimeout) else None,
         checkpointInterval =
-          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None),
+          if (spec.hasCheckpointInterval) Some(spec.getCheckpointInterval) else None,
+        backend = if (spec.hasBackend) Some(spec.getBackend) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>

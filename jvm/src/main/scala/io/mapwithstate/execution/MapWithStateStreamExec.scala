@@ -4,11 +4,12 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{StateBackend, StateMapStore}
+import io.mapwithstate.state.{StateBackend, StateBackendMarker}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
@@ -54,6 +55,9 @@ case class MapWithStateStreamExec(
 
   private def keySchema: StructType = DataTypeUtils.fromAttributes(keys)
 
+  /** Where the state is kept; picked from the options, with the session's settings. */
+  private def backend: StateBackend = StateBackend.of(options.backend, conf)
+
   override def requiredChildDistribution: Seq[Distribution] = {
     def clustered(columns: Seq[Attribute]): Distribution = stateInfo match {
       case Some(info) => StatefulOperatorPartitioning.getCompatibleDistribution(columns, info, conf)
@@ -73,10 +77,14 @@ case class MapWithStateStreamExec(
   override def validateAndMaybeEvolveStateSchema(
       hadoopConf: Configuration,
       batchId: Long,
-      stateSchemaVersion: Int): List[StateSchemaValidationResult] =
+      stateSchemaVersion: Int): List[StateSchemaValidationResult] = {
+    // First: a switched backend has another value schema too, and this error says why.
+    val info = getStateInfo
+    StateBackendMarker.recordOrCheck(
+      new Path(info.checkpointLocation, info.operatorId.toString), options.backend, hadoopConf)
     try {
-      StreamingQueryGlue.validateStateSchema(session, getStateInfo, hadoopConf, keySchema,
-        function.stateType, stateSchemaVersion)
+      StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
+        backend.storeValueSchema(function.stateType), stateSchemaVersion)
     } catch {
       case NonFatal(e) =>
         throw new MapWithStateException(
@@ -85,6 +93,7 @@ case class MapWithStateStreamExec(
             s"${keySchema.simpleString} and state ${function.stateType.simpleString}; keep them, " +
             s"or start the query on a new checkpoint (${MapWithStateException.describe(e)})", e)
     }
+  }
 
   /**
    * Timeouts fire only in batches, so while keys wait to time out every trigger must run a
@@ -102,24 +111,22 @@ case class MapWithStateStreamExec(
     // The micro-batch that makes store version v + 1 is the query's batch number v + 1.
     val batchNumber = info.storeVersion + 1
     val runner = partitionRunner()
-    val backend = StateBackend.Memory(MapWithStateConf.snapshotInterval(conf))
+    val backend = this.backend
+    val (keySchema, stateType) = (this.keySchema, function.stateType)
     val failureMarker = TaskFailureInjection.marker(conf)
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
 
     StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
-      keySchema, function.stateType, backend.providerClassName, backend.storeOptions) {
+      keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
+      backend.storeOptions, backend.storeSqlConfs) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()
-        val stateMap = store match {
-          case s: StateMapStore => s.stateMap
-          case other => throw new IllegalStateException(
-            s"map_with_state needs a store that serves its state map, but got ${other.getClass.getName}")
-        }
+        val stateMap = backend.stateMapOf(store, keySchema, stateType)
         runner.run(TaskContext.getPartitionId(), stateMap,
           TaskFailureInjection.around(records, failureMarker), initial, timeline, _ => batchTime,
-          batchNumber) {
+          batchNumber, backend.heapLimitBytes) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
           commitTimeMs += timeTakenMs { store.commit() }
           setStoreMetrics(store)

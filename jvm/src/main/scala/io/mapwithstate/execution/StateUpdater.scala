@@ -1,7 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.MapWithStateException
-import io.mapwithstate.state.StateMap
+import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.DataType
@@ -21,6 +21,7 @@ import org.apache.spark.sql.types.DataType
  *
  * @param keyOrdinals where the key columns are in the input rows
  * @param inputWidth  how many columns the input rows have
+ * @param heapBudget  checked as writes grow the map (a heap map), or None (a map off the heap)
  */
 class StateUpdater(
     val map: StateMap,
@@ -28,7 +29,11 @@ class StateUpdater(
     keyOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
     inputWidth: Int,
-    refreshesIdleKeys: Boolean) {
+    refreshesIdleKeys: Boolean,
+    heapBudget: Option[HeapBudget] = None) {
+
+  // Null when there is no budget: checked on every write, so no Option on the hot path.
+  private val budget: HeapBudget = heapBudget.orNull
 
   private val keyProjection = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -61,8 +66,10 @@ class StateUpdater(
       // derived from it outlives this call.
       map.putInPlace(key, updated, batchTime)
       updatedKeys += 1
+      if (budget != null) budget.afterWrite(map)
     } else if (before != null && refreshesIdleKeys) {
       map.putInPlace(key, before, batchTime)
+      if (budget != null) budget.afterWrite(map)
     }
     emitted
   }
@@ -93,6 +100,7 @@ class StateUpdater(
           "one initial state")
     }
     map.put(key, state, time)
+    if (budget != null) budget.afterWrite(map)
   }
 
   private def describe(key: UnsafeRow): String =

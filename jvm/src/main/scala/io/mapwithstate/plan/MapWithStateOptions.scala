@@ -16,13 +16,15 @@ object OutputKind {
  *                           counting from 1, as Spark checkpoints (and scans) every 10 batches
  * @param batchIntervalMs    batch replays only: the step between consecutive batches
  * @param outputKind         what the operator returns (its `output` attributes follow from it)
+ * @param backend            where the state is kept (a [[io.mapwithstate.state.StateBackend]] name)
  */
 case class MapWithStateOptions(
     numPartitions: Int,
     timeoutMs: Option[Long],
     checkpointInterval: Int,
     batchIntervalMs: Option[Long],
-    outputKind: OutputKind)
+    outputKind: OutputKind,
+    backend: String = io.mapwithstate.state.StateBackend.MemoryName)
 
 object MapWithStateOptions {
   /** Spark's DStreams checkpoint a mapWithState every 10 batch intervals. */

@@ -32,4 +32,5 @@ case class StateSpecRequest(
     initialState: Option[LogicalPlan] = None,
     numPartitions: Option[Int] = None,
     timeout: Option[String] = None,
-    checkpointInterval: Option[Int] = None)
+    checkpointInterval: Option[Int] = None,
+    backend: Option[String] = None)
