@@ -18,7 +18,7 @@ import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning,
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.StateSchemaValidationResult
+import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.types.StructType
 
@@ -73,6 +73,13 @@ case class MapWithStateStreamExec(
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
       "number of timed-out keys"))
+
+  /**
+   * The store's custom metrics that this operator has: Spark declares them for the session's
+   * provider, and a backend's store (RocksDB's) may report others, which have no SQL metric.
+   */
+  override def setStoreCustomMetrics(customMetrics: Map[StateStoreCustomMetric, Long]): Unit =
+    customMetrics.foreach { case (metric, value) => metrics.get(metric.name).foreach(_ += value) }
 
   override def validateAndMaybeEvolveStateSchema(
       hadoopConf: Configuration,

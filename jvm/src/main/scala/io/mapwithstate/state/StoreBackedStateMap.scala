@@ -60,10 +60,20 @@ final class StoreBackedStateMap(
     StateEntry(pair.key.copy(), toState(pair.value).copy(), pair.value.getLong(stateNumFields))
   }
 
-  override def size: Int = store.metrics.numKeys.toInt
+  /**
+   * Counted by a scan: Spark's RocksDB store reports its key count only in the metrics of a
+   * committed version (the operators report those), not while a version is being written.
+   */
+  override def size: Int = {
+    val all = store.iterator()
+    try all.size finally all.close()
+  }
 
-  /** What the store reports it holds in memory (RocksDB: its memtables and block cache share). */
-  override def memoryUsedBytes: Long = store.metrics.memoryUsedBytes
+  /**
+   * Nothing on the heap: the store's native memory (bounded by Spark's RocksDB settings) is in
+   * its metrics once a version is committed, which the streaming operator reports.
+   */
+  override def memoryUsedBytes: Long = 0L
 
   override def copy(): StateMap = throw new UnsupportedOperationException(
     "a state map over a StateStore has the store's versions; it cannot be copied")

@@ -30,7 +30,7 @@ object TaskLocalRocksDB {
     val store = try {
       provider.init(StateStoreId(root.toUri.toString, 0L, context.partitionId()), keySchema,
         StoreBackedStateMap.valueSchema(stateType), NoPrefixKeyStateEncoderSpec(keySchema),
-        false, new StateStoreConf(conf), new Configuration(), false, None)
+        false, new StateStoreConf(conf), hadoopConf(), false, None)
       provider.getStore(0L, None, false, false)
     } catch {
       case e: Throwable =>
@@ -42,6 +42,19 @@ object TaskLocalRocksDB {
     }
     new StoreBackedStateMap(store, keySchema.length, stateType)
   }
+
+  /**
+   * Spark's provider takes the streaming run's id from the Hadoop conf (it names the run that
+   * holds the RocksDB instance); a task-local store is a run of its own.
+   */
+  def hadoopConf(): Configuration = {
+    val conf = new Configuration()
+    conf.set(RunIdKey, java.util.UUID.randomUUID().toString)
+    conf
+  }
+
+  /** `StreamExecution.RUN_ID_KEY`. */
+  private val RunIdKey = "sql.streaming.runId"
 
   private def close(provider: StateStoreProvider, root: Path): Unit =
     try provider.close() finally JavaUtils.deleteRecursively(root.toFile)

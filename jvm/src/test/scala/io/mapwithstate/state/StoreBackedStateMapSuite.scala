@@ -3,7 +3,6 @@ package io.mapwithstate.state
 import java.nio.file.Files
 
 import io.mapwithstate.LocalSpark
-import org.apache.hadoop.conf.Configuration
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
@@ -32,7 +31,7 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
     val provider = StateStoreProvider.create(StateBackend.RocksDB.ProviderClass)
     provider.init(StateStoreId(root, 0L, 0), keySchema, StoreBackedStateMap.valueSchema(stateType),
       NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(conf),
-      new Configuration(), false, None)
+      TaskLocalRocksDB.hadoopConf(), false, None)
     try f(provider) finally provider.close()
   }
 
@@ -63,10 +62,12 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
         assert(store.commit() === 1L)
       }
       withStore(root.toURI.toString) { provider =>
-        val m = map(provider.getStore(1L, None, false, false))
+        val store = provider.getStore(1L, None, false, false)
+        val m = map(store)
         assert(m.size === 6)
         assert(m.getAll().map(e => (e.key.getLong(0), e.updateTime)).toList.sortBy(_._1) ===
           List((3L, 1000L), (5L, 500L), (6L, 600L), (7L, 700L), (8L, 800L), (9L, 900L)))
+        store.abort()
       }
     } finally JavaUtils.deleteRecursively(root)
   }
