@@ -20,6 +20,7 @@ import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
 import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -73,6 +74,24 @@ case class MapWithStateStreamExec(
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
       "number of timed-out keys"))
+
+  /**
+   * On the driver, the SQL conf with the backend's store provider: Spark declares a stateful
+   * operator's store metrics (and reads them back for the query's progress) from the conf's
+   * provider class, so with another backend than the session's provider both must name the
+   * backend's. Tasks keep Spark's read-only conf (they read only declared metrics).
+   */
+  @transient private lazy val driverConf: SQLConf = {
+    val base = super.conf
+    if (options.backend == StateBackend.MemoryName) base else {
+      val withProvider = base.clone()
+      withProvider.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key,
+        StateBackend.RocksDB.ProviderClass)
+      withProvider
+    }
+  }
+
+  override def conf: SQLConf = if (TaskContext.get() != null) super.conf else driverConf
 
   /**
    * The store's custom metrics that this operator has: Spark declares them for the session's
