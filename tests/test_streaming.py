@@ -286,6 +286,7 @@ def test_a_changed_state_schema_is_refused_on_restart(spark, tmp_path):
 
 
 @pytest.mark.memory_only  # the heap backend's delta files
+@pytest.mark.connect_only  # server_conf() sets the query logs' manager; a classic session does not
 def test_checkpoint_files_are_written_without_hadoop_crc_files(spark, tmp_path):
     # server_conf() sets the plugin's fork-free checkpoint file manager for the query's logs
     # (loaded from the plugin jar), and state files always use it: no `.crc` side files.

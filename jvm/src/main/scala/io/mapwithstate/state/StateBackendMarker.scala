@@ -4,7 +4,7 @@ import java.nio.charset.StandardCharsets
 
 import io.mapwithstate.MapWithStateException
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
+import org.apache.hadoop.fs.{LocalFileSystem, Path}
 
 /**
  * Which backend a streaming query's state was written with, recorded in the checkpoint beside
@@ -22,7 +22,11 @@ object StateBackendMarker {
    * recorded; run on the driver when a query (re)starts.
    */
   def recordOrCheck(operatorDir: Path, backend: String, hadoopConf: Configuration): Unit = {
-    val fs = operatorDir.getFileSystem(hadoopConf)
+    // On a local disk without Hadoop's `.crc` side files, as every other state file.
+    val fs = operatorDir.getFileSystem(hadoopConf) match {
+      case local: LocalFileSystem => local.getRawFileSystem
+      case other => other
+    }
     val marker = new Path(operatorDir, FileName)
     val recorded = if (fs.exists(marker)) {
       val in = fs.open(marker)
