@@ -18,6 +18,8 @@ import mapwithstate as mws  # noqa: E402
 # functions) then make Connect Columns. Classic tests run with it unset.
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 SHUFFLE_PARTITIONS = "4"
+# The backend of a spec that names none; the `backends` marker sets it per test.
+BACKEND_CONF = "spark.mapwithstate.stateStore.backend"
 
 
 def pytest_configure(config):
@@ -25,6 +27,10 @@ def pytest_configure(config):
         "markers", "sessions(*kinds): run the module's tests on each session kind "
                    "('connect', 'classic')")
     config.addinivalue_line("markers", "connect_only: runs on the Spark Connect session only")
+    config.addinivalue_line(
+        "markers", "backends(*names): also run the module's Connect tests with the state in "
+                   "each named backend ('rocksdb'), set as the session's default backend")
+    config.addinivalue_line("markers", "memory_only: about the heap backend's own files")
 
 
 def pytest_generate_tests(metafunc):
@@ -34,7 +40,16 @@ def pytest_generate_tests(metafunc):
     kinds = list(marker.args) if marker else ["connect"]
     if metafunc.definition.get_closest_marker("connect_only"):
         kinds = ["connect"]
-    metafunc.parametrize("spark", kinds, indirect=True)
+    backends = metafunc.definition.get_closest_marker("backends")
+    if backends and not metafunc.definition.get_closest_marker("memory_only"):
+        # The heap backend on every session kind; the others on Connect only, to keep the
+        # suite's time in check (classic and Connect plan through the same JVM code).
+        kinds = [(k, "memory") for k in kinds] + \
+                [("connect", b) for b in backends.args if "connect" in kinds]
+        metafunc.parametrize("spark", kinds, indirect=True,
+                             ids=[k if b == "memory" else f"{k}-{b}" for k, b in kinds])
+    else:
+        metafunc.parametrize("spark", kinds, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -80,12 +95,16 @@ def spark(request, monkeypatch):
     """The session of the test's kind, with pyspark in the matching mode for the test's
     duration (so that ``pyspark.sql.functions`` makes that kind of Column)."""
     kind = getattr(request, "param", "connect")
+    kind, backend = kind if isinstance(kind, tuple) else (kind, "memory")
     if kind == "classic":
         session = request.getfixturevalue("classic_spark")
         monkeypatch.delenv(_CONNECT_MODE, raising=False)
     else:
         session = request.getfixturevalue("connect_spark")
         monkeypatch.setenv(_CONNECT_MODE, "1")
+    if backend != "memory":
+        session.conf.set(BACKEND_CONF, backend)
+        request.addfinalizer(lambda: session.conf.unset(BACKEND_CONF))
     return session
 
 

@@ -17,7 +17,7 @@ from mapwithstate import functions as S
 from replay import by_batch, expected_by_batch, replay_input
 from streams import Stream
 
-pytestmark = pytest.mark.sessions("connect", "classic")
+pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
 
 

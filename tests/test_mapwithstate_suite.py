@@ -12,7 +12,7 @@ from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from replay import batch_time, by_batch, expected_by_batch, replay_input, strip_empty_ends
 
-pytestmark = pytest.mark.sessions("connect", "classic")
+pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
 COUNTS_INPUT = [[], ["a"], ["a", "b"], ["a", "b", "c"], ["a", "b"], ["a"], []]
 COUNTS_STATES = [

@@ -17,7 +17,7 @@ from mapwithstate import functions as S
 from specs import running_count
 from streams import Stream, corrupt, counts
 
-pytestmark = pytest.mark.sessions("connect", "classic")
+pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
 
 def test_running_count_over_micro_batches(spark, tmp_path):
@@ -173,6 +173,7 @@ def state_files(stream, pattern):
     return sorted(glob.glob(os.path.join(stream.checkpoint, "state", "1000", "*", pattern)))
 
 
+@pytest.mark.memory_only  # the heap backend's delta and snapshot files
 @pytest.mark.parametrize("kind,how", [("delta", "flip"), ("snapshot", "truncate")])
 def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kind, how):
     stream = Stream(str(tmp_path))
@@ -213,6 +214,7 @@ def fresh_server():
 
 @pytest.mark.slow
 @pytest.mark.connect_only  # a second Connect server process
+@pytest.mark.memory_only  # the fresh server has the default backend
 def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b", "a")
@@ -225,13 +227,14 @@ def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
-        fresh_server, tmp_path):
+        fresh_server, tmp_path, backend):
     marker = str(tmp_path / "failed-once")
     stream = Stream(str(tmp_path / "stream"))
     words = [f"w{i % 8}" for i in range(64)]
     stream.add(*words)
-    result = map_with_state(stream.read(fresh_server), "word", running_count())
+    result = map_with_state(stream.read(fresh_server), "word", running_count().backend(backend))
     stream.run_available_now(result)
     fresh_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
     try:
@@ -275,6 +278,8 @@ def test_a_changed_state_schema_is_refused_on_restart(spark, tmp_path):
     assert stream.results(spark) == [("a", 1)]
 
 
+@pytest.mark.memory_only  # the heap backend's delta files
+@pytest.mark.connect_only  # server_conf() sets the query logs' manager; a classic session does not
 def test_checkpoint_files_are_written_without_hadoop_crc_files(spark, tmp_path):
     # server_conf() sets the plugin's fork-free checkpoint file manager for the query's logs
     # (loaded from the plugin jar), and state files always use it: no `.crc` side files.

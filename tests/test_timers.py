@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 
-pytestmark = pytest.mark.sessions("connect", "classic")
+pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
 T0 = datetime(2026, 1, 1)
 

@@ -162,4 +162,6 @@ def _java_spec(jvm: "JavaObject", spec: "StateSpec") -> "JavaObject":
         java = java.checkpointInterval(spec._checkpoint_interval)
     if spec._timeout_domain is not None:
         java = java.timeoutDomain(spec._timeout_domain)
+    if spec._backend is not None:
+        java = java.backend(spec._backend)
     return java

@@ -45,6 +45,7 @@ class StateSpec:
     timeout_at: Optional[Column] = None
     _timeout_domain: Optional[str] = None
     _initial_state_timeout_at: Optional[str] = None
+    _backend: Optional[str] = None
 
     @staticmethod
     def function(
@@ -125,6 +126,15 @@ class StateSpec:
             raise TypeError(f"checkpoint_interval must be an int, got {type(n_batches).__name__}")
         return replace(self, _checkpoint_interval=n_batches)
 
+    def backend(self, name: str) -> "StateSpec":
+        """Where each partition's state is kept: ``"memory"`` (the default: on the heap, the
+        fastest, held to ``spark.mapwithstate.stateStore.maxPartitionBytes``) or ``"rocksdb"``
+        (Spark's RocksDB state store on the executors' local disk, for state larger than
+        memory). A streaming query keeps the backend its checkpoint was started with."""
+        if not isinstance(name, str):
+            raise TypeError(f"backend must be a str, got {type(name).__name__}")
+        return replace(self, _backend=name)
+
     def to_proto(self, client: "SparkConnectClient") -> state_spec_pb2.StateSpec:
         """The ``mapwithstate.StateSpec`` message for this spec."""
         message = state_spec_pb2.StateSpec()
@@ -154,6 +164,8 @@ class StateSpec:
             message.timeout_domain = self._timeout_domain
         if self._initial_state_timeout_at is not None:
             message.initial_state_timeout_at = self._initial_state_timeout_at
+        if self._backend is not None:
+            message.backend = self._backend
         return message
 
 

@@ -113,7 +113,8 @@ object MapWithState {
         checkpointInterval = spec.checkpointIntervalSetting,
         timeoutAt = spec.timeoutAt.map(session.expression),
         timeoutDomain = spec.timeoutDomainSetting,
-        initialStateTimeoutAt = spec.initialStateTimeoutAt),
+        initialStateTimeoutAt = spec.initialStateTimeoutAt,
+        backend = spec.backendSetting),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {

@@ -14,11 +14,42 @@ object MapWithStateConf {
   /** The heap state store writes a snapshot of a partition's state every n versions. */
   val SnapshotInterval = "spark.mapwithstate.stateStore.snapshotInterval"
 
+  /**
+   * The heap one partition's state may hold with the memory backend (bytes, or a size such as
+   * "512m"); unset, a safe share of each executor's heap per core (see
+   * [[state.HeapBudget.defaultLimitBytes]]).
+   */
+  val MaxPartitionBytes = "spark.mapwithstate.stateStore.maxPartitionBytes"
+
+  /**
+   * The backend of a StateSpec that names none (`memory` by default): a session can move every
+   * query's state to RocksDB without changing its specs.
+   */
+  val Backend = "spark.mapwithstate.stateStore.backend"
+
+  def backend(conf: SQLConf): String =
+    conf.getConfString(Backend, state.StateBackend.MemoryName).trim.toLowerCase(java.util.Locale.ROOT)
+
   def maxReplayBatches(conf: SQLConf): Int =
     positiveInt(conf, MaxReplayBatches, execution.BatchTimeline.DefaultMaxBatches)
 
   def snapshotInterval(conf: SQLConf): Int =
     positiveInt(conf, SnapshotInterval, state.DeltaChainStateStoreProvider.DefaultSnapshotInterval)
+
+  def maxPartitionBytes(conf: SQLConf): Option[Long] =
+    conf.getConfString(MaxPartitionBytes, null) match {
+      case null => None
+      case text =>
+        val bytes = try org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text.trim) catch {
+          case _: NumberFormatException => -1L
+        }
+        if (bytes <= 0) {
+          throw MapWithStateException(
+            s"$MaxPartitionBytes must be a positive size in bytes (such as 536870912 or 512m), " +
+              s"got '$text'")
+        }
+        Some(bytes)
+    }
 
   private def positiveInt(conf: SQLConf, key: String, default: Int): Int = {
     val text = conf.getConfString(key, default.toString)

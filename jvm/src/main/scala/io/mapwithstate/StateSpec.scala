@@ -36,7 +36,8 @@ final class StateSpec private (
     val checkpointIntervalSetting: Option[Int],
     val timeoutAt: Option[Column],
     val timeoutDomainSetting: Option[String],
-    val initialStateTimeoutAt: Option[String]) extends Serializable {
+    val initialStateTimeoutAt: Option[String],
+    val backendSetting: Option[String] = None) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
@@ -44,10 +45,11 @@ final class StateSpec private (
       timeoutSetting: Option[String] = timeoutSetting,
       checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting,
       timeoutDomainSetting: Option[String] = timeoutDomainSetting,
-      initialStateTimeoutAt: Option[String] = initialStateTimeoutAt): StateSpec =
+      initialStateTimeoutAt: Option[String] = initialStateTimeoutAt,
+      backendSetting: Option[String] = backendSetting): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
       timeoutSetting, checkpointIntervalSetting, timeoutAt, timeoutDomainSetting,
-      initialStateTimeoutAt)
+      initialStateTimeoutAt, backendSetting)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -96,6 +98,17 @@ final class StateSpec private (
 
   /** Scans the state for timed-out keys on every `n`-th batch (default 10, as in Spark). */
   def checkpointInterval(n: Int): StateSpec = copy(checkpointIntervalSetting = Some(n))
+
+  /**
+   * Where each partition's state is kept: `"memory"` (the default: on the heap, fastest, held
+   * to `spark.mapwithstate.stateStore.maxPartitionBytes`) or `"rocksdb"` (Spark's RocksDB
+   * state store on the executors' local disk, for state larger than memory). A streaming query
+   * keeps the backend its checkpoint was started with.
+   */
+  def backend(name: String): StateSpec = {
+    require(name != null, "backend: the name is null")
+    copy(backendSetting = Some(name))
+  }
 
   override def toString: String =
     s"StateSpec(${stateSchema.fold(identity, _.toDDL)}, update=${update.isDefined}, " +

@@ -112,7 +112,8 @@ object MapWithStateRelationPlugin {
         timeoutAt = opt(spec.hasTimeoutAt, spec.getTimeoutAt),
         timeoutDomain = if (spec.hasTimeoutDomain) Some(spec.getTimeoutDomain) else None,
         initialStateTimeoutAt =
-          if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None),
+          if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None,
+        backend = if (spec.hasBackend) Some(spec.getBackend) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>

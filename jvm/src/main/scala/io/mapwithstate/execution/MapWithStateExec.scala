@@ -8,6 +8,7 @@ import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution, Partitioning, UnknownPartitioning}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.util.collection.OpenHashSet
@@ -66,15 +67,15 @@ case class MapWithStateExec(
     val shippedTimeline = sparkContext.broadcast(timeline)
     val batchTimeOf = batchTimeReader
     val runner = partitionRunner()
-    val backend = StateBackend.Memory(MapWithStateConf.snapshotInterval(conf))
-    val (keyFields, stateFields) = (keys.size, function.stateType.length)
+    val backend = StateBackend.of(options.backend, conf)
+    val (keySchema, stateType) = (DataTypeUtils.fromAttributes(keys), function.stateType)
     val numTotalStateRows = longMetric("numTotalStateRows")
 
     recordsAndInitialState().mapPartitions { parts =>
       val (records, initial) = parts.next()
-      val stateMap = backend.newBatchMap(keyFields, stateFields)
+      val stateMap = backend.newBatchMap(keySchema, stateType)
       runner.run(TaskContext.getPartitionId(), stateMap, records, initial, shippedTimeline.value,
-        batchTimeOf, firstBatch = 1) {
+        batchTimeOf, firstBatch = 1, backend.heapLimitBytes) {
         numTotalStateRows += stateMap.size
       }
     }

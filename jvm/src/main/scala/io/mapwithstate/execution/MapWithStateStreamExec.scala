@@ -4,9 +4,9 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMapStore}
+import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateBackendMarker}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
@@ -18,8 +18,9 @@ import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning,
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.StateSchemaValidationResult
+import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -58,6 +59,9 @@ case class MapWithStateStreamExec(
 
   private def keySchema: StructType = DataTypeUtils.fromAttributes(keys)
 
+  /** Where the state is kept; picked from the options, with the session's settings. */
+  private def backend: StateBackend = StateBackend.of(options.backend, conf)
+
   override def requiredChildDistribution: Seq[Distribution] = {
     def clustered(columns: Seq[Attribute]): Distribution = stateInfo match {
       case Some(info) => StatefulOperatorPartitioning.getCompatibleDistribution(columns, info, conf)
@@ -76,16 +80,44 @@ case class MapWithStateStreamExec(
       StatefulOperatorCustomSumMetric(MapWithStateExecBase.LateRowsMetric,
         "number of late rows dropped"))
 
+  /**
+   * On the driver, the SQL conf with the backend's store provider: Spark declares a stateful
+   * operator's store metrics (and reads them back for the query's progress) from the conf's
+   * provider class, so with another backend than the session's provider both must name the
+   * backend's. Tasks keep Spark's read-only conf (they read only declared metrics).
+   */
+  @transient private lazy val driverConf: SQLConf = {
+    val base = super.conf
+    if (options.backend == StateBackend.MemoryName) base else {
+      val withProvider = base.clone()
+      withProvider.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key,
+        StateBackend.RocksDB.ProviderClass)
+      withProvider
+    }
+  }
+
+  override def conf: SQLConf = if (TaskContext.get() != null) super.conf else driverConf
+
+  /**
+   * The store's custom metrics that this operator has: Spark declares them for the session's
+   * provider, and a backend's store (RocksDB's) may report others, which have no SQL metric.
+   */
+  override def setStoreCustomMetrics(customMetrics: Map[StateStoreCustomMetric, Long]): Unit =
+    customMetrics.foreach { case (metric, value) => metrics.get(metric.name).foreach(_ += value) }
+
   override def validateAndMaybeEvolveStateSchema(
       hadoopConf: Configuration,
       batchId: Long,
-      stateSchemaVersion: Int): List[StateSchemaValidationResult] =
+      stateSchemaVersion: Int): List[StateSchemaValidationResult] = {
+    // First: a switched backend has another value schema too, and this error says why.
+    val info = getStateInfo
+    StateBackendMarker.recordOrCheck(
+      new Path(info.checkpointLocation, info.operatorId.toString), options.backend, hadoopConf)
     try {
-      val results = StreamingQueryGlue.validateStateSchema(session, getStateInfo, hadoopConf,
-        keySchema, function.stateType, stateSchemaVersion)
-      val info = getStateInfo
+      val results = StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
+        backend.storeValueSchema(function.stateType), stateSchemaVersion)
       OperatorMetadata.writeIfAbsent(
-        new Path(new Path(info.checkpointLocation), info.operatorId.toString), hadoopConf,
+        new Path(info.checkpointLocation, info.operatorId.toString), hadoopConf,
         timeoutPolicy match {
           case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
           case _ => OperatorMetadata.UpdateTimes
@@ -99,6 +131,7 @@ case class MapWithStateStreamExec(
             s"${keySchema.simpleString} and state ${function.stateType.simpleString}; keep them, " +
             s"or start the query on a new checkpoint (${MapWithStateException.describe(e)})", e)
     }
+  }
 
   /**
    * Timeouts fire only in batches, so while keys wait to time out every trigger must run a
@@ -125,24 +158,22 @@ case class MapWithStateStreamExec(
     // The micro-batch that makes store version v + 1 is the query's batch number v + 1.
     val batchNumber = info.storeVersion + 1
     val runner = partitionRunner()
-    val backend = StateBackend.Memory(MapWithStateConf.snapshotInterval(conf))
+    val backend = this.backend
+    val (keySchema, stateType) = (this.keySchema, function.stateType)
     val failureMarker = TaskFailureInjection.marker(conf)
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
 
     StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
-      keySchema, function.stateType, backend.providerClassName, backend.storeOptions) {
+      keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
+      backend.storeOptions, backend.storeSqlConfs) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()
-        val stateMap = store match {
-          case s: StateMapStore => s.stateMap
-          case other => throw new IllegalStateException(
-            s"map_with_state needs a store that serves its state map, but got ${other.getClass.getName}")
-        }
+        val stateMap = backend.stateMapOf(store, keySchema, stateType)
         runner.run(TaskContext.getPartitionId(), stateMap,
           TaskFailureInjection.around(records, failureMarker), initial, timeline, _ => batchTime,
-          batchNumber) {
+          batchNumber, backend.heapLimitBytes) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
           commitTimeMs += timeTakenMs { store.commit() }
           setStoreMetrics(store)

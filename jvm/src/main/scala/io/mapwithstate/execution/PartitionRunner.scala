@@ -1,7 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.plan.StateFunction
-import io.mapwithstate.state.StateMap
+import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, UnsafeProjection}
 import org.apache.spark.sql.execution.metric.SQLMetric
@@ -46,6 +46,7 @@ case class PartitionRunner(
    * @param initialState initial-state rows (key columns, then state fields), loaded first with
    *                     the first batch's time as their update time
    * @param firstBatch   the number, in the query, of the timeline's first batch (from 1)
+   * @param heapLimit    the most heap `stateMap` may hold, if it is on the heap
    * @param done         run once the output is exhausted, after the metrics are counted
    */
   def run(
@@ -55,11 +56,13 @@ case class PartitionRunner(
       initialState: Iterator[InternalRow],
       timeline: BatchTimeline,
       batchTimeOf: InternalRow => Long,
-      firstBatch: Long)(done: => Unit): Iterator[InternalRow] = {
+      firstBatch: Long,
+      heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
     val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
     compiled.initialize(partition)
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
-      timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues)
+      timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
+      heapLimit.map(new HeapBudget(partition, _)))
     loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
 
     val snapshot = snapshotLayout.map { layout =>

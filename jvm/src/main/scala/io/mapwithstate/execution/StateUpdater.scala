@@ -1,7 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.MapWithStateException
-import io.mapwithstate.state.StateMap
+import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.DataType
@@ -30,6 +30,7 @@ import org.apache.spark.sql.types.DataType
  * @param inputWidth      how many columns the input rows have
  * @param timingOutValues the value columns of a timing-out call that are not null: a group
  *                        function's aggregates over no records (ordinal, value)
+ * @param heapBudget      checked as writes grow the map (a heap map), or None (a map off the heap)
  */
 class StateUpdater(
     val map: StateMap,
@@ -39,7 +40,11 @@ class StateUpdater(
     inputWidth: Int,
     refreshesIdleKeys: Boolean,
     timers: Boolean = false,
-    timingOutValues: Seq[(Int, Any)] = Nil) {
+    timingOutValues: Seq[(Int, Any)] = Nil,
+    heapBudget: Option[HeapBudget] = None) {
+
+  // Null when there is no budget: checked on every write, so no Option on the hot path.
+  private val budget: HeapBudget = heapBudget.orNull
 
   private val keyProjection = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -92,8 +97,10 @@ class StateUpdater(
       // derived from it outlives this call.
       map.putInPlace(key, updated, batchTime)
       updatedKeys += 1
+      if (budget != null) budget.afterWrite(map)
     } else if (before != null && refreshesIdleKeys) {
       map.putInPlace(key, before, batchTime)
+      if (budget != null) budget.afterWrite(map)
     }
     emitted
   }
@@ -153,8 +160,10 @@ class StateUpdater(
     } else if (updated != null) {
       map.putInPlace(key, updated, timer)
       updatedKeys += 1
+      if (budget != null) budget.afterWrite(map)
     } else if (before != null && timer != timerBefore) {
       map.putInPlace(key, before, timer)
+      if (budget != null) budget.afterWrite(map)
     }
     emitted
   }
@@ -167,6 +176,7 @@ class StateUpdater(
           "one initial state")
     }
     map.put(key, state, time)
+    if (budget != null) budget.afterWrite(map)
   }
 
   /** Drops a record that came after the watermark had passed it (event-time timers). */

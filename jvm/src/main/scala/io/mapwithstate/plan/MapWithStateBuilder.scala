@@ -2,7 +2,8 @@ package io.mapwithstate.plan
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.state.StateBackend
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
@@ -247,7 +248,8 @@ class MapWithStateBuilder(session: SparkSession) {
         spec.checkpointInterval.getOrElse(MapWithStateOptions.DefaultCheckpointInterval),
         "checkpoint_interval"),
       batchIntervalMs = request.batchIntervalMs,
-      outputKind = request.outputKind)
+      outputKind = request.outputKind,
+      backend = StateBackend.checkName(spec.backend.getOrElse(MapWithStateConf.backend(conf))))
   }
 
   /** The emitted columns, or batch_time, the keys and the state's fields. */

@@ -18,6 +18,7 @@ object OutputKind {
  * @param outputKind         what the operator returns (its `output` attributes follow from it)
  * @param timerDomain        with `timeout_at`: what timers are compared with; None without timers
  * @param watermarkDelayMs   the input's `withWatermark` delay, when it has one
+ * @param backend            where the state is kept (a [[io.mapwithstate.state.StateBackend]] name)
  */
 case class MapWithStateOptions(
     numPartitions: Int,
@@ -26,7 +27,8 @@ case class MapWithStateOptions(
     batchIntervalMs: Option[Long],
     outputKind: OutputKind,
     timerDomain: Option[TimerDomain] = None,
-    watermarkDelayMs: Option[Long] = None)
+    watermarkDelayMs: Option[Long] = None,
+    backend: String = io.mapwithstate.state.StateBackend.MemoryName)
 
 /** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
 sealed abstract class TimerDomain(val name: String) extends Serializable

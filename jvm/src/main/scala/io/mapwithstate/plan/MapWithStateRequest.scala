@@ -39,4 +39,5 @@ case class StateSpecRequest(
     checkpointInterval: Option[Int] = None,
     timeoutAt: Option[Expression] = None,
     timeoutDomain: Option[String] = None,
-    initialStateTimeoutAt: Option[String] = None)
+    initialStateTimeoutAt: Option[String] = None,
+    backend: Option[String] = None)

@@ -5,7 +5,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 import java.util.Properties
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
+import org.apache.hadoop.fs.{FileSystem, LocalFileSystem, Path}
 
 /**
  * What a map_with_state checkpoint records about its operator beyond Spark's state schema, in
@@ -24,7 +24,7 @@ object OperatorMetadata {
   /** Records `timeSlot` under `stateDir` unless a record is there already. */
   def writeIfAbsent(stateDir: Path, hadoopConf: Configuration, timeSlot: String): Unit = {
     val file = new Path(stateDir, FileName)
-    val fs = file.getFileSystem(hadoopConf)
+    val fs = fileSystem(file, hadoopConf)
     if (fs.exists(file)) return
     val properties = new Properties()
     properties.setProperty(TimeSlotKey, timeSlot)
@@ -33,10 +33,20 @@ object OperatorMetadata {
     try properties.store(out, "map_with_state operator metadata") finally out.close()
   }
 
+  /**
+   * The file system of `path`; on a local disk the raw one, so that these small files get no
+   * Hadoop `.crc` side files, as every other state file.
+   */
+  def fileSystem(path: Path, hadoopConf: Configuration): FileSystem =
+    path.getFileSystem(hadoopConf) match {
+      case local: LocalFileSystem => local.getRawFileSystem
+      case other => other
+    }
+
   /** The recorded meaning of the per-key time: [[UpdateTimes]] unless recorded otherwise. */
   def timeSlot(stateDir: Path, hadoopConf: Configuration): String = {
     val file = new Path(stateDir, FileName)
-    val fs = file.getFileSystem(hadoopConf)
+    val fs = fileSystem(file, hadoopConf)
     if (!fs.exists(file)) return UpdateTimes
     val properties = new Properties()
     val in = new InputStreamReader(fs.open(file), UTF_8)

@@ -1,12 +1,15 @@
 package io.mapwithstate.state
 
+import io.mapwithstate.{MapWithStateConf, MapWithStateException}
 import org.apache.spark.sql.execution.streaming.state.StateStore
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.StructType
 
 /**
  * A state store whose partition state the mapWithState operators can work on directly: the
  * writable [[StateMap]] of the version being made. The StateStore API has no update times and
- * no timeouts, so the operators go through this map rather than `get`/`put`; any backend that
- * can serve a StateMap (the heap delta chains today) plugs in here.
+ * no timeouts, so the operators go through this map rather than `get`/`put`. The heap delta
+ * chains serve one this way; Spark's RocksDB store is wrapped instead ([[StoreBackedStateMap]]).
  */
 trait StateMapStore extends StateStore {
 
@@ -16,38 +19,136 @@ trait StateMapStore extends StateStore {
 
 /**
  * Where the mapWithState operators keep a partition's state: the state store provider a
- * streaming query opens (with its store options), and the map a batch replay builds in a task.
- * The operators name a backend, never a concrete store class, so that another backend (RocksDB)
- * is one more case here.
+ * streaming query opens (with its store options and SQL settings), the map the operators work
+ * on in one of its stores, and the map a batch replay builds in a task. The operators name a
+ * backend, never a concrete store class: [[StateBackend.of]] picks it from the spec's
+ * `backend` name.
  */
 sealed trait StateBackend extends Serializable {
 
-  /** The StateStoreProvider class a streaming query's state comes from; its stores are StateMapStores. */
+  /** The name a StateSpec gives: `memory` or `rocksdb`; recorded in a query's checkpoint. */
+  def name: String
+
+  /** The StateStoreProvider class a streaming query's state comes from. */
   def providerClassName: String
 
   /** Options for that provider (StateStoreConf extra options). */
   def storeOptions: Map[String, String]
 
-  /** A new, empty, writable map for one task of a batch replay. */
-  def newBatchMap(keyNumFields: Int, stateNumFields: Int): StateMap
+  /** SQL settings for that provider, set in the query's own copy of the session conf. */
+  def storeSqlConfs: Map[String, String] = Map.empty
+
+  /** The store's value row for a state of `stateType`. */
+  def storeValueSchema(stateType: StructType): StructType = stateType
+
+  /** The map the operators work on in `store`, a store of [[providerClassName]]. */
+  def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType): StateMap
+
+  /** A new, empty, writable map for one task of a batch replay, gone when the task ends. */
+  def newBatchMap(keySchema: StructType, stateType: StructType): StateMap
+
+  /** The most heap one partition's map may hold, for a map on the heap; run in the tasks. */
+  def heapLimitBytes: Option[Long]
 }
 
 object StateBackend {
 
+  val MemoryName = "memory"
+  val RocksDBName = "rocksdb"
+  val Names: Seq[String] = Seq(MemoryName, RocksDBName)
+
+  /** The backend `name` (checked by the request builder) with the session's settings. */
+  def of(name: String, conf: SQLConf): StateBackend = name match {
+    case MemoryName =>
+      Memory(MapWithStateConf.snapshotInterval(conf), MapWithStateConf.maxPartitionBytes(conf))
+    case RocksDBName => RocksDB.fromConf(conf)
+    case other => throw unknown(other)
+  }
+
+  /** `name` if it names a backend; otherwise an error naming the choices. */
+  def checkName(name: String): String = if (Names.contains(name)) name else throw unknown(name)
+
+  private def unknown(name: String): MapWithStateException = MapWithStateException(
+    s"backend must be one of ${Names.mkString("'", "', '", "'")}, got '$name'")
+
   /**
    * The delta-chain map on the heap ([[DeltaChainStateMap]]), made durable by
    * [[DeltaChainStateStoreProvider]]: a delta file per version and a snapshot every
-   * `snapshotInterval` versions.
+   * `snapshotInterval` versions. Each partition's map is held to `maxPartitionBytes` of heap
+   * ([[HeapBudget]]; unset, the executor's default).
    */
-  final case class Memory(snapshotInterval: Int) extends StateBackend {
+  final case class Memory(snapshotInterval: Int, maxPartitionBytes: Option[Long] = None)
+    extends StateBackend {
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
+
+    override def name: String = MemoryName
 
     override def providerClassName: String = classOf[DeltaChainStateStoreProvider].getName
 
     override def storeOptions: Map[String, String] =
       Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString)
 
-    override def newBatchMap(keyNumFields: Int, stateNumFields: Int): StateMap =
-      StateMap.empty(keyNumFields, stateNumFields)
+    override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
+      : StateMap = store match {
+      case s: StateMapStore => s.stateMap
+      case other => throw new IllegalStateException(
+        s"map_with_state needs a store that serves its state map, but got ${other.getClass.getName}")
+    }
+
+    override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
+      StateMap.empty(keySchema.length, stateType.length)
+
+    override def heapLimitBytes: Option[Long] =
+      Some(maxPartitionBytes.getOrElse(HeapBudget.defaultLimitBytes))
+  }
+
+  /**
+   * Spark's RocksDB state store (`RocksDBStateStoreProvider`) on each executor's local disk,
+   * with changelog checkpointing and bounded memory unless the session says otherwise; the
+   * operators work on it through a [[StoreBackedStateMap]]. A batch replay keeps each task's
+   * state in a [[TaskLocalRocksDB]].
+   *
+   * @param sqlConfs Spark's RocksDB settings (`spark.sql.streaming.stateStore.rocksdb.*`)
+   */
+  final case class RocksDB(sqlConfs: Map[String, String]) extends StateBackend {
+
+    override def name: String = RocksDBName
+
+    override def providerClassName: String = RocksDB.ProviderClass
+
+    override def storeOptions: Map[String, String] = Map.empty
+
+    override def storeSqlConfs: Map[String, String] = sqlConfs
+
+    override def storeValueSchema(stateType: StructType): StructType =
+      StoreBackedStateMap.valueSchema(stateType)
+
+    override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
+      : StateMap = new StoreBackedStateMap(store, keySchema.length, stateType)
+
+    override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
+      TaskLocalRocksDB.open(keySchema, stateType, sqlConfs)
+
+    override def heapLimitBytes: Option[Long] = None
+  }
+
+  object RocksDB {
+    val ConfPrefix = "spark.sql.streaming.stateStore.rocksdb."
+
+    /** Spark's provider, named: it is `private[sql]`, so made by name as Spark makes it. */
+    val ProviderClass = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+    /**
+     * Changelog checkpointing (a commit uploads the version's changes, not a snapshot) and
+     * memory bounded across the executor's RocksDB instances (Spark's
+     * `maxMemoryUsageMB` for block cache and write buffers together), unless set.
+     */
+    val Defaults: Map[String, String] = Map(
+      s"${ConfPrefix}changelogCheckpointing.enabled" -> "true",
+      s"${ConfPrefix}boundedMemoryUsage" -> "true")
+
+    /** The session's RocksDB settings over [[Defaults]]. */
+    def fromConf(conf: SQLConf): RocksDB =
+      RocksDB(Defaults ++ conf.getAllConfs.filter(_._1.startsWith(ConfPrefix)))
   }
 }

@@ -71,7 +71,7 @@ object StreamingQueryGlue {
   /**
    * Runs `f` over each partition of `data` with the partition's state store, made by
    * `providerClass` whatever the session's provider is: the store conf comes from a clone of
-   * the session state with just that setting changed. Spark's StateStoreRDD loads the store,
+   * the session state with just that setting (and the provider's `sqlConfs`) changed. Spark's StateStoreRDD loads the store,
    * prefers the executor that has it loaded, and aborts it if the task ends uncommitted.
    */
   def mapPartitionsWithStateStore[T: ClassTag, U: ClassTag](
@@ -81,10 +81,12 @@ object StreamingQueryGlue {
       keySchema: StructType,
       valueSchema: StructType,
       providerClass: String,
-      storeOptions: Map[String, String])(
+      storeOptions: Map[String, String],
+      sqlConfs: Map[String, String] = Map.empty)(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] = {
     val sessionState = session.sessionState.clone(session)
     sessionState.conf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
+    sqlConfs.foreach { case (k, v) => sessionState.conf.setConfString(k, v) }
     new StateStoreOps(data).mapPartitionsWithStateStore(
       info, keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema), sessionState,
       Some(session.streams.stateStoreCoordinator), false, storeOptions, false)(f)

@@ -1,0 +1,74 @@
+package io.mapwithstate.state
+
+import java.nio.file.Files
+
+import io.mapwithstate.LocalSpark
+import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{DataType, IntegerType, LongType, StructType}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * The StateMap over Spark's real RocksDB state store: the per-key operations with update
+ * times, the scans (while the scanned keys are removed, as timeouts do), and a committed
+ * version read back by a new provider, as after a restart.
+ */
+class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
+
+  private val keySchema = new StructType().add("k", LongType)
+  private val stateType = new StructType().add("n", IntegerType)
+  private val keyRow = UnsafeProjection.create(Array[DataType](LongType))
+  private val stateRow = UnsafeProjection.create(Array[DataType](IntegerType))
+  private def k(i: Long): UnsafeRow = keyRow(InternalRow(i)).copy()
+  private def s(n: Int): UnsafeRow = stateRow(InternalRow(n)).copy()
+
+  private def withStore[T](root: String)(f: StateStoreProvider => T): T = {
+    val conf = new SQLConf
+    StateBackend.RocksDB.Defaults.foreach { case (key, v) => conf.setConfString(key, v) }
+    val provider = StateStoreProvider.create(StateBackend.RocksDB.ProviderClass)
+    provider.init(StateStoreId(root, 0L, 0), keySchema, StoreBackedStateMap.valueSchema(stateType),
+      NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(conf),
+      TaskLocalRocksDB.hadoopConf(), false, None)
+    try f(provider) finally provider.close()
+  }
+
+  private def map(store: StateStore) = new StoreBackedStateMap(store, 1, stateType)
+
+  test("put, get, remove and scans by update time, committed and read back") {
+    assert(spark != null) // a live SparkEnv, as on an executor
+    val root = Files.createTempDirectory("store-backed-map").toFile
+    try {
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(0L, None, false, false)
+        val m = map(store)
+        (1 to 10).foreach(i => m.put(k(i), s(i * 10), i * 100L))
+        assert(m.get(k(3)).getInt(0) === 30)
+        assert(m.get(k(11)) === null)
+        assert(m.contains(k(4)) && !m.contains(k(12)))
+        m.putInPlace(k(3), s(31), 1000L)
+        m.remove(k(10))
+        assert(m.size === 9)
+        // Keys updated before 500: 1..4 except 3; removed while the scan runs, as timeouts do.
+        val timingOut = m.getByTime(500L).map { e =>
+          m.remove(e.key)
+          (e.key.getLong(0), e.state.getInt(0), e.updateTime)
+        }.toList.sortBy(_._1)
+        assert(timingOut === List((1L, 10, 100L), (2L, 20, 200L), (4L, 40, 400L)))
+        assert(m.getAll().map(e => (e.key.getLong(0), e.state.getInt(0))).toList.sortBy(_._1) ===
+          List((3L, 31), (5L, 50), (6L, 60), (7L, 70), (8L, 80), (9L, 90)))
+        assert(store.commit() === 1L)
+      }
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(1L, None, false, false)
+        val m = map(store)
+        assert(m.size === 6)
+        assert(m.getAll().map(e => (e.key.getLong(0), e.updateTime)).toList.sortBy(_._1) ===
+          List((3L, 1000L), (5L, 500L), (6L, 600L), (7L, 700L), (8L, 800L), (9L, 900L)))
+        store.abort()
+      }
+    } finally JavaUtils.deleteRecursively(root)
+  }
+}
