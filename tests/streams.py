@@ -4,6 +4,7 @@ Input is a directory of JSON files read one file per micro-batch (``maxFilesPerT
 so each test decides exactly what each micro-batch holds. Results go to a JSON file sink
 (exactly-once across restarts).
 """
+import glob
 import json
 import os
 
@@ -39,6 +40,14 @@ class Stream:
             .option("checkpointLocation", self.checkpoint).trigger(availableNow=True).start()
         query.awaitTermination()
         return query
+
+    def batch_times(self):
+        """Batch id -> the batch's time (ms), from the checkpoint's offset log."""
+        times = {}
+        for path in glob.glob(os.path.join(self.checkpoint, "offsets", "[0-9]*")):
+            with open(path) as f:
+                times[int(os.path.basename(path))] = json.loads(f.readlines()[1])["batchTimestampMs"]
+        return times
 
     def results(self, spark, schema=OUTPUT_SCHEMA):
         return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())

@@ -5,7 +5,6 @@ fed to it; the checkpoints are written by real queries.
 """
 import collections
 import glob
-import json
 import os
 import threading
 import time
@@ -41,15 +40,6 @@ def count_to_three() -> StateSpec:
                               emit=F.struct(F.col("word"), n.alias("n")))
 
 
-def batch_times(checkpoint):
-    """batch id -> batch_time (as the sink's JSON writes it, parsed back by Spark) from offsets/."""
-    times = {}
-    for path in glob.glob(os.path.join(checkpoint, "offsets", "[0-9]*")):
-        with open(path) as f:
-            times[int(os.path.basename(path))] = json.loads(f.readlines()[1])["batchTimestampMs"]
-    return times
-
-
 def files_of(checkpoint):
     """Every file of a checkpoint with its size and modification time."""
     return {os.path.join(d, n): (os.path.getsize(os.path.join(d, n)),
@@ -78,7 +68,7 @@ def snapshots_stream(connect_spark, tmp_path_factory):
     by_time = collections.defaultdict(dict)
     for r in rows:
         by_time[r.t][r.word] = r.n
-    times = batch_times(stream.checkpoint)
+    times = stream.batch_times()
     assert sorted(times) == list(range(len(BATCHES)))
     snapshots = {b: by_time.get(ms * 1000, {}) for b, ms in times.items()}
     return stream, snapshots, times
