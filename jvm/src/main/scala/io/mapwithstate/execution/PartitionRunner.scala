@@ -60,6 +60,7 @@ case class PartitionRunner(
       heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
     val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
     compiled.initialize(partition)
+    if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
       timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
       heapLimit.map(new HeapBudget(partition, _)))

@@ -178,6 +178,8 @@ final class DeltaChainStateMap private (
     }
   }
 
+  override def prepareExpiry(): Unit = if (!readOnly && index == null) index = buildIndex()
+
   /** Heap bytes of the expiry index, when this map has one (see [[memoryUsedBytes]]). */
   def expiryIndexBytes: Long = if (index == null) 0L else index.footprintBytes
 

@@ -66,6 +66,17 @@ abstract class StateMap {
    * put again with a time before `threshold` is not given a second time.
    */
   def expiring(threshold: Long): Iterator[StateEntry] =
+    expiringByScan(threshold)
+
+  /**
+   * Tells the map that [[expiring]] will be asked for (the operator has timeouts or timers): a
+   * map with an index may build it now, while it is cheapest — free on an empty map, and on a
+   * loaded one during the batch that loads it rather than in the first batch that looks for
+   * expired keys. Maps without an index ignore it.
+   */
+  def prepareExpiry(): Unit = ()
+
+  private def expiringByScan(threshold: Long): Iterator[StateEntry] =
     getByTime(threshold).filter(_.updateTime != StateMap.NoTime).map { e =>
       StateEntry(e.key.copy(), e.state.copy(), e.updateTime)
     }.toArray.iterator
