@@ -6,7 +6,7 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateBackendMarker}
+import io.mapwithstate.state.{OperatorMetadata, StateBackend}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
@@ -111,18 +111,15 @@ case class MapWithStateStreamExec(
       stateSchemaVersion: Int): List[StateSchemaValidationResult] = {
     // First: a switched backend has another value schema too, and this error says why.
     val info = getStateInfo
-    StateBackendMarker.recordOrCheck(
-      new Path(info.checkpointLocation, info.operatorId.toString), options.backend, hadoopConf)
+    OperatorMetadata.recordOrCheck(
+      new Path(info.checkpointLocation, info.operatorId.toString), options.backend,
+      timeoutPolicy match {
+        case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
+        case _ => OperatorMetadata.UpdateTimes
+      }, hadoopConf)
     try {
-      val results = StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
+      StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
         backend.storeValueSchema(function.stateType), stateSchemaVersion)
-      OperatorMetadata.writeIfAbsent(
-        new Path(info.checkpointLocation, info.operatorId.toString), hadoopConf,
-        timeoutPolicy match {
-          case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
-          case _ => OperatorMetadata.UpdateTimes
-        })
-      results
     } catch {
       case NonFatal(e) =>
         throw new MapWithStateException(

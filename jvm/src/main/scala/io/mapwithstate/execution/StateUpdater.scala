@@ -86,23 +86,37 @@ class StateUpdater(
     val after = if (removed) null else if (updated != null) updated else before
 
     val emitted = function.emit(after)
+    writeBack(key, before, removed, updated, batchTime, rewriteKept = refreshesIdleKeys)
+    emitted
+  }
 
+  /**
+   * Applies one call's outcome to the map: a removal, a new state at `time`, or — when
+   * `rewriteKept` — the kept state again at `time` (an idle key's refreshed update time, or a
+   * changed timer).
+   */
+  private def writeBack(
+      key: UnsafeRow,
+      before: UnsafeRow,
+      removed: Boolean,
+      updated: UnsafeRow,
+      time: Long,
+      rewriteKept: Boolean): Unit = {
     if (removed) {
       if (before != null) {
         map.remove(key)
         removedKeys += 1
       }
     } else if (updated != null) {
-      // In place: `before` has served its last use (emit, above), and neither it nor anything
-      // derived from it outlives this call.
-      map.putInPlace(key, updated, batchTime)
+      // In place: `before` has served its last use (emit, before this), and neither it nor
+      // anything derived from it outlives the call.
+      map.putInPlace(key, updated, time)
       updatedKeys += 1
       if (budget != null) budget.afterWrite(map)
-    } else if (before != null && refreshesIdleKeys) {
-      map.putInPlace(key, before, batchTime)
+    } else if (before != null && rewriteKept) {
+      map.putInPlace(key, before, time)
       if (budget != null) budget.afterWrite(map)
     }
-    emitted
   }
 
   /**
@@ -151,20 +165,7 @@ class StateUpdater(
     val emitted = function.emit(after)
     val timer = if (after == null) StateMap.NoTime else function.timeoutAt(after)
     if (!timingOut) calledForData.add(key.copy())
-
-    if (removed) {
-      if (before != null) {
-        map.remove(key)
-        removedKeys += 1
-      }
-    } else if (updated != null) {
-      map.putInPlace(key, updated, timer)
-      updatedKeys += 1
-      if (budget != null) budget.afterWrite(map)
-    } else if (before != null && timer != timerBefore) {
-      map.putInPlace(key, before, timer)
-      if (budget != null) budget.afterWrite(map)
-    }
+    writeBack(key, before, removed, updated, timer, rewriteKept = timer != timerBefore)
     emitted
   }
 
