@@ -15,6 +15,13 @@ object MapWithStateConf {
   val SnapshotInterval = "spark.mapwithstate.stateStore.snapshotInterval"
 
   /**
+   * For a large partition state (a snapshot of 4 MB or more), the heap state store's next
+   * snapshot also waits until the deltas since the last one hold this fraction of its bytes
+   * (default 0.5; 0: the interval alone decides). See `DeltaChainStateStoreProvider.snapshotDue`.
+   */
+  val SnapshotDeltaRatio = "spark.mapwithstate.stateStore.snapshotDeltaRatio"
+
+  /**
    * The heap one partition's state may hold with the memory backend (bytes, or a size such as
    * "512m"); unset, a safe share of each executor's heap per core (see
    * [[state.HeapBudget.defaultLimitBytes]]).
@@ -35,6 +42,14 @@ object MapWithStateConf {
 
   def snapshotInterval(conf: SQLConf): Int =
     positiveInt(conf, SnapshotInterval, state.DeltaChainStateStoreProvider.DefaultSnapshotInterval)
+
+  def snapshotDeltaRatio(conf: SQLConf): Double = {
+    val text = conf.getConfString(SnapshotDeltaRatio,
+      state.DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio.toString)
+    text.trim.toDoubleOption.filter(r => r >= 0 && !r.isInfinite).getOrElse {
+      throw MapWithStateException(s"$SnapshotDeltaRatio must be a number of at least 0, got '$text'")
+    }
+  }
 
   def maxPartitionBytes(conf: SQLConf): Option[Long] =
     conf.getConfString(MaxPartitionBytes, null) match {

@@ -33,14 +33,15 @@ final class DeltaChainStateMap private (
     val deltaChainThreshold: Int,
     private val parent: DeltaChainStateMap,
     expectedEntries: Int,
-    expectedRecordBytes: Long)
+    expectedRecordBytes: Long,
+    sharedLayer: RowHashMap)
   extends StateMap {
   import DeltaChainStateMap._
 
   /** A new empty map. */
   def this(keyNumFields: Int, stateNumFields: Int, deltaChainThreshold: Int) =
     this(keyNumFields, stateNumFields, deltaChainThreshold, null,
-      DeltaChainStateMap.NewLayerEntries, DeltaChainStateMap.NewLayerEntries * 32L)
+      DeltaChainStateMap.NewLayerEntries, DeltaChainStateMap.NewLayerEntries * 32L, null)
 
   def this(keyNumFields: Int, stateNumFields: Int) =
     this(keyNumFields, stateNumFields, StateMap.DefaultDeltaChainThreshold)
@@ -50,8 +51,11 @@ final class DeltaChainStateMap private (
   require(deltaChainThreshold >= 1,
     s"deltaChainThreshold must be at least 1, got $deltaChainThreshold")
 
-  private[state] val layer = new RowHashMap(
-    RowHashMap.capacityFor(expectedEntries), RowHashMap.pageSizeFor(expectedRecordBytes))
+  /** This map's own writes; a [[rebased]] node shares the layer of the node it stands for. */
+  private[state] val layer =
+    if (sharedLayer != null) sharedLayer
+    else new RowHashMap(
+      RowHashMap.capacityFor(expectedEntries), RowHashMap.pageSizeFor(expectedRecordBytes))
 
   /** Number of layers below this one: 0 for a base layer. */
   val deltaChainLength: Int = if (parent == null) 0 else parent.deltaChainLength + 1
@@ -148,7 +152,7 @@ final class DeltaChainStateMap private (
     readOnly = true
     val base = if (shouldCompact) compact().freeze() else this
     val next = new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, base,
-      NewLayerEntries, NewLayerEntries * 32L)
+      NewLayerEntries, NewLayerEntries * 32L, null)
     // The copy has this map's contents, so this map's index is valid for it; this map, now
     // read-only, needs none (a retried batch copies it again and rebuilds one).
     next.index = index
@@ -213,7 +217,7 @@ final class DeltaChainStateMap private (
   /** A new single-layer map with the same contents, which this map does not share. */
   def compact(): DeltaChainStateMap = {
     val compacted = new DeltaChainStateMap(
-      keyNumFields, stateNumFields, deltaChainThreshold, null, size, chainRecordBytes)
+      keyNumFields, stateNumFields, deltaChainThreshold, null, size, chainRecordBytes, null)
     val target = compacted.layer
     var tombstones = 0
     // Layers are merged top first, since the first layer holding a key decides: a key already
@@ -254,6 +258,46 @@ final class DeltaChainStateMap private (
         s"compacting a state map of $size keys gave ${compacted.liveKeys}:\n$toDebugString")
     }
     compacted
+  }
+
+  /**
+   * A read-only [[compact]]ion, to stand in for this map's contents below newer layers (see
+   * [[rebased]]); safe to run on another thread once this map is committed and no longer
+   * written, as it reads only the layers.
+   */
+  def compactedBase(): DeltaChainStateMap = compact().freeze()
+
+  /**
+   * This chain with `from` and everything below it replaced by `base`, which must hold exactly
+   * `from`'s contents (its [[compactedBase]]), or None when `from` is not in this chain. The
+   * layers above `from` are shared, not copied: a new node per layer, O(chain length). Their
+   * tombstones and shadow flags stay right, since `base` has the same live keys as `from`. The
+   * new top node takes over this map's expiry index and writability; this map becomes
+   * read-only, so that the two never diverge.
+   */
+  def rebased(from: DeltaChainStateMap, base: DeltaChainStateMap): Option[DeltaChainStateMap] = {
+    require(base.parent == null && base.size == from.size,
+      s"a rebase needs a single-layer base with ${from.size} keys, got $base")
+    rebasedChain(from, base).map { top =>
+      if (top ne base) top.readOnly = readOnly
+      top.index = index
+      index = null
+      readOnly = true
+      top
+    }
+  }
+
+  private def rebasedChain(
+      from: DeltaChainStateMap, base: DeltaChainStateMap): Option[DeltaChainStateMap] = {
+    if (this eq from) Some(base)
+    else if (parent == null) None
+    else parent.rebasedChain(from, base).map { newParent =>
+      val node = new DeltaChainStateMap(
+        keyNumFields, stateNumFields, deltaChainThreshold, newParent, 0, 0L, layer)
+      node.liveKeys = liveKeys
+      node.readOnly = true
+      node
+    }
   }
 
   /**
@@ -485,7 +529,7 @@ object DeltaChainStateMap {
       expectedEntries: Int,
       expectedRecordBytes: Long): DeltaChainStateMap =
     new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, null,
-      expectedEntries, expectedRecordBytes)
+      expectedEntries, expectedRecordBytes, null)
 
   // Whether a lower layer has a key live: not looked up yet, or what the lookup found.
   private val UnknownInParent = -1

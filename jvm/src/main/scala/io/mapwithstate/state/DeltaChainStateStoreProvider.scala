@@ -17,8 +17,9 @@ import org.apache.spark.sql.types.StructType
  * ([[StateMap.copy]]), so a batch costs O(records in the batch), and the committed version
  * before it stays intact for a retried task. A commit writes just that layer as the version's
  * delta file, and nothing else: a snapshot of the whole state costs O(state), so it is written
- * off the task, by [[writeDueSnapshot]], once the versions or the delta bytes since the last
- * snapshot reach the store's cadence ([[SnapshotIntervalOption]], [[SnapshotDeltaBytesOption]]).
+ * off the task, by [[writeDueSnapshot]], when the store's cadence says so ([[snapshotDue]]:
+ * enough versions, and enough delta bytes for a large state). Compacting a long chain of layers
+ * is O(state) too, and is also done off the task ([[compactInBackground]]).
  * Spark's maintenance thread runs it ([[doMaintenance]], as Spark's HDFS-backed provider writes
  * its snapshots), and a commit that finds a snapshot due also hands it to a background thread,
  * so that snapshots keep up with short maintenance-free runs without blocking a batch. Loading
@@ -39,6 +40,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private var snapshotInterval = DefaultSnapshotInterval
   private var snapshotDeltaBytes = DefaultSnapshotDeltaBytes
   private var minVersionsToRetain = 100
+  private var snapshotDeltaRatio = DefaultSnapshotDeltaRatio
   private var deltaChainThreshold = StateMap.DefaultDeltaChainThreshold
   @volatile private var files: StateCheckpointFiles = _
 
@@ -53,7 +55,12 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * or handed to the background writer), and the size of each delta file after it.
    */
   private var lastSnapshotVersion = 0L
+  /** The size of the newest snapshot's file (0: none, or not known). */
+  private var lastSnapshotBytes = 0L
   private val deltaBytesSinceSnapshot = new java.util.TreeMap[java.lang.Long, java.lang.Long]()
+
+  /** The newest background compaction of a committed map (see [[compactInBackground]]). */
+  private var compaction: Compaction = null
 
   /** Serializes snapshot writes of this partition (maintenance and the background writer). */
   private val snapshotLock = new Object
@@ -79,11 +86,14 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       .map(_.toInt).getOrElse(DefaultSnapshotInterval)
     snapshotDeltaBytes = storeConf.extraOptions.get(SnapshotDeltaBytesOption)
       .map(_.toLong).getOrElse(DefaultSnapshotDeltaBytes)
+    snapshotDeltaRatio = storeConf.extraOptions.get(SnapshotDeltaRatioOption)
+      .map(_.toDouble).getOrElse(DefaultSnapshotDeltaRatio)
     deltaChainThreshold = storeConf.extraOptions.get(DeltaChainThresholdOption)
       .map(_.toInt).getOrElse(StateMap.DefaultDeltaChainThreshold)
     minVersionsToRetain = storeConf.minVersionsToRetain
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
     require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
+    require(snapshotDeltaRatio >= 0, s"snapshot delta ratio must not be negative: $snapshotDeltaRatio")
     files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf)
   }
 
@@ -100,8 +110,32 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
           "(spark.sql.streaming.stateStore.checkpointFormatVersion must be 1)")
     }
     if (version < 0) throw new IllegalArgumentException(s"negative state version $version")
-    val base = if (loadEmpty) emptyMap() else load(version)
-    new DeltaChainStateStore(this, storeId, version, base.copy())
+    // Under the lock: a rebase replaces the version in memory, and the copy must be of it.
+    val map = synchronized {
+      if (loadEmpty) emptyMap().copy() else onCompactedBase(version, load(version)).copy()
+    }
+    new DeltaChainStateStore(this, storeId, version, map)
+  }
+
+  /**
+   * `map` (the committed `version`) on the newest background compaction when its chain holds
+   * the compacted map: the chain's length drops to the layers above it, so the copy for the
+   * next batch need not compact in the task. The rebased chain replaces `version` in memory,
+   * and the compaction is forgotten, releasing the layers it replaced.
+   */
+  private def onCompactedBase(version: Long, map: DeltaChainStateMap): DeltaChainStateMap = {
+    val done = compaction
+    if (done == null || !done.done) return map
+    compaction = null
+    done.result match {
+      case Some(base) => map.rebased(done.source, base) match {
+        case Some(rebased) =>
+          loaded.put(version, rebased)
+          rebased
+        case None => map // compacted in a task meanwhile, or an older version retried
+      }
+      case None => map
+    }
   }
 
   /**
@@ -121,6 +155,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       // A reload from the files: the cadence continues from the snapshot it started at.
       lastSnapshotVersion = snapshotBase.getOrElse(
         listing.snapshots.filter(_ <= version).lastOption.getOrElse(0L))
+      lastSnapshotBytes = listing.snapshotBytes.getOrElse(lastSnapshotVersion, 0L)
       deltaBytesSinceSnapshot.clear()
       listing.deltaBytes.foreach { case (v, bytes) =>
         if (v > lastSnapshotVersion && v <= version) deltaBytesSinceSnapshot.put(v, bytes)
@@ -144,16 +179,64 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       deltaBytesSinceSnapshot.put(newVersion, bytes)
       snapshotDue(newVersion)
     }
-    if (due) DeltaChainStateStoreProvider.background.execute(() => writeDueSnapshot())
+    // A due snapshot is written after the compaction, from its single layer.
+    compactInBackground(map, forSnapshot = due)
+    if (due) StateBackgroundWorker.execute(() => writeDueSnapshot())
     newVersion
   }
 
+  /**
+   * Compacts `map`'s chain on the background thread once it is [[BackgroundCompactionMargin]]
+   * layers short of the threshold at which the next batch's copy would compact it in its task
+   * (O(state): a latency spike of a whole pass over the partition's keys). The next
+   * [[getStore]] after it finishes puts the chain on the compacted base instead. Also done
+   * `forSnapshot`: a snapshot written from one layer saves a lookup in every upper layer per
+   * entry, and the chain it leaves is short. One at a time per partition; a map whose chain is
+   * compacted in a task before it finishes wastes it.
+   */
+  private def compactInBackground(map: DeltaChainStateMap, forSnapshot: Boolean): Unit = {
+    val at = deltaChainThreshold - BackgroundCompactionMargin
+    val pending = synchronized {
+      val long = at >= 1 && map.deltaChainLength >= at
+      if ((long || forSnapshot) && map.deltaChainLength >= 1 && compaction == null) {
+        compaction = new Compaction(map)
+        compaction
+      } else null
+    }
+    if (pending != null) StateBackgroundWorker.execute { () =>
+      val base = try Some(map.compactedBase()) catch {
+        case NonFatal(e) =>
+          logWarning(s"cannot compact $storeId's state in the background: ${e.getMessage}", e)
+          None
+      }
+      synchronized {
+        pending.result = base
+        pending.done = true
+      }
+    }
+  }
+
+  /**
+   * Whether `version` should have a snapshot: once `snapshotInterval` versions passed since the
+   * last one (Spark's `minDeltasForSnapshot`) — but for a large state, only when the deltas
+   * since then also hold `snapshotDeltaRatio` of the last snapshot's bytes. A reload reads the
+   * snapshot and the deltas after it, so a snapshot is worth its O(state) write once the deltas
+   * add a fair share to a reload; a large state with small batches (a few keys of many change)
+   * would otherwise rewrite the whole state every few batches for little gain. At the latest
+   * after `10 × snapshotInterval` versions, or once the deltas hold `snapshotDeltaBytes`.
+   */
   private def snapshotDue(version: Long): Boolean = {
     var bytes = 0L
     deltaBytesSinceSnapshot.headMap(version, true).values.forEach(b => bytes += b)
-    version > lastSnapshotVersion &&
-      (version - lastSnapshotVersion >= snapshotInterval || bytes >= snapshotDeltaBytes)
+    val versions = version - lastSnapshotVersion
+    version > lastSnapshotVersion && (
+      bytes >= snapshotDeltaBytes || versions >= 10L * snapshotInterval ||
+        versions >= snapshotInterval && (lastSnapshotBytes < SizeAwareSnapshotsFromBytes ||
+          bytes >= snapshotDeltaRatio * lastSnapshotBytes))
   }
+
+  /** Whether a background compaction is done and not yet used (for tests). */
+  private[state] def compactionReady: Boolean = synchronized(compaction != null && compaction.done)
 
   /**
    * Writes a snapshot of the newest committed version in memory if the cadence says one is
@@ -167,9 +250,16 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
     newest.map { entry =>
       val version = entry.getKey.longValue
-      fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(entry.getValue, out))
+      // The same contents in one layer, when a compaction of exactly this version is done: a
+      // scan of a chain pays a lookup in every upper layer per entry.
+      val map = synchronized(Option(compaction)).filter(_.source eq entry.getValue)
+        .flatMap(c => synchronized(c.result)).getOrElse(entry.getValue)
+      val bytes = fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(map, out))
       synchronized {
-        if (version > lastSnapshotVersion) lastSnapshotVersion = version
+        if (version > lastSnapshotVersion) {
+          lastSnapshotVersion = version
+          lastSnapshotBytes = bytes
+        }
         deltaBytesSinceSnapshot.headMap(version, true).clear()
       }
       version
@@ -219,6 +309,18 @@ object DeltaChainStateStoreProvider {
    */
   val SnapshotIntervalOption = "mapwithstate.snapshotInterval"
 
+  /**
+   * Store option: for a large state, a snapshot waits until the deltas since the last one hold
+   * this fraction of its bytes (0: every `snapshotInterval` versions, whatever the state's size).
+   */
+  val SnapshotDeltaRatioOption = "mapwithstate.snapshotDeltaRatio"
+
+  /** A reload then reads at most about 1.5 times a snapshot's bytes. */
+  val DefaultSnapshotDeltaRatio = 0.5
+
+  /** Snapshots of a partition smaller than this are cheap: the versions alone set the cadence. */
+  private val SizeAwareSnapshotsFromBytes: Long = 4L << 20
+
   /** Store option: a snapshot once the delta files since the last one hold this many bytes. */
   val SnapshotDeltaBytesOption = "mapwithstate.snapshotDeltaBytes"
 
@@ -231,28 +333,21 @@ object DeltaChainStateStoreProvider {
   /** As DStreams checkpoint a mapWithState's state every 10 batches. */
   val DefaultSnapshotInterval = 10
 
-  /** The newest committed version and the one before it, for a retried batch. */
-  private val VersionsInMemory = 2
+  /**
+   * A chain is compacted in the background this many layers before the threshold, so that the
+   * compaction has that many batches to finish before a task would do it inline.
+   */
+  private val BackgroundCompactionMargin = 5
 
   /**
-   * The background snapshot writer shared by every provider in this JVM: one daemon thread, so
-   * snapshots never take more than one core from the tasks. A request that finds its snapshot
-   * already written (by maintenance, or an earlier request) does nothing.
+   * A background compaction of `source` (a committed map): `result` once it is done (None if it
+   * failed). Guarded by the provider.
    */
-  private lazy val background: java.util.concurrent.Executor = {
-    val pool = new java.util.concurrent.ThreadPoolExecutor(1, 1, 60L,
-      java.util.concurrent.TimeUnit.SECONDS, new java.util.concurrent.LinkedBlockingQueue[Runnable](),
-      (r: Runnable) => {
-        val t = new Thread(r, "mapwithstate-snapshot-writer")
-        t.setDaemon(true)
-        t
-      })
-    pool.allowCoreThreadTimeOut(true)
-    (task: Runnable) => pool.execute { () =>
-      try task.run() catch {
-        case NonFatal(e) => org.slf4j.LoggerFactory.getLogger(classOf[DeltaChainStateStoreProvider])
-          .warn(s"cannot write a mapWithState snapshot in the background: ${e.getMessage}", e)
-      }
-    }
+  private final class Compaction(val source: DeltaChainStateMap) {
+    var done = false
+    var result: Option[DeltaChainStateMap] = None
   }
+
+  /** The newest committed version and the one before it, for a retried batch. */
+  private val VersionsInMemory = 2
 }

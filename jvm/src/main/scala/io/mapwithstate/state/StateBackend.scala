@@ -60,7 +60,8 @@ object StateBackend {
   /** The backend `name` (checked by the request builder) with the session's settings. */
   def of(name: String, conf: SQLConf): StateBackend = name match {
     case MemoryName =>
-      Memory(MapWithStateConf.snapshotInterval(conf), MapWithStateConf.maxPartitionBytes(conf))
+      Memory(MapWithStateConf.snapshotInterval(conf), MapWithStateConf.maxPartitionBytes(conf),
+        MapWithStateConf.snapshotDeltaRatio(conf))
     case RocksDBName => RocksDB.fromConf(conf)
     case other => throw unknown(other)
   }
@@ -74,10 +75,14 @@ object StateBackend {
   /**
    * The delta-chain map on the heap ([[DeltaChainStateMap]]), made durable by
    * [[DeltaChainStateStoreProvider]]: a delta file per version and a snapshot every
-   * `snapshotInterval` versions. Each partition's map is held to `maxPartitionBytes` of heap
+   * `snapshotInterval` versions (for a large state, once the deltas since the last one hold
+   * `snapshotDeltaRatio` of it). Each partition's map is held to `maxPartitionBytes` of heap
    * ([[HeapBudget]]; unset, the executor's default).
    */
-  final case class Memory(snapshotInterval: Int, maxPartitionBytes: Option[Long] = None)
+  final case class Memory(
+      snapshotInterval: Int,
+      maxPartitionBytes: Option[Long] = None,
+      snapshotDeltaRatio: Double = DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio)
     extends StateBackend {
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
 
@@ -86,7 +91,8 @@ object StateBackend {
     override def providerClassName: String = classOf[DeltaChainStateStoreProvider].getName
 
     override def storeOptions: Map[String, String] =
-      Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString)
+      Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString,
+        DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString)
 
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
       : StateMap = store match {

@@ -87,7 +87,8 @@ class StateCheckpointFiles(
       else name.stripSuffix(suffix).toLongOption.filter(_ > 0).map(_ -> status.getLen)
     }.sorted
     val deltas = versions(DeltaSuffix)
-    StateFileListing(deltas.map(_._1), versions(SnapshotSuffix).map(_._1), deltas.toMap)
+    val snapshots = versions(SnapshotSuffix)
+    StateFileListing(deltas.map(_._1), snapshots.map(_._1), deltas.toMap, snapshots.toMap)
   }
 
   def delete(path: Path): Unit = {
@@ -107,9 +108,12 @@ object StateCheckpointFiles {
 
 /**
  * Which versions of one partition's state have files, both lists ascending, and the size in
- * bytes of each delta file.
+ * bytes of each delta and snapshot file.
  */
 case class StateFileListing(
-    deltas: Seq[Long], snapshots: Seq[Long], deltaBytes: Map[Long, Long] = Map.empty) {
+    deltas: Seq[Long],
+    snapshots: Seq[Long],
+    deltaBytes: Map[Long, Long] = Map.empty,
+    snapshotBytes: Map[Long, Long] = Map.empty) {
   def latest: Long = (deltas ++ snapshots).foldLeft(0L)(math.max)
 }

@@ -20,13 +20,17 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
   private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
 
   private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100,
-      snapshotDeltaBytes: Long = DeltaChainStateStoreProvider.DefaultSnapshotDeltaBytes)
+      snapshotDeltaBytes: Long = DeltaChainStateStoreProvider.DefaultSnapshotDeltaBytes,
+      deltaChainThreshold: Int = StateMap.DefaultDeltaChainThreshold,
+      snapshotDeltaRatio: Double = DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio)
     : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
     val storeConf = new StateStoreConf(sqlConf,
       Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString,
-        DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString))
+        DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString,
+        DeltaChainStateStoreProvider.DeltaChainThresholdOption -> deltaChainThreshold.toString,
+        DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString))
     val p = new DeltaChainStateStoreProvider
     p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
       NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
@@ -90,7 +94,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
     withDir { root =>
       commitVersions(provider(root, snapshotInterval = 3), 7)
       val snapshots = Set("3.snapshot", "6.snapshot")
-      val deadline = System.nanoTime() + 10L * 1000 * 1000 * 1000
+      // Generous: an fsync on a disk busy with other work can take seconds.
+      val deadline = System.nanoTime() + 60L * 1000 * 1000 * 1000
       while (!snapshots.subsetOf(names(root)) && System.nanoTime() < deadline) Thread.sleep(10)
       assert(names(root) == (1 to 7).map(v => s"$v.delta").toSet ++ snapshots)
       (1 to 6).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
@@ -199,5 +204,78 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       assert(store.stateMap.size == 1)
       store.abort()
     }
+  }
+
+  test("a long chain is compacted in the background and the next batch runs on the compacted base") {
+    withDir { root =>
+      // Threshold 8: compactions start at 3 layers, so a task would compact inline at 8.
+      val p = provider(root, snapshotInterval = 1000, deltaChainThreshold = 8)
+      val rnd = new scala.util.Random(7)
+      var model = Map.empty[Long, (Long, Long)]
+      var compactedBases = 0
+      (0 until 60).foreach { v =>
+        if (v % 3 == 0) {
+          // Sometimes let the background finish before the next batch, sometimes not.
+          val deadline = System.nanoTime() + 10L * 1000 * 1000 * 1000
+          while (v % 2 == 0 && !p.compactionReady && p.load(v).deltaChainLength >= 3 &&
+            System.nanoTime() < deadline) Thread.sleep(5)
+        }
+        val ready = p.compactionReady
+        val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
+        if (ready) {
+          compactedBases += 1
+          assert(store.stateMap.deltaChainLength < 4, s"version $v: ${store.stateMap}")
+        }
+        assert(store.stateMap.deltaChainLength < 8, s"version $v: ${store.stateMap}")
+        (0 until 20).foreach { _ =>
+          val k = rnd.nextInt(50).toLong
+          if (rnd.nextInt(4) == 0) {
+            store.stateMap.remove(row(k))
+            model -= k
+          } else {
+            store.stateMap.put(row(k), row(v * 100L + k), v.toLong)
+            model += k -> (v * 100L + k, v.toLong)
+          }
+        }
+        assert(store.commit() == v + 1)
+        assert(contents(p, v + 1) == model, s"version ${v + 1}")
+      }
+      assert(compactedBases > 0, "no batch ran on a background compaction")
+      // What the files say is the same.
+      assert(contents(provider(root), 60) == model)
+    }
+  }
+
+  test("a large state with small batches waits for its deltas to add up before a snapshot") {
+    def snapshotsAfter(ratio: Double, awaited: Set[Long]): Set[String] = {
+      var snapshots = Set.empty[String]
+      withDir { root =>
+        val p = provider(root, snapshotInterval = 2, snapshotDeltaRatio = ratio)
+        (0 until 22).foreach { v =>
+          val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
+          val keys = if (v == 0) 0L until 300000L else 0L until 10L
+          keys.foreach(k => store.stateMap.put(row(k), row(v * 10L + k), v.toLong))
+          store.commit()
+          // Each snapshot the cadence asks for is written before the next batch, so the
+          // background writer never skips a version by writing a newer one.
+          val deadline = System.nanoTime() + 30L * 1000 * 1000 * 1000
+          while (awaited.contains(v + 1L) && !names(root).contains(s"${v + 1}.snapshot") &&
+            System.nanoTime() < deadline) Thread.sleep(10)
+        }
+        Thread.sleep(500) // a background snapshot not awaited would be written by now
+        p.doMaintenance()
+        val model = (0L until 300000L).map(k => k -> (if (k < 10) (210L + k, 21L) else (k, 0L)))
+        assert(contents(provider(root), 22) == model.toMap)
+        snapshots = names(root).filter(_.endsWith(".snapshot"))
+      }
+      snapshots
+    }
+    // A 300k-key snapshot is several MB, and 10-key deltas never reach half of it: after the
+    // first, the next snapshot comes at the latest after 10 × the interval.
+    assert(snapshotsAfter(DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio, Set(2L, 22L)) ==
+      Set("2.snapshot", "22.snapshot"))
+    // Ratio 0: every other version, as the interval says.
+    val everyOther = (1 to 11).map(i => 2L * i).toSet
+    assert(snapshotsAfter(0.0, everyOther) == everyOther.map(v => s"$v.snapshot"))
   }
 }
