@@ -116,7 +116,9 @@ class LocalCheckpointFileManager(path: Path, hadoopConf: Configuration)
       terminated = true
       try {
         flush()
-        channel.force(true)
+        // fdatasync: the data and what reading it needs (the size), not the times; the rename
+        // and the directory fsync below make the name durable.
+        channel.force(false)
         channel.close()
         publish()
         syncDirectory(target.getParent)
