@@ -152,3 +152,18 @@ def test_reserved_input_column_names(spark):
     df = spark.createDataFrame([("a", 1)], "word STRING, __mws_state INT")
     message = error_of(map_with_state(df, key="word", spec=running_count()))
     assert "'__mws_state'" in message and "reserved" in message
+
+
+@pytest.mark.parametrize("setting, value, expected", [
+    ("spark.mapwithstate.stateStore.snapshotInterval", "0", "a positive integer"),
+    ("spark.mapwithstate.stateStore.snapshotDeltaRatio", "-0.5", "a number of at least 0"),
+    ("spark.mapwithstate.stateStore.snapshotDeltaRatio", "half", "a number of at least 0"),
+])
+def test_bad_state_store_setting_names_the_setting(spark, setting, value, expected):
+    spark.conf.set(setting, value)
+    try:
+        message = error_of(map_with_state(words(spark), key="word", spec=running_count()))
+    finally:
+        spark.conf.unset(setting)
+    assert setting in message and expected in message and value in message
+    assert_still_serving(spark)
