@@ -45,6 +45,33 @@ def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
         return Outcome.failed(e)
 
 
+def timer_spec(step_ms: int, timed_keys: int) -> StateSpec:
+    """S4's workload, as bench/jvm's TimerCount: a record adds to its key's count and sets its
+    timer ``(key % 100 + 1) × step_ms`` after the batch (a day for keys from ``timed_keys``
+    on); a timing-out key emits (key, count) and re-arms its timer a cycle (100 × step) later,
+    keeping its state. Only timing-out calls emit, so output rows are expired keys."""
+    key = F.col("key")
+    duration_ms = F.when(key < timed_keys, (key % 100 + 1) * step_ms).otherwise(F.lit(86_400_000))
+    after = lambda ms: F.timestamp_micros(F.unix_micros(S.batch_time()) + ms * 1000)  # noqa: E731
+    return StateSpec.function(
+        "n BIGINT",
+        update=F.when(~S.is_timing_out(),
+                      F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n"))),
+        emit=F.when(S.is_timing_out(), F.struct(key, S.state("n").alias("count"))),
+        timeout_at=F.when(S.is_timing_out(), after(F.lit(100 * step_ms))).otherwise(after(duration_ms)))
+
+
+def ours_timers(spark: SparkSession, directory: str, checkpoint: str, step_ms: int,
+                timed_keys: int) -> Outcome:
+    """S4: map_with_state with a timeout_at timer on every key (processing time)."""
+    spec = timer_spec(step_ms, timed_keys)
+    try:
+        return Outcome(_stream(spark, directory, checkpoint, "append",
+                               lambda source: map_with_state(source, key="key", spec=spec)))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return Outcome.failed(e)
+
+
 def groups(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
     """S5: map_groups_with_state adding each batch's count and sum per key to the state and
     emitting (key, count, sum) once per key per batch, as flatMapGroupsWithState does."""
@@ -138,5 +165,7 @@ def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: s
     for p in query.recentProgress:
         operators = p.stateOperators or []
         memory = sum(o.memoryUsedBytes for o in operators) if operators else -1
-        batches.append((int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)), int(memory)))
+        rows = p.sink.numOutputRows if p.sink is not None else -1
+        batches.append((int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)), int(memory),
+                        int(rows)))
     return batches

@@ -40,7 +40,8 @@ object StreamingRun {
     } finally query.stop()
     query.recentProgress.toSeq.map { p =>
       val memory = if (p.stateOperators.isEmpty) -1L else p.stateOperators.map(_.memoryUsedBytes).sum
-      Batch(p.numInputRows, p.durationMs.get("triggerExecution"), memory)
+      Batch(p.numInputRows, p.durationMs.get("triggerExecution"), memory,
+        if (p.sink == null) -1L else p.sink.numOutputRows)
     }
   }
 }
