@@ -37,7 +37,10 @@ object BenchMain {
 
   private def run(spark: SparkSession, system: String, input: String, dir: String): Seq[Batch] =
     system match {
-      case "floor" => StreamingRun(spark, input, dir, OutputMode.Append(), None)(StatelessFloor.query)
+      case "floor" =>
+        // With S4's timers, on their trigger too, so that the floor's batches are alike.
+        val trigger = spark.conf.getOption(TimerCount.ConfKey).map(TimerCount.params(_).stepMs)
+        StreamingRun(spark, input, dir, OutputMode.Append(), None, trigger)(StatelessFloor.query)
       case "fmgws-hdfs" =>
         StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
           RunningCount.query)
@@ -54,7 +57,8 @@ object BenchMain {
         val provider =
           if (system.endsWith("hdfs")) StreamingRun.HdfsProvider else StreamingRun.RocksDbProvider
         val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(provider))(TimerCount.query(params))
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(provider), Some(params.stepMs))(
+          TimerCount.query(params))
       case "dstream" => DStreamRunningCount.run(spark, input, dir)
       case other => throw new IllegalArgumentException(s"unknown system $other")
     }
