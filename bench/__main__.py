@@ -1,4 +1,4 @@
-"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S5,B1]``: the whole suite in one command.
+"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S4,S5,B1]``: the whole suite in one command.
 
 Generates missing data, starts one local Connect server with the plugin (ours,
 applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
@@ -23,7 +23,7 @@ import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime  # noqa: E402
-from bench.systems import GROUP_BY, GROUPS, OURS, PANDAS, PER_RECORD  # noqa: E402
+from bench.systems import FLOOR, GROUP_BY, GROUPS, OURS, PANDAS, PER_RECORD, TIMERS_OURS  # noqa: E402
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -48,6 +48,8 @@ SPARK_CONF = {
         "spark.sql.streaming.checkpointFileManagerClass"],
 }
 DRIVER_MEMORY = "4g"
+#: S4's timer settings for the spark-submit systems (bench/jvm's TimerCount reads it).
+TIMER_CONF = "spark.mapwithstate.bench.timers"
 #: The streaming systems run through the Connect server (applyInPandasWithState aside: it runs
 #: on a scaled-down input).
 CONNECT_RUNNERS = {OURS.name: connect_systems.ours, GROUPS.name: connect_systems.groups,
@@ -117,6 +119,11 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                 _log(f"{tag}: {system.name}")
                 runs[system.name].append(CONNECT_RUNNERS[system.name](
                     spark, directory, _dir(work, tag, system.name)))
+            elif system.name == TIMERS_OURS.name and scenario.timers:
+                _log(f"{tag}: {system.name}")
+                runs[system.name].append(connect_systems.ours_timers(
+                    spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
+                    scenario.timers.timed_keys))
         if pandas_directory:
             _log(f"{tag}: applyInPandasWithState (scaled down)")
             runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
@@ -125,6 +132,8 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
         jvm_conf = {**SPARK_CONF, "spark.jars": mws.jar_path(),
                     **tasktime.event_log_conf(_dir(work, tag, "jvm-eventlog"))}
+        if scenario.timers:
+            jvm_conf[TIMER_CONF] = scenario.timers.conf()
         jvm = jvm_systems.run(directory, jvm_names, _dir(work, tag, "jvm"), jvm_conf,
                               DRIVER_MEMORY)
         for system, outcome in jvm.items():
@@ -149,7 +158,10 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
-    return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference)
+    # With timers a stateful system's output rows are its expired keys: shown, not assumed.
+    expired = ({s.name for s in scenario.systems} - {FLOOR.name}) if scenario.timers else None
+    return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
+                                   expired_column=expired)
             + "\n" + report.targets(lines))
 
 
@@ -229,7 +241,7 @@ def _header(quick: bool, plan: Suite) -> str:
             f"driver memory {DRIVER_MEMORY}; systems interleaved round by round "
             f"({', '.join(f'{s.name} x{s.rounds}' for s in plan.streaming)}), medians over the "
             f"pooled measured batches (the first batch and {WARMUP} warm-up batches excluded; "
-            f"S3: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
+            f"S3, S4: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
             f"a ratio of time per record, for an input scaled down. Every system runs with the same "
             f"settings, including spark.sql.streaming.checkpointFileManagerClass="
             f"{SPARK_CONF['spark.sql.streaming.checkpointFileManagerClass']} (fork-free checkpoint "

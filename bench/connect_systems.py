@@ -2,8 +2,10 @@
 ``applyInPandasWithState`` with ``ProcessingTimeTimeout``, and for B1 Spark's own
 ``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
 like the JVM systems (bench/jvm_systems.py)."""
+import glob
+import os
 import time
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +43,34 @@ def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
         # map_with_state only appends: emitted records are never retracted.
         return Outcome(_stream(spark, directory, checkpoint, "append",
                                lambda source: map_with_state(source, key="key", spec=running_count())))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return Outcome.failed(e)
+
+
+def timer_spec(step_ms: int, timed_keys: int) -> StateSpec:
+    """S4's workload, as bench/jvm's TimerCount: a record adds to its key's count and sets its
+    timer ``(key % 100 + 1) × step_ms`` after the batch (a day for keys from ``timed_keys``
+    on); a timing-out key emits (key, count) and re-arms its timer a cycle (100 × step) later,
+    keeping its state. Only timing-out calls emit, so output rows are expired keys."""
+    key = F.col("key")
+    duration_ms = F.when(key < timed_keys, (key % 100 + 1) * step_ms).otherwise(F.lit(86_400_000))
+    after = lambda ms: F.timestamp_micros(F.unix_micros(S.batch_time()) + ms * 1000)  # noqa: E731
+    return StateSpec.function(
+        "n BIGINT",
+        update=F.when(~S.is_timing_out(),
+                      F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n"))),
+        emit=F.when(S.is_timing_out(), F.struct(key, S.state("n").alias("count"))),
+        timeout_at=F.when(S.is_timing_out(), after(F.lit(100 * step_ms))).otherwise(after(duration_ms)))
+
+
+def ours_timers(spark: SparkSession, directory: str, checkpoint: str, step_ms: int,
+                timed_keys: int) -> Outcome:
+    """S4: map_with_state with a timeout_at timer on every key (processing time)."""
+    spec = timer_spec(step_ms, timed_keys)
+    try:
+        return Outcome(_stream(spark, directory, checkpoint, "append",
+                               lambda source: map_with_state(source, key="key", spec=spec),
+                               trigger_ms=step_ms))
     except Exception as e:  # noqa: BLE001 - reported in the table
         return Outcome.failed(e)
 
@@ -121,16 +151,35 @@ def _timed_noop(df: DataFrame) -> float:
     return time.perf_counter() - start
 
 
+def _last_batch(query) -> int:
+    progress = query.lastProgress
+    return -1 if progress is None else int(progress.batchId)
+
+
 def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: str,
-            build: Callable[[DataFrame], DataFrame]) -> List[Batch]:
-    """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow, the noop sink,
-    per-batch numbers from StreamingQueryProgress."""
+            build: Callable[[DataFrame], DataFrame], trigger_ms: Optional[int] = None) -> List[Batch]:
+    """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow (or, with
+    ``trigger_ms``, a processing-time trigger until every file has had its batch), the noop
+    sink, per-batch numbers from StreamingQueryProgress."""
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
-    query = (build(source).writeStream.format("noop").outputMode(output_mode)
-             .option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    writer = (build(source).writeStream.format("noop").outputMode(output_mode)
+              .option("checkpointLocation", checkpoint))
+    writer = (writer.trigger(processingTime=f"{trigger_ms} milliseconds") if trigger_ms
+              else writer.trigger(availableNow=True))
+    query = writer.start()
     try:
-        if not query.awaitTermination(MAX_QUERY_SECONDS):
+        if trigger_ms:
+            # Batches without data are off (bench/__main__.py), so batch n has file n. Polled
+            # through the last progress only: the Connect server answers while it runs batches.
+            files = len(glob.glob(os.path.join(directory, "*.parquet")))
+            deadline = time.monotonic() + MAX_QUERY_SECONDS
+            while _last_batch(query) < files - 1:
+                if not query.isActive:
+                    raise RuntimeError(f"the query stopped: {query.exception()}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
+                time.sleep(1)
+        elif not query.awaitTermination(MAX_QUERY_SECONDS):
             raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
     finally:
         query.stop()
@@ -138,5 +187,7 @@ def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: s
     for p in query.recentProgress:
         operators = p.stateOperators or []
         memory = sum(o.memoryUsedBytes for o in operators) if operators else -1
-        batches.append((int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)), int(memory)))
+        rows = p.sink.numOutputRows if p.sink is not None else -1
+        batches.append((int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)), int(memory),
+                        int(rows)))
     return batches

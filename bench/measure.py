@@ -5,24 +5,30 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: (records, milliseconds, state bytes or -1): one micro-batch, as every system reports it.
-Batch = Tuple[int, int, int]
+#: (records, milliseconds, state bytes or -1, output rows or -1): one micro-batch, as every
+#: system reports it (older raw results have no output rows).
+Batch = Tuple[int, ...]
 
 
 def per_file(batches: Sequence[Batch], n_files: int) -> List[Batch]:
     """One entry per input file, in order. Should a system run batches without input (the suite
-    turns them off, see SPARK_CONF in bench/__main__.py), their time is charged to the data
-    batch before them: it is work that batch caused."""
+    turns them off, see SPARK_CONF in bench/__main__.py), their time (and output) is charged to
+    the data batch before them: it is work that batch caused."""
     out: List[list] = []
-    for records, millis, memory in batches:
+    for batch in batches:
+        records, millis, memory = batch[:3]
+        rows = batch[3] if len(batch) > 3 else -1
         if records > 0 or not out:
-            out.append([records, millis, memory])
+            out.append([records, millis, memory, rows])
         else:
             out[-1][1] += millis
             out[-1][2] = max(out[-1][2], memory)
+            if rows >= 0:
+                out[-1][3] = max(out[-1][3], 0) + rows
     if len(out) != n_files:
         raise ValueError(f"expected {n_files} data batches, got {len(out)}")
-    return [tuple(b) for b in out]  # type: ignore[misc]
+    width = max((len(b) for b in batches), default=3)  # as wide as what the system reported
+    return [tuple(b[:width]) for b in out]
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,8 @@ class Figures:
     p90_s: float
     batches: int
     peak_state_bytes: Optional[int]
+    #: Median output rows of the measured batches, where the system reports them.
+    median_output_rows: Optional[float] = None
 
 
 def figures(runs: Sequence[Sequence[Batch]], measured: Sequence[int]) -> Figures:
@@ -44,6 +52,8 @@ def figures(runs: Sequence[Sequence[Batch]], measured: Sequence[int]) -> Figures
     seconds = np.array([b[1] for b in chosen], dtype=float) / 1000.0
     records = sum(b[0] for b in chosen)
     memory = [b[2] for run in runs for b in run[:max(measured) + 1] if b[2] >= 0]
+    rows = [b[3] for b in chosen if len(b) > 3 and b[3] >= 0]
     return Figures(records_per_s=records / seconds.sum() if seconds.sum() > 0 else float("inf"),
                    median_s=float(np.median(seconds)), p90_s=float(np.percentile(seconds, 90)),
-                   batches=len(chosen), peak_state_bytes=max(memory) if memory else None)
+                   batches=len(chosen), peak_state_bytes=max(memory) if memory else None,
+                   median_output_rows=float(np.median(rows)) if len(rows) == len(chosen) else None)

@@ -2,7 +2,7 @@
 every system's figures as ratios to ours and to the stateless floor, and the issue's targets
 checked against this run's medians (never against absolute times from elsewhere)."""
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Set
 
 from bench.measure import Figures
 from bench.systems import FLOOR, GROUP_BY, LABELS, OURS
@@ -20,27 +20,31 @@ class Row:
     scaled: float = 1.0
 
 
-def streaming_table(title: str, rows: Sequence[Row], reference: str = OURS.name) -> str:
+def streaming_table(title: str, rows: Sequence[Row], reference: str = OURS.name,
+                    expired_column: Optional[Set[str]] = None) -> str:
     """A scenario's table. Ratios compare median batch latency with ours and with the floor in
     the same phase; for a scaled-down row batch latencies are not comparable, so its ratios are
-    of time per record instead (marked †)."""
+    of time per record instead (marked †). With ``expired_column`` (the systems whose output
+    rows are expired keys: S4's) a last column gives their median output rows per batch."""
+    extra = " keys expired per batch (median) |" if expired_column is not None else ""
     lines = [f"### {title}", "",
              "| system | phase | input | records/s | median batch | p90 batch | peak state memory "
-             "| × ours | × floor |",
-             "|---|---|---|--:|--:|--:|--:|--:|--:|"]
+             "| × ours | × floor |" + extra,
+             "|---|---|---|--:|--:|--:|--:|--:|--:|" + ("--:|" if extra else "")]
     for row in rows:
         label = LABELS.get(row.system, row.system)
         size = "full" if row.scaled == 1.0 else f"{row.scaled:g}× (scaled down)"
         f = row.figures
         if f is None:
-            lines.append(f"| {label} | {row.phase} | {size} | {row.note} | | | | | |")
+            lines.append(f"| {label} | {row.phase} | {size} | {row.note} | | | | | |"
+                         + (" |" if extra else ""))
             continue
         ours = _find(rows, reference, row.phase)
         floor = _find(rows, FLOOR.name, row.phase)
         lines.append(
             f"| {label} | {row.phase} | {size} | {f.records_per_s:,.0f} | {f.median_s:.3f} s | "
             f"{f.p90_s:.3f} s | {_bytes(f.peak_state_bytes)} | {_ratio(row, ours)} | "
-            f"{_ratio(row, floor)} |")
+            f"{_ratio(row, floor)} |" + (_expired(row, expired_column) if extra else ""))
     return "\n".join(lines)
 
 
@@ -86,6 +90,11 @@ def _ratio(row: Row, reference: Optional[Row]) -> str:
     if row.scaled != reference.scaled:
         return f"{reference.figures.records_per_s / row.figures.records_per_s:.2f}†"
     return f"{row.figures.median_s / reference.figures.median_s:.2f}"
+
+
+def _expired(row: Row, systems: Set[str]) -> str:
+    rows = row.figures.median_output_rows if row.figures else None
+    return f" {rows:,.0f} |" if row.system in systems and rows is not None else " – |"
 
 
 def _bytes(n: Optional[int]) -> str:

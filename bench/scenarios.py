@@ -2,10 +2,10 @@
 batches are measured. Sizes live here and nowhere else, so ``--quick`` and ``--keys`` change
 one table, not the harness."""
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
-from bench.systems import (FLOOR, FMGWS_HDFS, FMGWS_SUM_HDFS, GROUPED, GROUPS, OURS, PANDAS,
-                           PER_RECORD, STREAMING, System)
+from bench.systems import (FLOOR, FMGWS_HDFS, FMGWS_SUM_HDFS, FMGWS_TIMERS_HDFS, GROUPED, GROUPS,
+                           OURS, PANDAS, PER_RECORD, STREAMING, TIMERS, TIMERS_OURS, System)
 
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
@@ -54,6 +54,23 @@ class Target:
 
 
 @dataclass(frozen=True)
+class TimerLoad:
+    """S4's timers, the same in every system: a key's timer is ``(key % 100 + 1) × step_ms``
+    after its batch for keys below ``timed_keys`` (a day for the others, so that growing the
+    state adds no expirations), and a full cycle (100 × step) after its timing-out call.
+    Batches run on a processing-time trigger of ``step_ms`` (not AvailableNow): processing
+    time is the batch's start, so back-to-back batches would give a slower system more timers
+    due per batch, and a slow batch more due in the next one."""
+
+    step_ms: int
+    timed_keys: int
+
+    def conf(self) -> str:
+        """As BenchMain reads it (spark.mapwithstate.bench.timers)."""
+        return f"{self.step_ms},{self.timed_keys}"
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
@@ -65,6 +82,8 @@ class Scenario:
     #: The systems it runs, in table order; ``reference`` is the one the "× ours" column divides by.
     systems: Tuple[System, ...] = STREAMING
     reference: str = OURS.name
+    #: S4's timer settings; None for scenarios without timers.
+    timers: Optional[TimerLoad] = None
 
     @property
     def records(self) -> int:
@@ -151,6 +170,41 @@ def grouped(records: int, keys: int, batches: int, rounds: int = 1) -> Scenario:
         systems=GROUPED, reference=GROUPS.name)
 
 
+def timers(small: int, timed: int, large: int, churn: int, batches: int, growth_batches: int,
+           step_ms: int) -> Scenario:
+    """S4: every key carries a timer, about 1% of the ``timed`` keys expiring per ``step_ms``
+    (see :class:`TimerLoad`). Batches of ``churn`` records on existing keys at ``small`` keys of
+    state, then (grown in one batch) at ``timed`` keys — the comparison with
+    flatMapGroupsWithState — then, grown by ``growth_batches``, at ``large`` keys, the keys
+    added last with far timers, so that batch cost at ``large`` vs ``small`` keys shows
+    whether it follows the state size."""
+    specs: List[BatchSpec] = [BatchSpec("new", small)]
+    specs += [BatchSpec("existing", churn, key_space=small)] * batches
+    phases = [Phase(f"{_n(small)} keys", _measured(1, batches))]
+    for start, end, grow in ((small, timed, 1), (timed, large, growth_batches)):
+        step = -(-(end - start) // grow)
+        for first in range(start, end, step):
+            specs.append(BatchSpec("new", min(step, end - first), start=first))
+        first_measured = len(specs)
+        specs += [BatchSpec("existing", churn, key_space=end)] * batches
+        phases.append(Phase(f"{_n(end)} keys", tuple(range(first_measured + WARMUP, len(specs)))))
+    return Scenario(
+        "S4", f"timers ({_n(churn)} records per batch; every key with a timer, about 1% of "
+              f"{_n(timed)} expiring per {step_ms} ms; state {_n(small)} -> {_n(large)} keys)",
+        tuple(specs), tuple(phases),
+        targets=(Target(f"flatMapGroupsWithState (HDFS) median ÷ ours at {_n(timed)} keys",
+                        FMGWS_TIMERS_HDFS.name, TIMERS_OURS.name, 5.0, at_least=True,
+                        phase=1, over_phase=1),
+                 Target(f"median batch ÷ stateless floor at {_n(timed)} keys", TIMERS_OURS.name,
+                        FLOOR.name, 1.3, phase=1, over_phase=1),
+                 Target(f"median batch at {_n(large)} keys ÷ at {_n(small)} keys",
+                        TIMERS_OURS.name, TIMERS_OURS.name, 1.3, phase=2, over_phase=0),
+                 Target(f"median batch at {_n(large)} keys ÷ at {_n(timed)} keys (the same "
+                        "timers expiring)", TIMERS_OURS.name, TIMERS_OURS.name, 1.3, phase=2,
+                        over_phase=1)),
+        systems=TIMERS, reference=TIMERS_OURS.name, timers=TimerLoad(step_ms, timed))
+
+
 @dataclass(frozen=True)
 class BatchJob:
     """B1: one batch of ``rows`` records over ``keys`` keys, through the batch path."""
@@ -190,6 +244,7 @@ def suite(quick: bool, keys: int) -> Suite:
         batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
         return Suite((large_state(s1, churn, batches), full_churn(s2, batches, pandas_scale),
                       state_growth(*s3, batches=5, growth_batches=2),
+                      timers(10_000, 100_000, 200_000, 2_000, batches, 1, step_ms=500),
                       grouped(100_000, 10_000, batches)),
                      (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
                       full_churn(int(s2 * pandas_scale), batches, pandas_scale),
@@ -200,6 +255,8 @@ def suite(quick: bool, keys: int) -> Suite:
     return Suite((large_state(keys, 10_000, 20, rounds=2),
                   full_churn(200_000, 20, pandas_scale, rounds=2),
                   state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5),
+                  timers(100_000, 1_000_000, 5_000_000, 10_000, batches=10, growth_batches=4,
+                         step_ms=1000),
                   grouped(1_000_000, 100_000, 10)),
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
                   full_churn(int(200_000 * pandas_scale), 20, pandas_scale),

@@ -25,12 +25,18 @@ PER_RECORD = System("ours-sum", "map_with_state (count, sum per record)", "conne
 FMGWS_SUM_HDFS = System("fmgws-sum-hdfs", "flatMapGroupsWithState (count, sum), HDFS store", "jvm")
 FMGWS_SUM_ROCKSDB = System("fmgws-sum-rocksdb", "flatMapGroupsWithState (count, sum), RocksDB store",
                            "jvm")
+TIMERS_OURS = System("ours-timers", "**ours**: map_with_state, timeout_at timers (Connect)", "connect")
+FMGWS_TIMERS_HDFS = System("fmgws-timers-hdfs", "flatMapGroupsWithState, timers, HDFS store", "jvm")
+FMGWS_TIMERS_ROCKSDB = System("fmgws-timers-rocksdb", "flatMapGroupsWithState, timers, RocksDB store",
+                              "jvm")
 
 #: The streaming systems, in table order.
 STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM, PANDAS)
 #: S5's systems (per-key aggregation), in table order.
 GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
+#: S4's systems (timers), in table order.
+TIMERS: Tuple[System, ...] = (TIMERS_OURS, FLOOR, FMGWS_TIMERS_HDFS, FMGWS_TIMERS_ROCKSDB)
 #: The streaming systems BenchMain runs (its names must be these).
 JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
 
-LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + (GROUP_BY,)}
+LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + TIMERS + (GROUP_BY,)}

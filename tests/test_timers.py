@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from mapwithstate import StateSpec, map_with_state
+from mapwithstate import StateSpec, map_with_state, read_state, read_state_changes
 from mapwithstate import functions as S
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
@@ -224,3 +224,99 @@ def test_processing_time_timers_in_a_stream_fire_in_no_data_batches(spark, tmp_p
     finally:
         query.stop()
     assert sorted(tuple(r) for r in rows) == [("a", -1), ("a", 1), ("b", -1), ("b", 1)]
+
+
+# A key without state can hold a timer (Spark's FlatMapGroupsWithStateExec keeps the row of a
+# key whose function removed the state but set a timeout, or set one without ever a state).
+
+def test_timeout_removes_the_state_and_sets_a_new_timer(spark):
+    # Spark's suite: on timeout the function removes the state and sets a new timeout; the next
+    # timeout call sees hasTimedOut true and exists false.
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.when(~S.is_timing_out(), F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1)
+                                                   .alias("n"))),
+        remove=S.is_timing_out(),
+        emit=F.struct(F.col("word"), S.is_timing_out().alias("timing_out"),
+                      S.state_exists().alias("exists"), S.state("n").alias("before"),
+                      S.new_state("n").alias("after"), S.batch_time().alias("t")),
+        timeout_at=F.when(~S.is_timing_out(), S.batch_time() + F.expr("INTERVAL 10 SECONDS"))
+        .when(S.state_exists(), S.batch_time() + F.expr("INTERVAL 5 SECONDS")),
+    )
+    records = [("a", 1), ("x", 12), ("x", 18), ("y", 40)]
+    assert rows_of(replay(spark, records, spec)) == sorted([
+        ("a", False, False, None, 1, at(1)),
+        ("x", False, False, None, 1, at(12)),
+        ("a", True, True, 1, None, at(12)),      # 11 s passed: removed, re-armed to 17 s
+        ("x", False, True, 1, 2, at(18)),
+        ("a", True, False, None, None, at(18)),  # its timer fires without a state; no new one
+        ("y", False, False, None, 1, at(40)),
+        ("x", True, True, 2, None, at(40)),      # x removed, re-armed to 45 s (never reached)
+    ], key=repr)
+    # The key holding only a timer has no state to show.
+    snapshots = replay(spark, records, spec, output="snapshots")
+    by_time = {}
+    for r in snapshots.collect():
+        by_time.setdefault(r["batch_time"], set()).add((r["word"], r["n"]))
+    assert by_time == {at(1): {("a", 1)}, at(12): {("x", 1)}, at(18): {("x", 2)},
+                       at(40): {("y", 1)}}
+
+
+def timer_without_state():
+    """A function that never makes a state, only sets a timer 5 s after each data call."""
+    return StateSpec.function(
+        "n BIGINT",
+        emit=F.struct(F.col("word"), S.is_timing_out().alias("timing_out"),
+                      S.state_exists().alias("exists"), S.timeout_at().alias("timer")),
+        timeout_at=F.when(~S.is_timing_out(), S.batch_time() + F.expr("INTERVAL 5 SECONDS")),
+    )
+
+
+def test_a_timer_set_without_ever_a_state(spark):
+    result = rows_of(replay(spark, [("a", 1), ("a", 3), ("x", 10)], timer_without_state()))
+    assert result == sorted([
+        ("a", False, False, None),
+        ("a", False, False, at(6)),
+        ("x", False, False, None),
+        ("a", True, False, at(8)),               # re-armed to 8 s at 3 s; fires at 10 s
+    ], key=repr)
+    snapshots = replay(spark, [("a", 1), ("x", 10)], timer_without_state(), output="snapshots")
+    assert snapshots.count() == 0
+
+
+def test_timers_of_keys_without_state_in_a_stream_across_a_restart(spark, tmp_path):
+    src, out, ck = (str(tmp_path / d) for d in ("in", "out", "ck"))
+    os.makedirs(src)
+
+    def stream():
+        source = spark.readStream.schema("word STRING, e BIGINT") \
+            .option("maxFilesPerTrigger", 1).json(src)
+        df = source.select("word", (F.lit(T0).cast("long") + F.col("e")).cast("timestamp")
+                           .alias("event")).withWatermark("event", "10 seconds")
+        spec = StateSpec.function(
+            "n BIGINT",
+            emit=F.struct(F.col("word"), F.when(S.is_timing_out(), F.lit(-1))
+                          .otherwise(F.unix_seconds("event") - F.unix_seconds(F.lit(T0)))
+                          .alias("n"), S.state_exists().alias("exists")),
+            timeout_at=F.when(~S.is_timing_out(), F.col("event") + F.expr("INTERVAL 5 SECONDS")),
+        ).timeout_domain("event_time")
+        return map_with_state(df, key="word", value="event", spec=spec)
+
+    write_json(src, "0.json", [{"word": "a", "e": 11}, {"word": "b", "e": 14}])
+    query = run_available_now(stream(), out, ck)
+    # Both keys are held for their timers (16 s, 19 s), as Spark's store holds their rows.
+    assert query.lastProgress["stateOperators"][0]["numRowsTotal"] == 2
+    if spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory" and \
+            type(spark).__module__.startswith("pyspark.sql.connect"):
+        # No state to show; in the change feed, a key without a state after its batch is a
+        # delete (the reader cannot tell whether it had one before).
+        assert read_state(spark, ck).count() == 0
+        changes = read_state_changes(spark, ck, start_batch=0).select("change", "word")
+        assert sorted(tuple(r) for r in changes.collect()) == [("delete", "a"), ("delete", "b")]
+    # Restart: c@40 moves the watermark to 30 s; a no-data batch fires both stateless timers.
+    write_json(src, "1.json", [{"word": "c", "e": 40}])
+    run_available_now(stream(), out, ck)
+    rows = sorted(tuple(r) for r in
+                  spark.read.schema("word STRING, n BIGINT, exists BOOLEAN").json(out).collect())
+    assert rows == [("a", -1, False), ("a", 11, False), ("b", -1, False), ("b", 14, False),
+                    ("c", 40, False)]

@@ -31,3 +31,32 @@ def test_table_has_a_row_per_system_with_ratios_and_notes():
         "| **ours**: map_with_state (Connect)", "| stateless floor", "| DStream mapWithState"]
     assert body[0].endswith("| 1.00 | 2.00 |")
     assert "failed: boom" in body[2]
+
+
+def test_output_rows_of_batches_without_data_are_charged_too():
+    assert per_file([(10, 100, 5, 3), (0, 20, 7, 4), (10, 50, 5, 0)], 2) == [
+        (10, 120, 7, 7), (10, 50, 5, 0)]
+
+
+def test_s4_measures_three_state_sizes_with_the_same_timers_everywhere():
+    for quick in (True, False):
+        s4 = next(s for s in suite(quick, 1000).streaming if s.name == "S4")
+        assert len(s4.phases) == 3 and s4.timers is not None
+        sizes = [max(b.key_space for b in (s4.batches[i] for i in p.batches)) for p in s4.phases]
+        assert sizes[0] < sizes[1] == s4.timers.timed_keys < sizes[2]
+        assert all(0 <= t.phase < 3 or t.phase == -1 for t in s4.targets)
+        assert s4.timers.conf() == f"{s4.timers.step_ms},{s4.timers.timed_keys}"
+
+
+def test_s4_table_shows_the_keys_each_stateful_system_expired():
+    ours = [(100, 1000, 1, 0)] + [(10, 100, 1, 7)] * 5
+    floor = [(100, 500, -1, 100)] + [(10, 50, -1, 10)] * 5
+    rows = [report.Row("ours-timers", "5 keys", figures([ours], range(3, 6))),
+            report.Row("floor", "5 keys", figures([floor], range(3, 6))),
+            report.Row("fmgws-timers-hdfs", "5 keys", None, "failed: boom")]
+    table = report.streaming_table("S4: made up", rows, "ours-timers",
+                                   expired_column={"ours-timers", "fmgws-timers-hdfs"})
+    lines = table.splitlines()
+    assert lines[2].endswith("keys expired per batch (median) |")
+    assert lines[4].endswith("| 7 |") and lines[5].endswith("| – |")
+    assert all(line.count("|") == lines[2].count("|") for line in lines[4:])

@@ -95,7 +95,8 @@ class BatchReplayIterator(
         snapshotRows = snapshot match {
           case Some(projection) =>
             val t = time
-            updater.map.getAll().map { e =>
+            // Keys holding only a timer have no state to show.
+            updater.map.getAll().filter(_.state != null).map { e =>
               batchTimeRow.setLong(0, t)
               projection(joined(keyAndBatchTime(batchTimeRow, e.key), e.state))
             }

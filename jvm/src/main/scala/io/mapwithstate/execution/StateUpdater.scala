@@ -18,9 +18,14 @@ import org.apache.spark.sql.types.DataType
  *    `remove` are not applied, `emit` is, and then the state is removed.
  *
  * With `timeout_at` timers (`timers`), Spark's GroupState rules instead: the map's time of a
- * key is its timer, re-evaluated on every call (null clears it; a key without a state has
- * none); a timed-out key's call applies `remove`, `update` and `emit` like a record's, and its
- * state is kept unless removed; a key called for data in a batch is not also timed out in it.
+ * key is its timer, re-evaluated on every call (null clears it); a timed-out key's call applies
+ * `remove`, `update` and `emit` like a record's, and its state is kept unless removed; a key
+ * called for data in a batch is not also timed out in it. As in Spark's
+ * `FlatMapGroupsWithStateExec`, a key may keep a timer without a state: a call that removes
+ * the state (or never made one) but sets a timer leaves the key holding only the timer, and
+ * its timing-out call sees `is_timing_out()` true and `state_exists()` false. A key left with
+ * neither is removed (where Spark would keep an empty row with no timer, which no call can
+ * ever see again).
  *
  * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
  * A call returns its first emitted row; an `emit` that is an array may emit more, read with
@@ -120,8 +125,8 @@ class StateUpdater(
   }
 
   /**
-   * The keys whose time is strictly before `threshold`, with their states; with timers, not
-   * those called for data in the batch under way.
+   * The keys whose time is strictly before `threshold`, with their states (null for a key that
+   * holds only a timer); with timers, not those called for data in the batch under way.
    */
   def timingOutKeys(threshold: Long): Iterator[(UnsafeRow, UnsafeRow)] = {
     val expiring = map.expiring(threshold)
@@ -157,16 +162,37 @@ class StateUpdater(
   private def callWithTimers(
       key: UnsafeRow, input: InternalRow, before: UnsafeRow, timingOut: Boolean, batchTime: Long)
     : UnsafeRow = {
-    val timerBefore = if (before == null) StateMap.NoTime else map.getTime(key)
+    // A key without a state may still hold a timer.
+    val timerBefore = map.getTime(key)
     function.setContext(input, before, timingOut, batchTime, timerBefore, watermark)
     val removed = function.shouldRemove()
     val updated = if (removed) null else function.update()
     val after = if (removed) null else if (updated != null) updated else before
     val emitted = function.emit(after)
-    val timer = if (after == null) StateMap.NoTime else function.timeoutAt(after)
+    val timer = StateMap.clampTimer(function.timeoutAt(after))
     if (!timingOut) calledForData.add(key.copy())
-    writeBack(key, before, removed, updated, timer, rewriteKept = timer != timerBefore)
+    if (after == null) writeBackStateless(key, before != null, timerBefore, timer)
+    else writeBack(key, before, removed, updated, timer, rewriteKept = timer != timerBefore)
     emitted
+  }
+
+  /**
+   * The outcome of a call that leaves the key without a state (removed, or never made): the
+   * key holds only `timer`, or, without one, leaves the map. Counted as Spark counts it: a
+   * key kept for its timer is an updated row, a key dropped a removed one.
+   */
+  private def writeBackStateless(
+      key: UnsafeRow, hadState: Boolean, timerBefore: Long, timer: Long): Unit = {
+    if (timer == StateMap.NoTime) {
+      if (hadState || timerBefore != StateMap.NoTime) {
+        map.remove(key)
+        removedKeys += 1
+      }
+    } else if (hadState || timer != timerBefore) {
+      map.putInPlace(key, null, timer)
+      updatedKeys += 1
+      if (budget != null) budget.afterWrite(map)
+    }
   }
 
   /** Loads one row of initial state: key columns then state fields, in `layout` order. */
@@ -176,7 +202,7 @@ class StateUpdater(
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
           "one initial state")
     }
-    map.put(key, state, time)
+    map.put(key, state, if (timers) StateMap.clampTimer(time) else time)
     if (budget != null) budget.afterWrite(map)
   }
 

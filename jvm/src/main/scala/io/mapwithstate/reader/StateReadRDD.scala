@@ -43,7 +43,8 @@ final class StateReadRDD(
         val (timeColumn, otherColumn) =
           if (checkpoint.timeSlot == OperatorMetadata.Timers) (1, 0) else (0, 1)
         extra.setNullAt(otherColumn)
-        map.getAll().map { entry =>
+        // A key holding only a timer has no state to show (nor do a stream's snapshots).
+        map.getAll().filter(_.state != null).map { entry =>
           if (entry.updateTime == StateMap.NoTime) extra.setNullAt(timeColumn)
           else extra.setLong(timeColumn, entry.updateTime)
           project(row(keyAndState(entry.key, entry.state), extra))
@@ -60,10 +61,12 @@ final class StateReadRDD(
           val delta = files.deltaFile(batch + 1)
           files.read(delta)(in => StateMapSerde.readDeltaRecords(in, keyFields, stateFields))
             .iterator.map { record =>
+              // A key left holding only a timer no longer has a state: a delete, as for the
+              // state read at that batch (also when only its timer changed).
+              val deleted = record.state == null
               prefix.setLong(0, batch)
-              prefix.update(1, if (record.isRemoval) delete else update)
-              project(row(prefixAndKey(prefix, record.key),
-                if (record.isRemoval) noState else record.state))
+              prefix.update(1, if (deleted) delete else update)
+              project(row(prefixAndKey(prefix, record.key), if (deleted) noState else record.state))
             }
         }
     }

@@ -24,6 +24,8 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
  * exactly the writes made since the last copy, which is what [[StateMapSerde.writeDelta]]
  * persists.
  *
+ * A key that holds only a timer (see [[StateMap]]) is a live record with no state bytes.
+ *
  * Keys are compared by their bytes, so keys must be produced by the same UnsafeProjection (as
  * Spark's state stores also require). Not thread-safe.
  */
@@ -96,6 +98,8 @@ final class DeltaChainStateMap private (
     val hash = hashOf(base, offset, length)
     val probe = layer.probe(hash, base, offset, length)
     var result: UnsafeRow = null
+    // Whether a lower layer has the key live: with a state, or with only a timer (no row).
+    var liveBelow = false
     if (probe >= 0) {
       if (layer.isLive(probe)) result = stateView(layer, probe)
     } else {
@@ -103,14 +107,17 @@ final class DeltaChainStateMap private (
       while (map != null) {
         val slot = map.layer.find(hash, base, offset, length)
         if (slot >= 0) {
-          if (map.layer.isLive(slot)) result = stateView(map.layer, slot)
+          if (map.layer.isLive(slot)) {
+            result = stateView(map.layer, slot)
+            liveBelow = true
+          }
           map = null
         } else {
           map = map.parent
         }
       }
     }
-    if (!readOnly) remember(base, offset, length, hash, probe, inParent = result != null)
+    if (!readOnly) remember(base, offset, length, hash, probe, inParent = liveBelow)
     result
   }
 
@@ -174,11 +181,12 @@ final class DeltaChainStateMap private (
       timeOfKeyBytes(hashOf(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length),
         bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length))
     // States are looked up as each entry is reached: the caller may have changed the keys
-    // given before it, never this one.
+    // given before it, never this one. A due key may hold only a timer (a null state).
     Iterator.range(0, keys.length).flatMap { i =>
       val key = new UnsafeRow(keyNumFields)
       key.pointTo(keys(i), Platform.BYTE_ARRAY_OFFSET, keys(i).length)
-      Option(get(key)).map(state => StateEntry(key, state, times(i)))
+      val state = get(key)
+      if (state != null || contains(key)) Some(StateEntry(key, state, times(i))) else None
     }
   }
 
@@ -343,15 +351,24 @@ final class DeltaChainStateMap private (
   private def write(key: UnsafeRow, state: UnsafeRow, updateTime: Long, inPlace: Boolean)
     : Unit = {
     checkKey(key)
-    if (state.numFields != stateNumFields) {
+    if (state == null) {
+      // A key holding only a timer: a record with no state bytes, which no state row can be
+      // (a row of one field or more takes at least 16 bytes).
+      require(updateTime != StateMap.NoTime, "a key without a state must hold a timer")
+    } else if (state.numFields != stateNumFields) {
       throw new IllegalArgumentException(
         s"state row has ${state.numFields} fields, this state map holds $stateNumFields")
     }
     checkWritable()
     locate(key)
-    putAt(lookupHash, lookupProbe, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
-      state.getBaseObject, state.getBaseOffset, state.getSizeInBytes, updateTime,
-      lookupInParent, inPlace)
+    if (state == null) {
+      putAt(lookupHash, lookupProbe, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+        null, 0L, 0, updateTime, lookupInParent, inPlace)
+    } else {
+      putAt(lookupHash, lookupProbe, key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+        state.getBaseObject, state.getBaseOffset, state.getSizeInBytes, updateTime,
+        lookupInParent, inPlace)
+    }
   }
 
   /**
@@ -472,7 +489,9 @@ final class DeltaChainStateMap private (
     row
   }
 
+  /** The state of a live slot, or null for a key that holds only a timer (no state bytes). */
   private[state] def stateView(from: RowHashMap, slot: Int): UnsafeRow = {
+    if (from.stateLengthAt(slot) == 0) return null
     val row = new UnsafeRow(stateNumFields)
     row.pointTo(from.pageAt(slot), from.stateOffsetAt(slot), from.stateLengthAt(slot))
     row

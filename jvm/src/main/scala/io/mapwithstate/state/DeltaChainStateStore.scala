@@ -41,7 +41,9 @@ class DeltaChainStateStore private[state] (
 
   override def iterator(colFamilyName: String): StateStoreIterator[UnsafeRowPair] = {
     val pair = new UnsafeRowPair()
-    new StateStoreIterator(stateMap.getAll().map(e => pair.withRows(e.key, e.state)))
+    // A StateStore has a value row for every key: keys holding only a timer are left out.
+    new StateStoreIterator(
+      stateMap.getAll().filter(_.state != null).map(e => pair.withRows(e.key, e.state)))
   }
 
   override def commit(): Long = {

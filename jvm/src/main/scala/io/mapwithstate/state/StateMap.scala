@@ -7,6 +7,13 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  * columns) its state (an UnsafeRow of the state schema) and the time it was last updated, which
  * is what timeouts are measured from.
  *
+ * With `timeout_at` timers the time is the key's timer, and a key may hold a timer without a
+ * state, as Spark's GroupState allows (a function that removes the state but sets a timeout,
+ * or sets one before any state): [[get]] gives null for such a key, [[getTime]] its timer, and
+ * entries carry a null state. They are keys of the map all the same: [[contains]], [[size]],
+ * scans and the checkpoint files include them, as Spark's store keeps their rows (and counts
+ * them in `numTotalStateRows`).
+ *
  * A state map is versioned the way micro-batches need: [[copy]] is cheap and returns a map that
  * starts out with this map's contents and takes every later write, while this map keeps the
  * state as of the previous batch (for a retried task, and for checkpointing only what a batch
@@ -27,12 +34,16 @@ abstract class StateMap {
   /** Number of fields of every state row. */
   def stateNumFields: Int
 
-  /** The state of a key, or null if it has none. */
+  /** The state of a key, or null if it has none (it is not in the map, or holds only a timer). */
   def get(key: UnsafeRow): UnsafeRow
 
+  /** Whether the map holds the key: with a state, or with only a timer. */
   def contains(key: UnsafeRow): Boolean
 
-  /** Adds or replaces the state of a key. */
+  /**
+   * Adds or replaces the state of a key. A null `state` keeps the key with only its time, which
+   * must then be a timer (not [[StateMap.NoTime]]): a key with neither is removed instead.
+   */
   def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit
 
   /**
@@ -78,10 +89,10 @@ abstract class StateMap {
 
   private def expiringByScan(threshold: Long): Iterator[StateEntry] =
     getByTime(threshold).filter(_.updateTime != StateMap.NoTime).map { e =>
-      StateEntry(e.key.copy(), e.state.copy(), e.updateTime)
+      StateEntry(e.key.copy(), if (e.state == null) null else e.state.copy(), e.updateTime)
     }.toArray.iterator
 
-  /** Number of keys with a state. */
+  /** Number of keys held: with a state, or with only a timer. */
   def size: Int
 
   /** Bytes of heap this map holds (its own layers and those it shares with earlier versions). */
@@ -99,8 +110,8 @@ abstract class StateMap {
 /**
  * One key of a [[StateMap]] with its state and update time (with `timeout_at` timers, the
  * key's timer instead: the map holds one time per key, whose meaning the operator's timeout
- * policy gives; [[StateMap.NoTime]] means none). The rows are views of the map's
- * bytes (see [[StateMap]]); equality compares their bytes.
+ * policy gives; [[StateMap.NoTime]] means none). The state is null for a key that holds only a
+ * timer. The rows are views of the map's bytes (see [[StateMap]]); equality compares their bytes.
  */
 final case class StateEntry(key: UnsafeRow, state: UnsafeRow, updateTime: Long)
 
@@ -111,6 +122,19 @@ object StateMap {
 
   /** The time of a key that has none: a key without a timer. */
   val NoTime: Long = Long.MinValue
+
+  /**
+   * Timers are kept within this many microseconds of the epoch (about 146,000 years either
+   * way; a later or earlier `timeout_at` is clamped to it). TIMESTAMP values Spark makes from
+   * dates stay far inside; the room outside lets a store without a slot of its own for "no
+   * state" mark such keys in the time itself (see [[StoreBackedStateMap]]).
+   */
+  val MaxTimerMagnitude: Long = (1L << 62) - 1
+
+  /** A `timeout_at` value as the map keeps it (see [[MaxTimerMagnitude]]). */
+  def clampTimer(timer: Long): Long =
+    if (timer == NoTime) NoTime
+    else math.max(-MaxTimerMagnitude, math.min(MaxTimerMagnitude, timer))
 
   /** A new, empty, writable state map. */
   def empty(

@@ -26,23 +26,32 @@ import org.apache.spark.unsafe.Platform
  *   int magic, int version, int keyNumFields, int stateNumFields,
  *   (delta only) int parentSize, int resultSize,
  *   int recordCount, int CRC32 of the header,
- *   recordCount times: int keyLength, int stateLength (-1 for a tombstone), long updateTime,
- *                      key bytes, state bytes,
+ *   recordCount times: int keyLength, int stateLength (-1 for a tombstone, 0 for a key that
+ *                      holds only a timer), long updateTime, key bytes, state bytes,
  *   int -1 (end of records), int 0, long 0 (a record header, so that every record header is
  *                      read in one go without reading past the end),
  *   int CRC32 of all the above
  * }}}
  *
  * Reads consume exactly one file's bytes, so a stream may hold several files back to back.
+ *
+ * Format version 2 added keys without a state that hold a timer (stateLength 0, which no
+ * state row can have); files of version 1 are read as before, and a version-1 reader refuses
+ * version-2 files by their version rather than misreading them.
  */
 object StateMapSerde {
 
   val SnapshotMagic: Int = 0x4D575353 // "MWSS"
   val DeltaMagic: Int = 0x4D575344 // "MWSD"
-  val FormatVersion: Int = 1
+  val FormatVersion: Int = 2
+
+  /** The versions this reader knows: 1 lacks keys that hold only a timer. */
+  private val ReadableVersions = Set(1, FormatVersion)
 
   private val EndOfRecords = -1
   private val TombstoneLength = -1
+  /** The state length of a key that holds only a timer (no state row is this short). */
+  private val NoStateLength = 0
 
   /**
    * Row lengths above this are treated as corruption rather than trusted, so that a damaged
@@ -70,10 +79,10 @@ object StateMapSerde {
     val entries = map.getAll()
     while (entries.hasNext) {
       val entry = entries.next()
-      writer.writeRecordHeader(entry.key.getSizeInBytes, entry.state.getSizeInBytes,
-        entry.updateTime)
+      writer.writeRecordHeader(entry.key.getSizeInBytes,
+        if (entry.state == null) NoStateLength else entry.state.getSizeInBytes, entry.updateTime)
       writer.writeRow(entry.key)
-      writer.writeRow(entry.state)
+      if (entry.state != null) writer.writeRow(entry.state)
       written += 1
     }
     if (written != expected) {
@@ -243,9 +252,10 @@ object StateMapSerde {
       val key = row(keyNumFields, 0, reader.keyLength)
       if (!keys.add(key)) throw reader.corrupt(s"record $read repeats an earlier key")
       val state =
-        if (reader.stateLength == TombstoneLength) null
+        if (reader.stateLength == TombstoneLength || reader.stateLength == NoStateLength) null
         else row(stateNumFields, reader.keyLength, reader.stateLength)
-      records += DeltaRecord(key, state, reader.updateTime)
+      records += DeltaRecord(key, state, reader.updateTime,
+        isRemoval = reader.stateLength == TombstoneLength)
       read += 1
     }
     reader.finish()
@@ -342,6 +352,7 @@ object StateMapSerde {
     var keyHash = 0
     private var keyNumFields = 0
     private var stateNumFields = 0
+    private var version = 0
 
     def keyOffset: Long = Platform.BYTE_ARRAY_OFFSET
 
@@ -359,10 +370,10 @@ object StateMapSerde {
           else f"no state map file (magic number 0x$magic%08x)"
         throw new IOException(s"expected a $what but found $kind")
       }
-      val version = readInt()
-      if (version != FormatVersion) {
-        throw new IOException(s"$what has format version $version; this reader knows only " +
-          s"version $FormatVersion")
+      version = readInt()
+      if (!ReadableVersions.contains(version)) {
+        throw new IOException(s"$what has format version $version; this reader knows " +
+          s"versions ${ReadableVersions.toSeq.sorted.mkString(" and ")}")
       }
       keyNumFields = readInt()
       stateNumFields = readInt()
@@ -407,6 +418,12 @@ object StateMapSerde {
       }
       checkRowLength("key", keyLength, keyNumFields)
       val stateBytes = if (stateLength == TombstoneLength) {
+        0
+      } else if (stateLength == NoStateLength && version >= 2) {
+        // A key holding only a timer: it must have one.
+        if (updateTime == StateMap.NoTime) {
+          throw corrupt(s"record $read has neither a state nor a timer")
+        }
         0
       } else {
         checkRowLength("state", stateLength, stateNumFields)
@@ -481,9 +498,8 @@ object StateMapSerde {
 }
 
 /**
- * One record of a [[StateMapSerde]] delta: the key's new `state` written at `updateTime`, or,
- * with a null state, the key's removal (a tombstone).
+ * One record of a [[StateMapSerde]] delta: the key's new `state` written at `updateTime` (null
+ * for a key left holding only a timer), or the key's removal (a tombstone).
  */
-final case class DeltaRecord(key: UnsafeRow, state: UnsafeRow, updateTime: Long) {
-  def isRemoval: Boolean = state == null
-}
+final case class DeltaRecord(
+    key: UnsafeRow, state: UnsafeRow, updateTime: Long, isRemoval: Boolean)

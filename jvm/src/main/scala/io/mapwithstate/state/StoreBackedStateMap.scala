@@ -1,6 +1,6 @@
 package io.mapwithstate.state
 
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, SpecificInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -16,6 +16,12 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * Rows handed out are copies, so they stay valid however the store changes. The store takes
  * this map's writes directly; versions are the store's (a commit or abort by the operator), so
  * [[copy]] is not supported: the operators never call it.
+ *
+ * A key that holds only a timer (see [[StateMap]]) is a value of null state fields whose time
+ * is the timer with bit 62 flipped ([[StoreBackedStateMap.encodeTime]]). The value schema has
+ * no column to spare for it, and adding one would make every existing RocksDB checkpoint's
+ * schema incompatible; a timer within [[StateMap.MaxTimerMagnitude]] has its two top bits
+ * equal, so a flipped one (and no other time) has them differ.
  *
  * @param store     the store of the version being made, or a task-local one
  * @param stateType the state's fields (the store's value without its last column)
@@ -36,17 +42,26 @@ final class StoreBackedStateMap(
     })
   private val time = new SpecificInternalRow(Seq(LongType))
   private val joined = new JoinedRow()
+  /** The state fields of a key that holds only a timer. */
+  private val noState = new GenericInternalRow(stateType.length)
 
   override def get(key: UnsafeRow): UnsafeRow = {
     val value = store.get(key)
-    if (value == null) null else toState(value).copy()
+    if (value == null || hasNoState(value)) null else toState(value).copy()
   }
 
   override def contains(key: UnsafeRow): Boolean = store.get(key) != null
 
   override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit = {
-    time.setLong(0, updateTime)
-    store.put(key, toValue(joined(state, time)))
+    val kept = StateMap.clampTimer(updateTime)
+    if (state == null) {
+      require(kept != StateMap.NoTime, "a key without a state must hold a timer")
+      time.setLong(0, StoreBackedStateMap.encodeTime(kept))
+      store.put(key, toValue(joined(noState, time)))
+    } else {
+      time.setLong(0, kept)
+      store.put(key, toValue(joined(state, time)))
+    }
   }
 
   override def remove(key: UnsafeRow): Unit = store.remove(key)
@@ -58,13 +73,21 @@ final class StoreBackedStateMap(
 
   override def getTime(key: UnsafeRow): Long = {
     val value = store.get(key)
-    if (value == null) StateMap.NoTime else value.getLong(stateNumFields)
+    if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value))
   }
 
   /** Every entry, copied out of the store's iterator (which reuses its rows). */
   private def entries(): Iterator[StateEntry] = store.iterator().map { pair =>
-    StateEntry(pair.key.copy(), toState(pair.value).copy(), pair.value.getLong(stateNumFields))
+    val stored = storedTime(pair.value)
+    val state =
+      if (StoreBackedStateMap.marksNoState(stored)) null else toState(pair.value).copy()
+    StateEntry(pair.key.copy(), state, StoreBackedStateMap.decodeTime(stored))
   }
+
+  private def storedTime(value: UnsafeRow): Long = value.getLong(stateNumFields)
+
+  private def hasNoState(value: UnsafeRow): Boolean =
+    StoreBackedStateMap.marksNoState(storedTime(value))
 
   /**
    * Counted by a scan: Spark's RocksDB store reports its key count only in the metrics of a
@@ -95,4 +118,16 @@ object StoreBackedStateMap {
   /** The store's value: the state's fields, then the update time (micros). */
   def valueSchema(stateType: StructType): StructType =
     stateType.add(UpdateTimeColumn, LongType, nullable = false)
+
+  private val NoStateBit = 1L << 62
+
+  /** The stored time of a key holding only `timer` (clamped, not [[StateMap.NoTime]]). */
+  def encodeTime(timer: Long): Long = timer ^ NoStateBit
+
+  /** Whether a stored time is that of a key holding only a timer: its two top bits differ. */
+  def marksNoState(stored: Long): Boolean =
+    stored != StateMap.NoTime && ((stored ^ (stored << 1)) < 0)
+
+  /** The key's time (its timer, or update time) from a stored time. */
+  def decodeTime(stored: Long): Long = if (marksNoState(stored)) stored ^ NoStateBit else stored
 }

@@ -47,6 +47,14 @@ object StateMapMemoryBench {
       f"($heapPerEntry%.1f bytes/entry), map's own count ${map.memoryUsedBytes >> 20}%,d MB " +
       f"(${map.memoryUsedBytes.toDouble / entries}%.1f bytes/entry); put ${putTime}%,d ms")
 
+    // The expiry index (timers and idle timeouts): heap before and after building it.
+    val withoutIndex = usedHeap()
+    val indexTime = timed(map.prepareExpiry())
+    val indexHeap = usedHeap() - withoutIndex
+    println(f"  expiry index: ${indexHeap.toDouble / entries}%.1f bytes/key used heap, " +
+      f"map's own count ${map.expiryIndexBytes.toDouble / entries}%.1f bytes/key; " +
+      f"built in $indexTime%,d ms")
+
     val getTime = timed {
       var i = 0
       var sum = 0L

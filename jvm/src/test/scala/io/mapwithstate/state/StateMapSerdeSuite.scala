@@ -49,6 +49,44 @@ class StateMapSerdeSuite extends AnyFunSuite {
     checkRoundTrips(Seq(wide, wideChild), "map with strings and nulls")
   }
 
+  test("keys holding only a timer round trip, and are told apart from removals in a delta") {
+    val parent = StateMap.empty(1, 1)
+    parent.put(longKey(1), longState(100), 1)
+    parent.put(longKey(2), longState(200), 2)
+    parent.put(longKey(3), null, 3)
+    val child = parent.copy()
+    child.put(longKey(1), null, 10)      // state removed, a timer kept
+    child.remove(longKey(2))
+    child.put(longKey(4), null, 40)      // a timer without ever a state
+    checkRoundTrips(Seq(parent, child), "timers without state")
+    val records = StateMapSerde.readDeltaRecords(
+      new DataInputStream(new ByteArrayInputStream(writeDelta(child))), 1, 1)
+    assert(records.map(r => (r.key.getLong(0), r.state, r.updateTime, r.isRemoval)).toSet ===
+      Set((1L, null, 10L, false), (2L, null, 0L, true), (4L, null, 40L, false)))
+  }
+
+  test("format version 1 files are read; a key without state and timer, or in version 1, is corrupt") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), longState(100), 1)
+    val v1 = asVersion1(writeSnapshot(map), headerBytes = 20)
+    assert(longContents(readSnapshot(v1, 1, 1)) === longContents(map))
+    val child = map.copy()
+    child.put(longKey(2), longState(7), 2)
+    assert(longContents(readDelta(asVersion1(writeDelta(child), headerBytes = 28), map.compact()))
+      === longContents(child))
+
+    val timerOnly = StateMap.empty(1, 1)
+    timerOnly.put(longKey(1), null, 5)
+    val inV1 = intercept[IOException](readSnapshot(asVersion1(writeSnapshot(timerOnly), 20), 1, 1))
+    assert(inV1.getMessage.contains("not a valid size"))
+    // The record's time (bytes 32..39: after the 24-byte header, key and state lengths) zeroed
+    // to NoTime, the checksum made right again: well formed, but a key with nothing.
+    val bytes = writeSnapshot(timerOnly)
+    java.nio.ByteBuffer.wrap(bytes).putLong(32, StateMap.NoTime)
+    val e = intercept[IOException](readSnapshot(withFinalCrc(bytes), 1, 1))
+    assert(e.getMessage.contains("neither a state nor a timer"))
+  }
+
   test("snapshot and delta round trips with compaction") {
     val deltaChainThreshold = 5
     val random = new Random(11)
@@ -195,6 +233,24 @@ class StateMapSerdeSuite extends AnyFunSuite {
       replica = readDelta(writeDelta(map), replica)
     }
     replica
+  }
+
+  /** A file rewritten as format version 1, checksums included (`headerBytes`: before its CRC). */
+  private def asVersion1(file: Array[Byte], headerBytes: Int): Array[Byte] = {
+    val bytes = file.clone()
+    val buffer = java.nio.ByteBuffer.wrap(bytes)
+    buffer.putInt(4, 1)
+    val crc = new java.util.zip.CRC32
+    crc.update(bytes, 0, headerBytes)
+    buffer.putInt(headerBytes, crc.getValue.toInt)
+    withFinalCrc(bytes)
+  }
+
+  private def withFinalCrc(bytes: Array[Byte]): Array[Byte] = {
+    val crc = new java.util.zip.CRC32
+    crc.update(bytes, 0, bytes.length - 4)
+    java.nio.ByteBuffer.wrap(bytes).putInt(bytes.length - 4, crc.getValue.toInt)
+    bytes
   }
 
   /** A parent with entries and a child with puts, overwrites and tombstones. */

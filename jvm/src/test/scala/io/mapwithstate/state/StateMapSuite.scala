@@ -559,6 +559,40 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(full) === (0L to k).map(i => i -> (i, i)).toMap)
   }
 
+  test("a key may hold only a timer: no state, but a time, in lookups, scans, copies and the index") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), longState(10), 100)
+    map.put(longKey(2), null, 200)
+    assert(map.get(longKey(2)) === null && map.contains(longKey(2)))
+    assert(map.getTime(longKey(2)) === 200L && map.size === 2)
+    intercept[IllegalArgumentException](map.put(longKey(3), null, StateMap.NoTime))
+    map.prepareExpiry()
+
+    // A copy: the key's state removed while it keeps a timer, over a parent with the state.
+    val next = map.copy()
+    next.get(longKey(1))
+    next.putInPlace(longKey(1), null, 150)
+    assert(next.get(longKey(1)) === null && next.getTime(longKey(1)) === 150L)
+    assert(map.get(longKey(1)) === longState(10)) // the parent is untouched
+    assert(next.size === 2)
+    def entries(m: StateMap, it: Iterator[StateEntry]) =
+      it.map(e => (e.key.getLong(0), Option(e.state).map(_.getLong(0)), e.updateTime)).toSet
+    assert(entries(next, next.getAll()) === Set((1L, None, 150L), (2L, None, 200L)))
+    assert(entries(next, next.expiring(201)) === Set((1L, None, 150L), (2L, None, 200L)))
+    assert(entries(next, next.getByTime(160)) === Set((1L, None, 150L)))
+
+    // A state again, then only a timer again (in place, the same record), then neither.
+    next.putInPlace(longKey(2), longState(20), 300)
+    assert(next.get(longKey(2)) === longState(20))
+    next.putInPlace(longKey(2), null, 310)
+    next.putInPlace(longKey(2), null, 320)
+    assert(next.get(longKey(2)) === null && next.getTime(longKey(2)) === 320L)
+    next.remove(longKey(2))
+    assert(!next.contains(longKey(2)) && next.size === 1)
+    assert(entries(next, next.expiring(1000)) === Set((1L, None, 150L)))
+    assert(rawContents(next.compact()) === rawContents(next))
+  }
+
   test("random operations with copies, timeouts and large states against a reference map") {
     checkRandomOperations(readModifyWrite = false)
   }
@@ -812,7 +846,7 @@ object StateMapSuite {
   /** Contents as bytes, for comparing maps of any schema; keys must not repeat. */
   def rawContents(map: StateMap): Map[Seq[Byte], (Seq[Byte], Long)] = {
     val seq = map.getAll().map { e =>
-      e.key.getBytes.toSeq -> (e.state.getBytes.toSeq, e.updateTime)
+      e.key.getBytes.toSeq -> (if (e.state == null) null else e.state.getBytes.toSeq, e.updateTime)
     }.toSeq
     val result = seq.toMap
     assert(result.size == seq.size, "a key was returned twice")

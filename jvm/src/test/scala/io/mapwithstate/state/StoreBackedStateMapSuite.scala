@@ -37,6 +37,40 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
 
   private def map(store: StateStore) = new StoreBackedStateMap(store, 1, stateType)
 
+  test("keys holding only a timer: no state, their timer, committed and read back") {
+    assert(spark != null)
+    val root = Files.createTempDirectory("store-backed-map").toFile
+    val extremes = Seq(0L, 1L, -1L, StateMap.MaxTimerMagnitude, -StateMap.MaxTimerMagnitude)
+    try {
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(0L, None, false, false)
+        val m = map(store)
+        m.put(k(1), s(10), 100L)
+        m.put(k(2), null, 200L)
+        extremes.zipWithIndex.foreach { case (t, i) => m.put(k(10 + i), null, t) }
+        m.put(k(20), s(20), -5L)
+        m.put(k(21), null, Long.MaxValue) // clamped
+        assert(m.get(k(2)) === null && m.contains(k(2)) && m.getTime(k(2)) === 200L)
+        assert(m.getTime(k(20)) === -5L && m.get(k(20)).getInt(0) === 20)
+        assert(m.getTime(k(21)) === StateMap.MaxTimerMagnitude)
+        assert(m.size === 9)
+        assert(m.getByTime(201L).map(e => (e.key.getLong(0), Option(e.state).map(_.getInt(0))))
+          .toSet === Set((1L, Some(10)), (2L, None), (10L, None), (11L, None), (12L, None),
+            (14L, None), (20L, Some(20))))
+        assert(store.commit() === 1L)
+      }
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(1L, None, false, false)
+        val m = map(store)
+        extremes.zipWithIndex.foreach { case (t, i) =>
+          assert(m.get(k(10 + i)) === null && m.getTime(k(10 + i)) === t)
+        }
+        assert(m.getAll().filter(_.state != null).map(_.key.getLong(0)).toSet === Set(1L, 20L))
+        store.abort()
+      }
+    } finally JavaUtils.deleteRecursively(root)
+  }
+
   test("put, get, remove and scans by update time, committed and read back") {
     assert(spark != null) // a live SparkEnv, as on an executor
     val root = Files.createTempDirectory("store-backed-map").toFile

@@ -11,8 +11,10 @@ import org.apache.spark.sql.streaming.OutputMode
  * system after the other in this JVM, and appends one JSON line per system to the results file.
  *
  * Arguments: `<input dir> <work dir> <results file> <system>...`, systems being `floor`,
- * `fmgws-hdfs`, `fmgws-rocksdb`, `dstream`, and S5's `fmgws-sum-hdfs` and `fmgws-sum-rocksdb`
- * (count and sum per key per batch). A system that fails is reported as failed
+ * `fmgws-hdfs`, `fmgws-rocksdb`, `dstream`, S5's `fmgws-sum-hdfs` and `fmgws-sum-rocksdb`
+ * (count and sum per key per batch), and S4's `fmgws-timers-hdfs` and `fmgws-timers-rocksdb`
+ * (timers, see [[TimerCount]]; their settings in the conf `spark.mapwithstate.bench.timers`).
+ * A system that fails is reported as failed
  * rather than ending the run, so one broken baseline does not hide the others.
  */
 object BenchMain {
@@ -35,7 +37,10 @@ object BenchMain {
 
   private def run(spark: SparkSession, system: String, input: String, dir: String): Seq[Batch] =
     system match {
-      case "floor" => StreamingRun(spark, input, dir, OutputMode.Append(), None)(StatelessFloor.query)
+      case "floor" =>
+        // With S4's timers, on their trigger too, so that the floor's batches are alike.
+        val trigger = spark.conf.getOption(TimerCount.ConfKey).map(TimerCount.params(_).stepMs)
+        StreamingRun(spark, input, dir, OutputMode.Append(), None, trigger)(StatelessFloor.query)
       case "fmgws-hdfs" =>
         StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
           RunningCount.query)
@@ -48,6 +53,12 @@ object BenchMain {
       case "fmgws-sum-rocksdb" =>
         StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
           GroupCountSum.query)
+      case "fmgws-timers-hdfs" | "fmgws-timers-rocksdb" =>
+        val provider =
+          if (system.endsWith("hdfs")) StreamingRun.HdfsProvider else StreamingRun.RocksDbProvider
+        val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(provider), Some(params.stepMs))(
+          TimerCount.query(params))
       case "dstream" => DStreamRunningCount.run(spark, input, dir)
       case other => throw new IllegalArgumentException(s"unknown system $other")
     }

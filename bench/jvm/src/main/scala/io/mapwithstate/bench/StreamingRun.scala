@@ -1,5 +1,7 @@
 package io.mapwithstate.bench
 
+import java.io.File
+
 import org.apache.spark.sql.{DataFrame, SparkSession}
 import org.apache.spark.sql.streaming.{OutputMode, Trigger}
 import org.apache.spark.sql.types.{LongType, StructField, StructType}
@@ -9,6 +11,11 @@ import org.apache.spark.sql.types.{LongType, StructField, StructType}
  * scenario's Parquet files read one per micro-batch (`maxFilesPerTrigger=1`) under
  * `Trigger.AvailableNow`, written to the `noop` sink, per-batch numbers taken from the query's
  * `StreamingQueryProgress`.
+ *
+ * With `triggerMs` (S4's processing-time timers) batches start on a processing-time trigger
+ * instead, so that every system's batch times are the same ticks of the clock and its timers
+ * fall due alike, however fast it runs (a system slower than a tick runs late and sees more
+ * timers due); the query is stopped once every file has had its batch.
  */
 object StreamingRun {
   val HdfsProvider = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -23,7 +30,7 @@ object StreamingRun {
   /** Streams `input` through `build` with a fresh checkpoint under `dir`; `provider` is the
    * state store provider (fixed in the checkpoint when the query first starts). */
   def apply(spark: SparkSession, input: String, dir: String, outputMode: OutputMode,
-      provider: Option[String])(
+      provider: Option[String], triggerMs: Option[Long] = None)(
       build: DataFrame => DataFrame): Seq[Batch] = {
     provider.foreach(spark.conf.set("spark.sql.streaming.stateStore.providerClass", _))
     val source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1L).parquet(input)
@@ -31,16 +38,27 @@ object StreamingRun {
       .format("noop")
       .outputMode(outputMode)
       .option("checkpointLocation", s"$dir/checkpoint")
-      .trigger(Trigger.AvailableNow())
+      .trigger(triggerMs.map(ms => Trigger.ProcessingTime(ms)).getOrElse(Trigger.AvailableNow()))
       .start()
     try {
-      if (!query.awaitTermination(MaxQueryMillis)) {
-        throw new IllegalStateException(s"the query did not finish within ${MaxQueryMillis / 1000} s")
+      val files = new File(input).listFiles().count(_.getName.endsWith(".parquet"))
+      val deadline = System.currentTimeMillis() + MaxQueryMillis
+      def finished: Boolean =
+        if (triggerMs.isEmpty) query.awaitTermination(math.max(1L, deadline - System.currentTimeMillis()))
+        else Option(query.lastProgress).exists(_.batchId >= files - 1) // one file per batch
+      while (!finished) {
+        if (System.currentTimeMillis() > deadline || !query.isActive) {
+          query.exception.foreach(e => throw e)
+          throw new IllegalStateException(
+            s"the query did not finish within ${MaxQueryMillis / 1000} s")
+        }
+        Thread.sleep(200)
       }
     } finally query.stop()
     query.recentProgress.toSeq.map { p =>
       val memory = if (p.stateOperators.isEmpty) -1L else p.stateOperators.map(_.memoryUsedBytes).sum
-      Batch(p.numInputRows, p.durationMs.get("triggerExecution"), memory)
+      Batch(p.numInputRows, p.durationMs.get("triggerExecution"), memory,
+        if (p.sink == null) -1L else p.sink.numOutputRows)
     }
   }
 }
