@@ -163,7 +163,7 @@ case class MapWithStateStreamExec(
 
     StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
       keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
-      backend.storeOptions, backend.storeSqlConfs) {
+      backend.storeOptions, backend.storeSqlConfs, backend.usesColumnFamilies) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()
