@@ -3,7 +3,7 @@
 ``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
 like the JVM systems (bench/jvm_systems.py)."""
 import time
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -43,6 +43,34 @@ def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
                                lambda source: map_with_state(source, key="key", spec=running_count())))
     except Exception as e:  # noqa: BLE001 - reported in the table
         return Outcome.failed(e)
+
+
+def ours_on(backend: str, max_seconds: int = MAX_QUERY_SECONDS) -> Callable[..., Outcome]:
+    """S6: ours with the state in ``backend``; a failed run's note says where it stopped (the
+    last batch committed and the state's keys then) and the error (the heap budget's)."""
+    def run(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+        progress: list = []
+        try:
+            return Outcome(_stream(spark, directory, checkpoint, "append",
+                                   lambda source: map_with_state(
+                                       source, key="key", spec=running_count().backend(backend)),
+                                   progress, max_seconds))
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            return Outcome(note=_stopped(e, progress))
+    return run
+
+
+def _stopped(error: Exception, progress: list) -> str:
+    """Where a run stopped and why: the plugin's own sentence of the error when it has one."""
+    text = str(error)
+    start = text.find("map_with_state: ")
+    reason = text[start:].splitlines()[0] if start >= 0 else text.strip().splitlines()[0][:300]
+    if not progress:
+        return f"failed before its first batch ended: {reason}"
+    last = progress[-1]
+    keys = sum(o.numRowsTotal for o in last.stateOperators or [])
+    return (f"failed in micro-batch {last.batchId + 1} (input file {last.batchId + 1} from 0), "
+            f"{keys:,} keys of state before it: {reason}")
 
 
 def groups(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
@@ -122,18 +150,21 @@ def _timed_noop(df: DataFrame) -> float:
 
 
 def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: str,
-            build: Callable[[DataFrame], DataFrame]) -> List[Batch]:
+            build: Callable[[DataFrame], DataFrame], progress: Optional[list] = None,
+            max_seconds: int = MAX_QUERY_SECONDS) -> List[Batch]:
     """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow, the noop sink,
-    per-batch numbers from StreamingQueryProgress."""
+    per-batch numbers from StreamingQueryProgress (also appended to ``progress``, failed or not)."""
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
     query = (build(source).writeStream.format("noop").outputMode(output_mode)
              .option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     try:
-        if not query.awaitTermination(MAX_QUERY_SECONDS):
-            raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
+        if not query.awaitTermination(max_seconds):
+            raise TimeoutError(f"the query did not finish within {max_seconds} s")
     finally:
         query.stop()
+        if progress is not None:
+            progress.extend(query.recentProgress)
     batches: List[Batch] = []
     for p in query.recentProgress:
         operators = p.stateOperators or []

@@ -25,12 +25,16 @@ PER_RECORD = System("ours-sum", "map_with_state (count, sum per record)", "conne
 FMGWS_SUM_HDFS = System("fmgws-sum-hdfs", "flatMapGroupsWithState (count, sum), HDFS store", "jvm")
 FMGWS_SUM_ROCKSDB = System("fmgws-sum-rocksdb", "flatMapGroupsWithState (count, sum), RocksDB store",
                            "jvm")
+OURS_ROCKSDB = System("ours-rocksdb", "**ours**: map_with_state, RocksDB backend (Connect)", "connect")
+OURS_HEAP = System("ours-heap", "map_with_state, heap backend (Connect)", "connect")
 
 #: The streaming systems, in table order.
 STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM, PANDAS)
 #: S5's systems (per-key aggregation), in table order.
 GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
+#: S6's systems (state larger than the heap), in table order.
+BIG_STATE: Tuple[System, ...] = (OURS_ROCKSDB, OURS_HEAP, FMGWS_ROCKSDB)
 #: The streaming systems BenchMain runs (its names must be these).
 JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
 
-LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + (GROUP_BY,)}
+LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + BIG_STATE + (GROUP_BY,)}

@@ -14,8 +14,11 @@ object StreamingRun {
   val HdfsProvider = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
   val RocksDbProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
-  /** A query that runs longer is stopped and reported as failed (as bench/connect_systems.py). */
-  private val MaxQueryMillis = 600L * 1000
+  /**
+   * A query that runs longer is stopped and reported as failed (as bench/connect_systems.py):
+   * 600 s, or `spark.mapwithstate.bench.maxQuerySeconds` (S6 grows 20M keys).
+   */
+  val MaxQuerySecondsConf = "spark.mapwithstate.bench.maxQuerySeconds"
 
   val schema: StructType = StructType(Seq(
     StructField("key", LongType, nullable = false), StructField("value", LongType, nullable = false)))
@@ -33,9 +36,10 @@ object StreamingRun {
       .option("checkpointLocation", s"$dir/checkpoint")
       .trigger(Trigger.AvailableNow())
       .start()
+    val maxSeconds = spark.conf.getOption(MaxQuerySecondsConf).map(_.toLong).getOrElse(600L)
     try {
-      if (!query.awaitTermination(MaxQueryMillis)) {
-        throw new IllegalStateException(s"the query did not finish within ${MaxQueryMillis / 1000} s")
+      if (!query.awaitTermination(maxSeconds * 1000)) {
+        throw new IllegalStateException(s"the query did not finish within $maxSeconds s")
       }
     } finally query.stop()
     query.recentProgress.toSeq.map { p =>
