@@ -79,27 +79,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     raw: Dict[str, Dict[str, list]] = {}
     print(sections[0], flush=True)
     try:
-        _log("starting the Connect server")
-        events = tasktime.EventLog(os.path.join(work, "eventlog-server"))
-        server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY,
-                                              **tasktime.event_log_conf(events.directory)})
-        try:
-            spark = server.session()
-            pandas_by_name = {s.name: s for s in plan.pandas}
-            for scenario in plan.streaming:
-                if only is None or scenario.name in only:
-                    events.mark()
-                    section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
-                                         raw.setdefault(scenario.name, {}), events)
-                    sections.append(section)
-                    print("\n" + section, flush=True)
-            if only is None or plan.batch.name in only:
-                section = _batch(spark, plan)
-                sections.append(section)
-                print("\n" + section, flush=True)
-            spark.stop()
-        finally:
-            server.stop()
+        if only is None or only & ({s.name for s in plan.streaming} | {plan.batch.name}):
+            sections += _on_shared_server(plan, only, work, raw)
         big = plan.big_state
         if big is not None and only is not None and big.name in only:
             section = _big_state(big, work, raw.setdefault(big.name, {}))
@@ -116,6 +97,34 @@ def main(argv: Optional[List[str]] = None) -> int:
         json.dump(raw, f)
     _log(f"written {RESULTS}")
     return 0
+
+
+def _on_shared_server(plan: Suite, only: Optional[set], work: str,
+                      raw: Dict[str, Dict[str, list]]) -> List[str]:
+    """The scenarios that share one Connect server (all but S6), each section printed as done."""
+    sections = []
+    _log("starting the Connect server")
+    events = tasktime.EventLog(os.path.join(work, "eventlog-server"))
+    server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY,
+                                          **tasktime.event_log_conf(events.directory)})
+    try:
+        spark = server.session()
+        pandas_by_name = {s.name: s for s in plan.pandas}
+        for scenario in plan.streaming:
+            if only is None or scenario.name in only:
+                events.mark()
+                section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
+                                     raw.setdefault(scenario.name, {}), events)
+                sections.append(section)
+                print("\n" + section, flush=True)
+        if only is None or plan.batch.name in only:
+            section = _batch(spark, plan)
+            sections.append(section)
+            print("\n" + section, flush=True)
+        spark.stop()
+    finally:
+        server.stop()
+    return sections
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
