@@ -30,8 +30,9 @@ import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, St
 private[state] final class StoreExpiryIndex(store: StateStore, keySchema: StructType) {
   import StoreExpiryIndex._
 
-  private val indexKeySchema =
-    StructType(StructField("__mapwithstate_time", LongType, nullable = false) +: keySchema.fields)
+  // The key's fields nullable: the "complete" mark's are null, whatever the key's columns say.
+  private val indexKeySchema = StructType(StructField("__mapwithstate_time", LongType,
+    nullable = false) +: keySchema.fields.map(_.copy(nullable = true)))
   private val toIndexKey = UnsafeProjection.create(indexKeySchema.fields.toSeq.zipWithIndex.map {
     case (f, i) => BoundReference(i, f.dataType, nullable = f.nullable)
   })

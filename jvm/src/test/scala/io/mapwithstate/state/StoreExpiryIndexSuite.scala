@@ -7,7 +7,10 @@ import scala.util.Random
 
 import io.mapwithstate.LocalSpark
 import org.apache.spark.network.util.JavaUtils
-import org.apache.spark.sql.types.{LongType, StructType}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection
+import org.apache.spark.sql.types.{IntegerType, LongType, StringType, StructType}
+import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -67,6 +70,23 @@ class StoreExpiryIndexSuite extends AnyFunSuite with LocalSpark {
           }
         }
       }
+    } finally JavaUtils.deleteRecursively(root)
+  }
+
+  test("keys of non-nullable columns of any type (the index's mark has null ones)") {
+    val strings = new StructType().add("w", StringType, nullable = false).add("i", IntegerType,
+      nullable = false)
+    val key = UnsafeProjection.create(strings)
+    val root = Files.createTempDirectory("store-expiry-index-strings").toFile
+    try RocksDBTestStores.withProvider(root.toURI.toString, strings, stateType) { provider =>
+      val store = provider.getStore(0L)
+      val map = new StoreBackedStateMap(store, strings, stateType)
+      map.prepareExpiry()
+      map.put(key(InternalRow(UTF8String.fromString("b"), 2)).copy(), longState(2), 20L)
+      map.put(key(InternalRow(UTF8String.fromString("a"), 1)).copy(), longState(1), 10L)
+      assert(map.expiring(21L).map(e => (e.key.getString(0), e.key.getInt(1), e.updateTime))
+        .toList === List(("a", 1, 10L), ("b", 2, 20L)))
+      store.abort()
     } finally JavaUtils.deleteRecursively(root)
   }
 }
