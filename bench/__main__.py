@@ -1,4 +1,5 @@
-"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S4,S5,B1]``: the whole suite in one command.
+"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S4,S5,B1,S6]``: the whole suite in one
+command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
 applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
@@ -23,7 +24,9 @@ import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime  # noqa: E402
-from bench.systems import FLOOR, GROUP_BY, GROUPS, OURS, PANDAS, PER_RECORD, TIMERS_OURS  # noqa: E402
+from bench.rss import high_water_bytes  # noqa: E402
+from bench.systems import (FLOOR, GROUP_BY, GROUPS, OURS, OURS_HEAP, OURS_ROCKSDB,  # noqa: E402
+                           PANDAS, PER_RECORD, TIMERS_OURS)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -54,6 +57,11 @@ TIMER_CONF = "spark.mapwithstate.bench.timers"
 #: on a scaled-down input).
 CONNECT_RUNNERS = {OURS.name: connect_systems.ours, GROUPS.name: connect_systems.groups,
                    PER_RECORD.name: connect_systems.per_record_count_sum}
+#: S6 grows state for a long time on a small heap; its queries may run this long.
+BIG_STATE_MAX_SECONDS = 3600
+#: S6's Connect systems, each on a server of its own (its peak memory is the system's).
+BIG_STATE_RUNNERS = {OURS_ROCKSDB.name: connect_systems.ours_on("rocksdb", BIG_STATE_MAX_SECONDS),
+                     OURS_HEAP.name: connect_systems.ours_on("memory", BIG_STATE_MAX_SECONDS)}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -73,27 +81,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     raw: Dict[str, Dict[str, list]] = {}
     print(sections[0], flush=True)
     try:
-        _log("starting the Connect server")
-        events = tasktime.EventLog(os.path.join(work, "eventlog-server"))
-        server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY,
-                                              **tasktime.event_log_conf(events.directory)})
-        try:
-            spark = server.session()
-            pandas_by_name = {s.name: s for s in plan.pandas}
-            for scenario in plan.streaming:
-                if only is None or scenario.name in only:
-                    events.mark()
-                    section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
-                                         raw.setdefault(scenario.name, {}), events)
-                    sections.append(section)
-                    print("\n" + section, flush=True)
-            if only is None or plan.batch.name in only:
-                section = _batch(spark, plan)
-                sections.append(section)
-                print("\n" + section, flush=True)
-            spark.stop()
-        finally:
-            server.stop()
+        if only is None or only & ({s.name for s in plan.streaming} | {plan.batch.name}):
+            sections += _on_shared_server(plan, only, work, raw)
+        big = plan.big_state
+        if big is not None and only is not None and big.name in only:
+            section = _big_state(big, work, raw.setdefault(big.name, {}))
+            sections.append(section)
+            print("\n" + section, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     footer = f"\nTotal wall time {time.monotonic() - started:.0f} s."
@@ -105,6 +99,34 @@ def main(argv: Optional[List[str]] = None) -> int:
         json.dump(raw, f)
     _log(f"written {RESULTS}")
     return 0
+
+
+def _on_shared_server(plan: Suite, only: Optional[set], work: str,
+                      raw: Dict[str, Dict[str, list]]) -> List[str]:
+    """The scenarios that share one Connect server (all but S6), each section printed as done."""
+    sections = []
+    _log("starting the Connect server")
+    events = tasktime.EventLog(os.path.join(work, "eventlog-server"))
+    server = mws.LocalConnectServer(conf={**SPARK_CONF, "spark.driver.memory": DRIVER_MEMORY,
+                                          **tasktime.event_log_conf(events.directory)})
+    try:
+        spark = server.session()
+        pandas_by_name = {s.name: s for s in plan.pandas}
+        for scenario in plan.streaming:
+            if only is None or scenario.name in only:
+                events.mark()
+                section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
+                                     raw.setdefault(scenario.name, {}), events)
+                sections.append(section)
+                print("\n" + section, flush=True)
+        if only is None or plan.batch.name in only:
+            section = _batch(spark, plan)
+            sections.append(section)
+            print("\n" + section, flush=True)
+        spark.stop()
+    finally:
+        server.stop()
+    return sections
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
@@ -162,6 +184,48 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     expired = ({s.name for s in scenario.systems} - {FLOOR.name}) if scenario.timers else None
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
                                    expired_column=expired)
+            + "\n" + report.targets(lines))
+
+
+def _big_state(scenario: Scenario, work: str, raw: Dict[str, list]) -> str:
+    """S6: every Connect system on a server of its own with the scenario's heap, the JVM ones
+    in one spark-submit with the same heap; a table, its targets, and each process's peak
+    resident memory (heap and RocksDB's native memory alike)."""
+    directory = _data(scenario)
+    conf = {**SPARK_CONF, **dict(scenario.conf),
+            "spark.mapwithstate.bench.maxQuerySeconds": str(BIG_STATE_MAX_SECONDS)}
+    runs: Dict[str, List[Outcome]] = defaultdict(list)
+    peaks: Dict[str, Optional[int]] = {}
+    for system in scenario.systems:
+        if system.runs_on != "connect":
+            continue
+        _log(f"{scenario.name}: {system.name} (its own Connect server, {scenario.memory} heap)")
+        server = mws.LocalConnectServer(conf={**conf, "spark.driver.memory": scenario.memory})
+        try:
+            spark = server.session()
+            runs[system.name].append(BIG_STATE_RUNNERS[system.name](
+                spark, directory, _dir(work, scenario.name, system.name)))
+            peaks[system.name] = high_water_bytes(server.pid)
+            spark.stop()
+        finally:
+            server.stop()
+    jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
+    _log(f"{scenario.name}: {', '.join(jvm_names)} (spark-submit, {scenario.memory} heap)")
+    jvm_peak: Dict[str, int] = {}
+    jvm = jvm_systems.run(directory, jvm_names, _dir(work, scenario.name, "jvm"),
+                          {**conf, "spark.jars": mws.jar_path()}, scenario.memory, jvm_peak)
+    for system, outcome in jvm.items():
+        runs[system].append(outcome)
+        peaks[system] = jvm_peak.get("bytes")
+    raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
+    rows = [_row(system.name, phase.label, phase.batches, runs[system.name], len(scenario.batches), 1.0)
+            for phase in scenario.phases for system in scenario.systems]
+    lines = _targets(scenario, rows)
+    lines += [f"peak resident memory of {name}'s process (VmHWM): "
+              f"{report.bytes_text(peak) if peak else 'not measured'}"
+              + (" (spark-submit: all its systems)" if name in jvm_names else "")
+              for name, peak in peaks.items()]
+    return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference)
             + "\n" + report.targets(lines))
 
 
@@ -256,7 +320,8 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
     parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
-    parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all)")
+    parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all but "
+                                       "S6, which runs only when named)")
     return parser.parse_args(argv)
 
 

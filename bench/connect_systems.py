@@ -75,6 +75,34 @@ def ours_timers(spark: SparkSession, directory: str, checkpoint: str, step_ms: i
         return Outcome.failed(e)
 
 
+def ours_on(backend: str, max_seconds: int = MAX_QUERY_SECONDS) -> Callable[..., Outcome]:
+    """S6: ours with the state in ``backend``; a failed run's note says where it stopped (the
+    last batch committed and the state's keys then) and the error (the heap budget's)."""
+    def run(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+        progress: list = []
+        try:
+            return Outcome(_stream(spark, directory, checkpoint, "append",
+                                   lambda source: map_with_state(
+                                       source, key="key", spec=running_count().backend(backend)),
+                                   progress=progress, max_seconds=max_seconds))
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            return Outcome(note=_stopped(e, progress))
+    return run
+
+
+def _stopped(error: Exception, progress: list) -> str:
+    """Where a run stopped and why: the plugin's own sentence of the error when it has one."""
+    text = str(error)
+    start = text.find("map_with_state: ")
+    reason = text[start:].splitlines()[0] if start >= 0 else text.strip().splitlines()[0][:300]
+    if not progress:
+        return f"failed before its first batch ended: {reason}"
+    last = progress[-1]
+    keys = sum(o.numRowsTotal for o in last.stateOperators or [])
+    return (f"failed in micro-batch {last.batchId + 1} (input file {last.batchId + 1} from 0), "
+            f"{keys:,} keys of state before it: {reason}")
+
+
 def groups(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
     """S5: map_groups_with_state adding each batch's count and sum per key to the state and
     emitting (key, count, sum) once per key per batch, as flatMapGroupsWithState does."""
@@ -157,10 +185,12 @@ def _last_batch(query) -> int:
 
 
 def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: str,
-            build: Callable[[DataFrame], DataFrame], trigger_ms: Optional[int] = None) -> List[Batch]:
+            build: Callable[[DataFrame], DataFrame], trigger_ms: Optional[int] = None,
+            progress: Optional[list] = None, max_seconds: int = MAX_QUERY_SECONDS) -> List[Batch]:
     """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow (or, with
     ``trigger_ms``, a processing-time trigger until every file has had its batch), the noop
-    sink, per-batch numbers from StreamingQueryProgress."""
+    sink, per-batch numbers from StreamingQueryProgress (also appended to ``progress``, failed
+    or not)."""
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
     writer = (build(source).writeStream.format("noop").outputMode(output_mode)
               .option("checkpointLocation", checkpoint))
@@ -172,17 +202,19 @@ def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: s
             # Batches without data are off (bench/__main__.py), so batch n has file n. Polled
             # through the last progress only: the Connect server answers while it runs batches.
             files = len(glob.glob(os.path.join(directory, "*.parquet")))
-            deadline = time.monotonic() + MAX_QUERY_SECONDS
+            deadline = time.monotonic() + max_seconds
             while _last_batch(query) < files - 1:
                 if not query.isActive:
                     raise RuntimeError(f"the query stopped: {query.exception()}")
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
+                    raise TimeoutError(f"the query did not finish within {max_seconds} s")
                 time.sleep(1)
-        elif not query.awaitTermination(MAX_QUERY_SECONDS):
-            raise TimeoutError(f"the query did not finish within {MAX_QUERY_SECONDS} s")
+        elif not query.awaitTermination(max_seconds):
+            raise TimeoutError(f"the query did not finish within {max_seconds} s")
     finally:
         query.stop()
+        if progress is not None:
+            progress.extend(query.recentProgress)
     batches: List[Batch] = []
     for p in query.recentProgress:
         operators = p.stateOperators or []

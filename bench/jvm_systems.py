@@ -6,9 +6,10 @@ import glob
 import json
 import os
 import subprocess
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 from bench.outcome import Outcome
+from bench.rss import PeakRss
 
 _JAR_GLOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jvm", "target", "scala-2.13",
                          "mapwithstate-bench_2.13-*.jar")
@@ -22,8 +23,9 @@ def jar() -> str:
 
 
 def run(directory: str, systems: Sequence[str], work: str, spark_conf: Dict[str, str],
-        memory: str) -> Dict[str, Outcome]:
-    """Runs ``systems`` one after the other in one spark-submit over ``directory``'s batches."""
+        memory: str, peak_rss: Optional[Dict[str, int]] = None) -> Dict[str, Outcome]:
+    """Runs ``systems`` one after the other in one spark-submit over ``directory``'s batches;
+    with ``peak_rss``, records the JVM's peak resident memory there (under "bytes")."""
     import pyspark
 
     home = os.path.dirname(os.path.abspath(pyspark.__file__))
@@ -38,8 +40,13 @@ def run(directory: str, systems: Sequence[str], work: str, spark_conf: Dict[str,
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     log = os.path.join(work, "spark-submit.log")
     with open(log, "wb") as out:
-        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env=env)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, env=env)
+        sampler = PeakRss(process.pid).start()
+        code = process.wait()
+        peak = sampler.stop()
+    if peak_rss is not None and peak is not None:
+        peak_rss["bytes"] = peak
     outcomes: Dict[str, Outcome] = {s: Outcome.failed(f"spark-submit exited {code}, see {log}")
                                     for s in systems}
     if os.path.exists(results):

@@ -43,7 +43,7 @@ def streaming_table(title: str, rows: Sequence[Row], reference: str = OURS.name,
         floor = _find(rows, FLOOR.name, row.phase)
         lines.append(
             f"| {label} | {row.phase} | {size} | {f.records_per_s:,.0f} | {f.median_s:.3f} s | "
-            f"{f.p90_s:.3f} s | {_bytes(f.peak_state_bytes)} | {_ratio(row, ours)} | "
+            f"{f.p90_s:.3f} s | {bytes_text(f.peak_state_bytes)} | {_ratio(row, ours)} | "
             f"{_ratio(row, floor)} |" + (_expired(row, expired_column) if extra else ""))
     return "\n".join(lines)
 
@@ -97,7 +97,7 @@ def _expired(row: Row, systems: Set[str]) -> str:
     return f" {rows:,.0f} |" if row.system in systems and rows is not None else " – |"
 
 
-def _bytes(n: Optional[int]) -> str:
+def bytes_text(n: Optional[int]) -> str:
     if n is None:
         return "not reported"
     return f"{n / 2**20:,.1f} MB" if n < 10 * 2**20 else f"{n / 2**20:,.0f} MB"

@@ -1,11 +1,12 @@
 """The workloads: which Parquet batches each scenario feeds every system, and which of those
 batches are measured. Sizes live here and nowhere else, so ``--quick`` and ``--keys`` change
 one table, not the harness."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
-from bench.systems import (FLOOR, FMGWS_HDFS, FMGWS_SUM_HDFS, FMGWS_TIMERS_HDFS, GROUPED, GROUPS,
-                           OURS, PANDAS, PER_RECORD, STREAMING, TIMERS, TIMERS_OURS, System)
+from bench.systems import (BIG_STATE, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, FMGWS_SUM_HDFS,
+                           FMGWS_TIMERS_HDFS, GROUPED, GROUPS, OURS, OURS_ROCKSDB, PANDAS,
+                           PER_RECORD, STREAMING, TIMERS, TIMERS_OURS, System)
 
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
@@ -84,6 +85,10 @@ class Scenario:
     reference: str = OURS.name
     #: S4's timer settings; None for scenarios without timers.
     timers: Optional[TimerLoad] = None
+    #: The heap of the Connect server and of spark-submit ("": the suite's driver memory).
+    memory: str = ""
+    #: Spark settings of its own, over the suite's, for every system.
+    conf: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def records(self) -> int:
@@ -205,6 +210,32 @@ def timers(small: int, timed: int, large: int, churn: int, batches: int, growth_
         systems=TIMERS, reference=TIMERS_OURS.name, timers=TimerLoad(step_ms, timed))
 
 
+#: Spark's RocksDB store as the RocksDB backend runs it by default (StateBackend.RocksDB), so
+#: that flatMapGroupsWithState's store has the same settings.
+ROCKSDB_CONF = (("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"),
+                ("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true"))
+
+
+def big_state(small: int, large: int, churn: int, batches: int, growth_batches: int,
+              heap: str, heap_budget: Optional[str] = None) -> Scenario:
+    """S6: S3's shape (batches of ``churn`` records at ``small`` keys, growth to ``large`` keys,
+    the same batches at ``large`` keys) with every system's heap at ``heap``: the heap backend
+    must stop with its budget error (``heap_budget``, when set, instead of the default budget:
+    for a small run), RocksDB must finish."""
+    grown = state_growth(small, large, churn, batches, growth_batches)
+    budget = (("spark.mapwithstate.stateStore.maxPartitionBytes", heap_budget),) if heap_budget else ()
+    return replace(
+        grown, name="S6",
+        title=f"state larger than the heap ({_n(small)} -> {_n(large)} keys, batches of "
+              f"{_n(churn)}, {heap} heap)",
+        targets=tuple(Target(f"flatMapGroupsWithState (RocksDB) median ÷ ours on RocksDB "
+                             f"({p.label})", FMGWS_ROCKSDB.name, OURS_ROCKSDB.name, 1.5,
+                             at_least=True, phase=i, over_phase=i)
+                      for i, p in enumerate(grown.phases)),
+        systems=BIG_STATE, reference=OURS_ROCKSDB.name, memory=heap,
+        conf=ROCKSDB_CONF + budget)
+
+
 @dataclass(frozen=True)
 class BatchJob:
     """B1: one batch of ``rows`` records over ``keys`` keys, through the batch path."""
@@ -235,6 +266,8 @@ class Suite:
     pandas_scale: float
     batch: BatchJob
     batch_rounds: int
+    #: S6, run only when named (``--only S6``): it takes its own servers and far longer.
+    big_state: Optional[Scenario] = None
 
 
 def suite(quick: bool, keys: int) -> Suite:
@@ -249,7 +282,9 @@ def suite(quick: bool, keys: int) -> Suite:
                      (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
                       full_churn(int(s2 * pandas_scale), batches, pandas_scale),
                       grouped(int(100_000 * pandas_scale), int(10_000 * pandas_scale), batches)),
-                     pandas_scale, b1, batch_rounds=2)
+                     pandas_scale, b1, batch_rounds=2,
+                     big_state=big_state(50_000, 500_000, 5_000, batches=5, growth_batches=3,
+                                         heap="2g", heap_budget="4m"))
     # Two rounds where a round is cheap; S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
     return Suite((large_state(keys, 10_000, 20, rounds=2),
@@ -261,7 +296,9 @@ def suite(quick: bool, keys: int) -> Suite:
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
                   full_churn(int(200_000 * pandas_scale), 20, pandas_scale),
                   grouped(int(1_000_000 * pandas_scale), int(100_000 * pandas_scale), 10)),
-                 pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3)
+                 pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3,
+                 big_state=big_state(1_000_000, 20_000_000, 100_000, batches=8,
+                                     growth_batches=19, heap="2g"))
 
 
 def _n(n: int) -> str:

@@ -29,6 +29,8 @@ TIMERS_OURS = System("ours-timers", "**ours**: map_with_state, timeout_at timers
 FMGWS_TIMERS_HDFS = System("fmgws-timers-hdfs", "flatMapGroupsWithState, timers, HDFS store", "jvm")
 FMGWS_TIMERS_ROCKSDB = System("fmgws-timers-rocksdb", "flatMapGroupsWithState, timers, RocksDB store",
                               "jvm")
+OURS_ROCKSDB = System("ours-rocksdb", "**ours**: map_with_state, RocksDB backend (Connect)", "connect")
+OURS_HEAP = System("ours-heap", "map_with_state, heap backend (Connect)", "connect")
 
 #: The streaming systems, in table order.
 STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM, PANDAS)
@@ -36,7 +38,10 @@ STREAMING: Tuple[System, ...] = (OURS, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM
 GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
 #: S4's systems (timers), in table order.
 TIMERS: Tuple[System, ...] = (TIMERS_OURS, FLOOR, FMGWS_TIMERS_HDFS, FMGWS_TIMERS_ROCKSDB)
+#: S6's systems (state larger than the heap), in table order.
+BIG_STATE: Tuple[System, ...] = (OURS_ROCKSDB, OURS_HEAP, FMGWS_ROCKSDB)
 #: The streaming systems BenchMain runs (its names must be these).
 JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
 
-LABELS: Dict[str, str] = {s.name: s.label for s in STREAMING + GROUPED + TIMERS + (GROUP_BY,)}
+LABELS: Dict[str, str] = {s.name: s.label
+                          for s in STREAMING + GROUPED + TIMERS + BIG_STATE + (GROUP_BY,)}

@@ -59,12 +59,13 @@ def counts(*expected):
 
 def corrupt(path, how):
     """Damages a state file in place: ``"truncate"`` cuts it in half, ``"flip"`` flips a byte
-    near its end."""
+    near its end, ``"flip_middle"`` one in its middle."""
     with open(path, "r+b") as f:
         if how == "truncate":
             f.truncate(os.path.getsize(path) // 2)
         else:
-            f.seek(os.path.getsize(path) - 6)
+            size = os.path.getsize(path)
+            f.seek(size // 2 if how == "flip_middle" else size - 6)
             byte = f.read(1)
             f.seek(-1, os.SEEK_CUR)
             f.write(bytes([byte[0] ^ 0xFF]))

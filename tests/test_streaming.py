@@ -209,27 +209,98 @@ def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kin
 def fresh_server():
     """A second server process; tasks may fail 3 times (local[2,3]) so failures are retried.
 
-    It runs in Spark's testing mode, which the test-only failure injector needs."""
+    It runs in Spark's testing mode, which the test-only failure injector needs, and runs
+    state store maintenance every second (RocksDB uploads its snapshots there)."""
     with mws.LocalConnectServer(master="local[2,3]",
                                 conf={"spark.sql.shuffle.partitions": "4",
+                                      "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
                                       "spark.driver.extraJavaOptions": "-Dspark.testing=true"}) as s:
         session = s.session()
         yield session
         session.stop()
 
 
+MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+AUTO_REPAIR = "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"
+
+
+def rocksdb_files_after_two_batches(spark, stream, min_deltas):
+    """Runs two micro-batches of 40 keys on RocksDB; returns the query's result and a function
+    listing partition 0's files of a kind ("changelog", "zip"), by version."""
+    result = map_with_state(stream.read(spark), "word", running_count().backend("rocksdb"))
+    stream.add(*[f"w{i}" for i in range(40)])
+    stream.add(*[f"w{i}" for i in range(40)])
+    spark.conf.set(MIN_DELTAS, min_deltas)
+    try:
+        stream.run_available_now(result)
+    finally:
+        spark.conf.unset(MIN_DELTAS)
+
+    def files(kind):
+        found = glob.glob(os.path.join(stream.checkpoint, "state", "1000", "0", f"*.{kind}"))
+        return sorted(found, key=lambda f: int(os.path.basename(f).split(".")[0]))
+    return result, files
+
+
+@pytest.mark.slow  # the fresh server: maintenance every second uploads RocksDB's snapshots
+def test_rocksdb_damaged_snapshot_falls_back_to_an_older_one_and_the_changelogs(
+        fresh_server, tmp_path):
+    stream = Stream(str(tmp_path))
+    result, files = rocksdb_files_after_two_batches(fresh_server, stream, "1")
+    deadline = time.monotonic() + 60
+    while not any(f.endswith("/2.zip") for f in files("zip")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # the stopped run's stores are closed by the next maintenance rounds
+    corrupt(files("zip")[-1], "truncate")
+    stream.add(*[f"w{i}" for i in range(40)])
+    # Spark's default, which its testing mode (the fresh server's) turns off.
+    fresh_server.conf.set(AUTO_REPAIR, "true")
+    try:
+        query = stream.run_available_now(result)  # a new run: its stores load from the files
+    finally:
+        fresh_server.conf.unset(AUTO_REPAIR)
+    # Spark's RocksDB provider skips the damaged snapshot: the state is exactly right.
+    assert stream.results(fresh_server) == counts(
+        *[(f"w{i}", n) for i in range(40) for n in (1, 2, 3)])
+    repaired = query.lastProgress["stateOperators"][0]["customMetrics"]
+    assert repaired["rocksdbNumSnapshotsAutoRepaired"] >= 1
+
+
+@pytest.mark.slow  # the fresh server's maintenance closes the stopped run's stores promptly
+@pytest.mark.parametrize("how", ["truncate", "flip_middle"])
+def test_rocksdb_damaged_changelog_fails_the_query(fresh_server, tmp_path, how):
+    stream = Stream(str(tmp_path))
+    # No snapshot after the first version: loading version 2 replays 2.changelog.
+    result, files = rocksdb_files_after_two_batches(fresh_server, stream, "100")
+    time.sleep(3)
+    damaged = files("changelog")[-1]
+    assert damaged.endswith("/2.changelog") and "2.zip" not in str(files("zip"))
+    corrupt(damaged, how)
+    stream.add(*[f"w{i}" for i in range(40)])
+    with pytest.raises(PySparkException) as failure:
+        stream.run_available_now(result)
+    # Spark's error, which does not name the file; nothing is written from a wrong state.
+    assert "CANNOT_LOAD_STATE_STORE" in str(failure.value)
+    assert stream.results(fresh_server) == counts(
+        *[(f"w{i}", n) for i in range(40) for n in (1, 2)])
+
+
 @pytest.mark.slow
 @pytest.mark.connect_only  # a second Connect server process
-@pytest.mark.memory_only  # the fresh server has the default backend
-def test_restart_in_a_fresh_server_process_continues_exactly(spark, fresh_server, tmp_path):
+@pytest.mark.memory_only  # the spec names its backend: the fresh server has the default one
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_restart_in_a_fresh_server_process_continues_exactly(
+        spark, fresh_server, tmp_path, backend):
     stream = Stream(str(tmp_path))
+    spec = running_count().backend(backend).timeout("1 hour")  # the timer index comes back too
     stream.add("a", "b", "a")
-    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    stream.add("c")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", spec))
     stream.add("a", "b")
-    stream.run_available_now(
-        map_with_state(stream.read(fresh_server), "word", running_count()))
+    stream.add("c", "d")
+    stream.run_available_now(map_with_state(stream.read(fresh_server), "word", spec))
     assert stream.results(fresh_server) == counts(
-        ("a", 1), ("a", 2), ("b", 1), ("a", 3), ("b", 2))
+        ("a", 1), ("a", 2), ("b", 1), ("c", 1), ("a", 3), ("b", 2), ("c", 2), ("d", 1))
 
 
 @pytest.mark.slow

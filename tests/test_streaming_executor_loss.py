@@ -2,8 +2,9 @@
 
 The server runs Spark's local-cluster mode (a master, two workers and one executor JVM per
 worker, all on this machine), so killing one executor process is a real executor loss: its
-in-memory state stores are gone, its tasks are retried on the other executor, which loads
-those partitions' state from the delta and snapshot files.
+in-memory state stores (or RocksDB instances on its local disk) are gone, its tasks are
+retried on the other executor, which loads those partitions' state from the checkpoint files
+(the heap backend's delta and snapshot files, RocksDB's changelogs and snapshots).
 """
 import subprocess
 import time
@@ -47,13 +48,14 @@ def cluster():
 
 
 @pytest.mark.slow
-def test_executor_lost_mid_stream_recovers_from_the_checkpoint(cluster, tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_executor_lost_mid_stream_recovers_from_the_checkpoint(cluster, tmp_path, backend):
     server, spark = cluster
     assert len(executor_pids(server._process.pid)) == 2, server.log_tail()
     stream = Stream(str(tmp_path))
     words = [f"w{i % 16}" for i in range(64)]
     batches = 8
-    spec = running_count()
+    spec = running_count().backend(backend)
     killed = None
     query = map_with_state(stream.read(spark), "word", spec).writeStream.format("json") \
         .option("path", stream.output).option("checkpointLocation", stream.checkpoint) \

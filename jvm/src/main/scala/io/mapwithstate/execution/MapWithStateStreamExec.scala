@@ -81,17 +81,23 @@ case class MapWithStateStreamExec(
         "number of late rows dropped"))
 
   /**
-   * On the driver, the SQL conf with the backend's store provider: Spark declares a stateful
-   * operator's store metrics (and reads them back for the query's progress) from the conf's
-   * provider class, so with another backend than the session's provider both must name the
-   * backend's. Tasks keep Spark's read-only conf (they read only declared metrics).
+   * On the driver, the SQL conf naming the store provider the operator's stores really come
+   * from (the backend's, which `StreamingQueryGlue.mapPartitionsWithStateStore` opens them
+   * with) instead of the session's (HDFS by default, whose metrics those stores never report).
+   * Spark's `StateStoreWriter` declares a stateful operator's store metrics, and reads them
+   * back into the query's progress, from `conf.stateStoreProviderClass` (its private
+   * `stateStoreCustomMetrics` and `snapshotCustomMetricNames`), so the conf the operator
+   * hands it is the one hook there is; the alternatives are setting the provider for the
+   * whole query (every other stateful operator in it too) or copying Spark's metric and
+   * progress code. Only the provider differs from the session's conf. Tasks keep Spark's
+   * read-only conf: they only fill metrics declared here.
    */
   @transient private lazy val driverConf: SQLConf = {
     val base = super.conf
-    if (options.backend == StateBackend.MemoryName) base else {
+    val provider = StateBackend.of(options.backend, base).providerClassName
+    if (base.stateStoreProviderClass == provider) base else {
       val withProvider = base.clone()
-      withProvider.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key,
-        StateBackend.RocksDB.ProviderClass)
+      withProvider.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, provider)
       withProvider
     }
   }
@@ -163,7 +169,7 @@ case class MapWithStateStreamExec(
 
     StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
       keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
-      backend.storeOptions, backend.storeSqlConfs) {
+      backend.storeOptions, backend.storeSqlConfs, backend.usesColumnFamilies) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()

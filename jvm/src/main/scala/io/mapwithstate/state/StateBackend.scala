@@ -35,6 +35,9 @@ sealed trait StateBackend extends Serializable {
   /** Options for that provider (StateStoreConf extra options). */
   def storeOptions: Map[String, String]
 
+  /** Whether the provider's stores are opened with column families (for an index of the map). */
+  def usesColumnFamilies: Boolean = false
+
   /** SQL settings for that provider, set in the query's own copy of the session conf. */
   def storeSqlConfs: Map[String, String] = Map.empty
 
@@ -126,11 +129,14 @@ object StateBackend {
 
     override def storeSqlConfs: Map[String, String] = sqlConfs
 
+    /** The map's expiry index is a column family of the store ([[StoreExpiryIndex]]). */
+    override def usesColumnFamilies: Boolean = true
+
     override def storeValueSchema(stateType: StructType): StructType =
       StoreBackedStateMap.valueSchema(stateType)
 
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
-      : StateMap = new StoreBackedStateMap(store, keySchema.length, stateType)
+      : StateMap = new StoreBackedStateMap(store, keySchema, stateType)
 
     override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
       TaskLocalRocksDB.open(keySchema, stateType, sqlConfs)

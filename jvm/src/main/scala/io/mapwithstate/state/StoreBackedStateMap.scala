@@ -11,8 +11,11 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * BIGINT ([[StoreBackedStateMap.valueSchema]]); this map splits and joins them.
  *
  * Reads go to the store on every call: nothing is cached on the heap, which is the point of
- * the backend. [[getByTime]] and so [[expiring]] (idle timeouts and `timeout_at` timers, whose
- * time takes the update time's place) are a full scan of the store: no timer index yet.
+ * the backend, but for the last key read (a record's get, then its put, reads the key once).
+ * Once told the operator has timeouts ([[prepareExpiry]]), the map keeps a
+ * [[StoreExpiryIndex]] in a column family of the same store, written with every put and
+ * remove, and [[expiring]] (idle timeouts and `timeout_at` timers, whose time takes the
+ * update time's place) reads only the keys that expire; without it, [[expiring]] scans.
  * Rows handed out are copies, so they stay valid however the store changes. The store takes
  * this map's writes directly; versions are the store's (a commit or abort by the operator), so
  * [[copy]] is not supported: the operators never call it.
@@ -23,14 +26,17 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * schema incompatible; a timer within [[StateMap.MaxTimerMagnitude]] has its two top bits
  * equal, so a flipped one (and no other time) has them differ.
  *
- * @param store     the store of the version being made, or a task-local one
+ * @param store     the store of the version being made, or a task-local one, opened with
+ *                  column families (the index's)
+ * @param keySchema the state's key columns
  * @param stateType the state's fields (the store's value without its last column)
  */
 final class StoreBackedStateMap(
     store: StateStore,
-    override val keyNumFields: Int,
+    keySchema: StructType,
     stateType: StructType) extends StateMap {
 
+  override val keyNumFields: Int = keySchema.length
   override val stateNumFields: Int = stateType.length
 
   private val toState = UnsafeProjection.create(stateType.fields.toSeq.zipWithIndex.map {
@@ -45,36 +51,93 @@ final class StoreBackedStateMap(
   /** The state fields of a key that holds only a timer. */
   private val noState = new GenericInternalRow(stateType.length)
 
-  override def get(key: UnsafeRow): UnsafeRow = {
+  private val index = new StoreExpiryIndex(store, keySchema)
+  /** Whether this map keeps the index ([[prepareExpiry]] was called). */
+  private var indexed = false
+  /** Whether a write without the index has marked it incomplete yet. */
+  private var indexDropped = false
+
+  // The last key read or written, and its time then (NoTime: none, or no state): what a write
+  // needs to move the key's index entry, without reading the key again.
+  private var lastKey: UnsafeRow = null
+  private var lastTime: Long = StateMap.NoTime
+
+  private def remember(key: UnsafeRow, t: Long): Unit = {
+    if (lastKey == null) lastKey = key.copy() else lastKey.copyFrom(key)
+    lastTime = t
+  }
+
+  private def read(key: UnsafeRow): UnsafeRow = {
     val value = store.get(key)
+    remember(key,
+      if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value)))
+    value
+  }
+
+  override def get(key: UnsafeRow): UnsafeRow = {
+    val value = read(key)
     if (value == null || hasNoState(value)) null else toState(value).copy()
   }
 
-  override def contains(key: UnsafeRow): Boolean = store.get(key) != null
+  override def contains(key: UnsafeRow): Boolean = read(key) != null
+
+  override def getTime(key: UnsafeRow): Long =
+    if (lastKey != null && lastKey == key) lastTime else { read(key); lastTime }
 
   override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit = {
     val kept = StateMap.clampTimer(updateTime)
+    if (state == null) require(kept != StateMap.NoTime, "a key without a state must hold a timer")
+    if (indexed) {
+      val before = getTime(key)
+      if (before != kept) {
+        index.remove(before, key)
+        index.add(kept, key)
+      }
+    } else dropIndex()
     if (state == null) {
-      require(kept != StateMap.NoTime, "a key without a state must hold a timer")
       time.setLong(0, StoreBackedStateMap.encodeTime(kept))
       store.put(key, toValue(joined(noState, time)))
     } else {
       time.setLong(0, kept)
       store.put(key, toValue(joined(state, time)))
     }
+    remember(key, kept)
   }
 
-  override def remove(key: UnsafeRow): Unit = store.remove(key)
+  override def remove(key: UnsafeRow): Unit = {
+    if (indexed) index.remove(getTime(key), key) else dropIndex()
+    store.remove(key)
+    remember(key, StateMap.NoTime)
+  }
+
+  /** A write the index does not follow makes it incomplete (once per version). */
+  private def dropIndex(): Unit = if (!indexDropped) {
+    indexDropped = true
+    index.markIncomplete()
+  }
+
+  /**
+   * Keeps the index from now on; an incomplete one (a new store, or one written without it)
+   * is rebuilt first with one scan of the state — nothing to scan in a new store.
+   */
+  override def prepareExpiry(): Unit = if (!indexed) {
+    if (!index.isComplete) index.rebuild(entries())
+    indexed = true
+  }
+
+  override def expiring(threshold: Long): Iterator[StateEntry] =
+    if (!indexed) super.expiring(threshold)
+    else index.due(threshold).iterator.map { case (key, t) =>
+      val value = store.get(key)
+      if (value == null) throw new IllegalStateException(
+        s"the expiry index of $store has a key the state does not: $key")
+      StateEntry(key, if (hasNoState(value)) null else toState(value).copy(), t)
+    }
 
   override def getByTime(threshUpdatedTime: Long): Iterator[StateEntry] =
     entries().filter(_.updateTime < threshUpdatedTime)
 
   override def getAll(): Iterator[StateEntry] = entries()
-
-  override def getTime(key: UnsafeRow): Long = {
-    val value = store.get(key)
-    if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value))
-  }
 
   /** Every entry, copied out of the store's iterator (which reuses its rows). */
   private def entries(): Iterator[StateEntry] = store.iterator().map { pair =>

@@ -30,7 +30,7 @@ object TaskLocalRocksDB {
     val store = try {
       provider.init(StateStoreId(root.toUri.toString, 0L, context.partitionId()), keySchema,
         StoreBackedStateMap.valueSchema(stateType), NoPrefixKeyStateEncoderSpec(keySchema),
-        false, new StateStoreConf(conf), hadoopConf(), false, None)
+        true, new StateStoreConf(conf), hadoopConf(), false, None)
       provider.getStore(0L, None, false, false)
     } catch {
       case e: Throwable =>
@@ -40,7 +40,7 @@ object TaskLocalRocksDB {
     context.addTaskCompletionListener[Unit] { _ =>
       try store.abort() finally close(provider, root)
     }
-    new StoreBackedStateMap(store, keySchema.length, stateType)
+    new StoreBackedStateMap(store, keySchema, stateType)
   }
 
   /**

@@ -15,12 +15,6 @@ import org.scalatest.funsuite.AnyFunSuite
 class ExpiryIndexSuite extends AnyFunSuite {
   import StateMapSuite._
 
-  private def expiringSet(map: StateMap, threshold: Long): Set[(Long, Long, Long)] =
-    longEntries(map.expiring(threshold))
-
-  private def bruteForce(model: mutable.Map[Long, (Long, Long)], threshold: Long) =
-    model.collect { case (k, (s, t)) if t != StateMap.NoTime && t < threshold => (k, s, t) }.toSet
-
   private def reload(map: DeltaChainStateMap): DeltaChainStateMap = {
     val bytes = new ByteArrayOutputStream()
     val out = new DataOutputStream(bytes)
@@ -37,34 +31,7 @@ class ExpiryIndexSuite extends AnyFunSuite {
     var now = 0L
     for (round <- 1 to 60) {
       now += 10
-      for (_ <- 0 until random.nextInt(400)) {
-        val k = random.nextInt(300).toLong
-        random.nextInt(10) match {
-          case 0 | 1 =>
-            map.remove(longKey(k)); model.remove(k)
-          case 2 =>
-            map.put(longKey(k), longState(k), StateMap.NoTime); model(k) = (k, StateMap.NoTime)
-          case _ =>
-            val t = now + random.nextInt(100) - 30
-            map.put(longKey(k), longState(round.toLong), t); model(k) = (round.toLong, t)
-        }
-      }
-      val threshold = now + random.nextInt(20)
-      val expected = bruteForce(model, threshold)
-      assert(expiringSet(map, threshold) === expected, s"round $round")
-      // Asking again gives the same keys: expiring does not consume the index.
-      assert(expiringSet(map, threshold) === expected)
-      assert(longEntries(map.getByTime(threshold)).filter(_._3 != StateMap.NoTime) === expected)
-      // Time some out as a batch would: remove half, re-arm the rest later or clear them.
-      map.expiring(threshold).foreach { e =>
-        val k = e.key.getLong(0)
-        random.nextInt(3) match {
-          case 0 => map.remove(e.key); model.remove(k)
-          case 1 => map.put(e.key, e.state, now + 50); model(k) = (model(k)._1, now + 50)
-          case _ => map.put(e.key, e.state, StateMap.NoTime); model(k) = (model(k)._1, StateMap.NoTime)
-        }
-      }
-      assert(expiringSet(map, threshold) === bruteForce(model, threshold))
+      ExpiryRounds.run(random, map, model, now, round.toLong, 400, 300, s"round $round")
       random.nextInt(4) match {
         case 0 => map = map.copy()
         case 1 => map = reload(map).copy()

@@ -6,8 +6,7 @@ import io.mapwithstate.LocalSpark
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
-import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.execution.streaming.state.{StateStore, StateStoreProvider}
 import org.apache.spark.sql.types.{DataType, IntegerType, LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -25,17 +24,10 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
   private def k(i: Long): UnsafeRow = keyRow(InternalRow(i)).copy()
   private def s(n: Int): UnsafeRow = stateRow(InternalRow(n)).copy()
 
-  private def withStore[T](root: String)(f: StateStoreProvider => T): T = {
-    val conf = new SQLConf
-    StateBackend.RocksDB.Defaults.foreach { case (key, v) => conf.setConfString(key, v) }
-    val provider = StateStoreProvider.create(StateBackend.RocksDB.ProviderClass)
-    provider.init(StateStoreId(root, 0L, 0), keySchema, StoreBackedStateMap.valueSchema(stateType),
-      NoPrefixKeyStateEncoderSpec(keySchema), false, new StateStoreConf(conf),
-      TaskLocalRocksDB.hadoopConf(), false, None)
-    try f(provider) finally provider.close()
-  }
+  private def withStore[T](root: String)(f: StateStoreProvider => T): T =
+    RocksDBTestStores.withProvider(root, keySchema, stateType)(f)
 
-  private def map(store: StateStore) = new StoreBackedStateMap(store, 1, stateType)
+  private def map(store: StateStore) = new StoreBackedStateMap(store, keySchema, stateType)
 
   test("keys holding only a timer: no state, their timer, committed and read back") {
     assert(spark != null)

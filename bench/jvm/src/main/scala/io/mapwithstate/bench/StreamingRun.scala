@@ -21,8 +21,11 @@ object StreamingRun {
   val HdfsProvider = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
   val RocksDbProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
-  /** A query that runs longer is stopped and reported as failed (as bench/connect_systems.py). */
-  private val MaxQueryMillis = 600L * 1000
+  /**
+   * A query that runs longer is stopped and reported as failed (as bench/connect_systems.py):
+   * 600 s, or `spark.mapwithstate.bench.maxQuerySeconds` (S6 grows 20M keys).
+   */
+  val MaxQuerySecondsConf = "spark.mapwithstate.bench.maxQuerySeconds"
 
   val schema: StructType = StructType(Seq(
     StructField("key", LongType, nullable = false), StructField("value", LongType, nullable = false)))
@@ -40,9 +43,10 @@ object StreamingRun {
       .option("checkpointLocation", s"$dir/checkpoint")
       .trigger(triggerMs.map(ms => Trigger.ProcessingTime(ms)).getOrElse(Trigger.AvailableNow()))
       .start()
+    val maxSeconds = spark.conf.getOption(MaxQuerySecondsConf).map(_.toLong).getOrElse(600L)
     try {
       val files = new File(input).listFiles().count(_.getName.endsWith(".parquet"))
-      val deadline = System.currentTimeMillis() + MaxQueryMillis
+      val deadline = System.currentTimeMillis() + maxSeconds * 1000
       def finished: Boolean =
         if (triggerMs.isEmpty) query.awaitTermination(math.max(1L, deadline - System.currentTimeMillis()))
         else Option(query.lastProgress).exists(_.batchId >= files - 1) // one file per batch
@@ -50,7 +54,7 @@ object StreamingRun {
         if (System.currentTimeMillis() > deadline || !query.isActive) {
           query.exception.foreach(e => throw e)
           throw new IllegalStateException(
-            s"the query did not finish within ${MaxQueryMillis / 1000} s")
+            s"the query did not finish within $maxSeconds s")
         }
         Thread.sleep(200)
       }

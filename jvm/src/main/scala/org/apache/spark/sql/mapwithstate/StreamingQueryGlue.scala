@@ -82,14 +82,15 @@ object StreamingQueryGlue {
       valueSchema: StructType,
       providerClass: String,
       storeOptions: Map[String, String],
-      sqlConfs: Map[String, String] = Map.empty)(
+      sqlConfs: Map[String, String] = Map.empty,
+      useColumnFamilies: Boolean = false)(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] = {
     val sessionState = session.sessionState.clone(session)
     sessionState.conf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
     sqlConfs.foreach { case (k, v) => sessionState.conf.setConfString(k, v) }
     new StateStoreOps(data).mapPartitionsWithStateStore(
       info, keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema), sessionState,
-      Some(session.streams.stateStoreCoordinator), false, storeOptions, false)(f)
+      Some(session.streams.stateStoreCoordinator), useColumnFamilies, storeOptions, false)(f)
   }
 
   /**
