@@ -75,3 +75,16 @@ def test_complete_mode_is_refused_at_start(spark, tmp_path):
                                                r".*not 'complete'"):
         result.writeStream.format("memory").queryName("mgws_complete").outputMode("complete") \
             .option("checkpointLocation", str(tmp_path / "ck")).start()
+
+
+def test_a_distinct_aggregate(spark):
+    message = error_of(spark, update=F.struct(F.count_distinct("x").alias("n")))
+    assert "distinct aggregates" in message and "count(DISTINCT x)" in message
+    message = error_of(spark, emit=F.struct(F.col("word"), F.expr("sum(DISTINCT x)").alias("s")))
+    assert "distinct aggregates" in message and "sum(DISTINCT x)" in message and "emit" in message
+
+
+def test_an_aggregate_with_a_filter_clause(spark):
+    message = error_of(
+        spark, update=F.struct(F.expr("count(*) FILTER (WHERE x > 1)").alias("n")))
+    assert "FILTER clause" in message and "FILTER (WHERE (x > 1))" in message

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state, read_state, read_state_changes
 from mapwithstate import functions as S
+from specs import max_event_time
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -124,21 +125,8 @@ def test_initial_state_with_timers(spark):
 
 
 def event_spec():
-    """Spark's "event time timeout + watermark" function: the state is the key's largest
-    event time, the timer 5 s after it; a timed-out key emits -1 and is removed."""
-    largest = F.greatest(F.coalesce(S.state("max_t"), F.col("event")), F.col("event"))
-    return StateSpec.function(
-        "max_t TIMESTAMP",
-        update=F.when(~S.is_timing_out(), F.struct(largest.alias("max_t"))),
-        remove=S.is_timing_out(),
-        emit=F.struct(
-            F.col("word"),
-            F.when(S.is_timing_out(), F.lit(-1))
-            .otherwise(F.unix_seconds(S.new_state("max_t")) - F.unix_seconds(F.lit(T0)))
-            .alias("n"),
-            S.watermark().alias("wm")),
-        timeout_at=S.new_state("max_t") + F.expr("INTERVAL 5 SECONDS"),
-    ).timeout_domain("event_time")
+    """Spark's "event time timeout + watermark" function, per record; emits the watermark."""
+    return max_event_time(F.col("event"), S.watermark().alias("wm"), T0)
 
 
 def test_event_time_timeouts_driven_by_the_watermark_and_late_rows_dropped(spark):

@@ -120,10 +120,7 @@ class BatchReplayIterator(
   }
 
   private def isLate(record: InternalRow): Boolean = lateRows match {
-    case Some(ordinal) =>
-      val watermark = timeline.watermarkAt(batch)
-      watermark != TimeoutPolicy.NoWatermark && !record.isNullAt(ordinal) &&
-        record.getLong(ordinal) <= watermark
+    case Some(ordinal) => LateRowFilterExec.isLate(record, ordinal, timeline.watermarkAt(batch))
     case None => false
   }
 

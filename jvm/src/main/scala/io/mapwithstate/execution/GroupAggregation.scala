@@ -3,7 +3,7 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.MapWithState
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, BoundReference, Expression, GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, DeclarativeAggregate, ImperativeAggregate}
+import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, DeclarativeAggregate, ImperativeAggregate, Max}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.aggregate.AggUtils
@@ -23,18 +23,37 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  *
  * The shuffle is by the keys alone (not the batch time) into the stateful operator's
  * partitions, so it is the one shuffle the operator needs too.
+ *
+ * With an event-time column, the aggregated row also has the key's largest event time of the
+ * batch, under the event-time column's own name and id: all a batch replay needs to compute
+ * its watermarks (the largest event time of each batch). With event-time timers, late rows are
+ * dropped before the partial aggregation ([[LateRowFilterExec]]), so no aggregate sees them;
+ * the largest event time of the rows that are left moves the watermark exactly as that of all
+ * of them would (a late row is at or before the watermark, so it could not have moved it).
  */
 object GroupAggregation {
 
-  /** The aggregated rows of `child` (the node's child, planned) in `numPartitions`. */
-  def plan(m: MapWithState, child: SparkPlan, numPartitions: Int): SparkPlan = {
+  /**
+   * The aggregated rows of `child` (the node's child, planned) in `numPartitions`.
+   *
+   * @param lateRows with event-time timers, the filter that drops late rows first
+   */
+  def plan(
+      m: MapWithState,
+      child: SparkPlan,
+      numPartitions: Int,
+      lateRows: Option[SparkPlan => LateRowFilterExec] = None): SparkPlan = {
     val grouping = m.keys ++ m.batchTime.toSeq
-    val aggregates = m.boundAggregates.map(aggregateOf)
-    val results = grouping ++ m.values.zip(aggregates).map { case (v, agg) =>
+    // The event time as a key column is in the aggregated row already.
+    val eventTime = m.eventTime.filterNot(et => m.keys.exists(_.exprId == et.exprId))
+    val aggregates = m.boundAggregates.map(aggregateOf) ++
+      eventTime.map(et => AggregateExpression(Max(et), Complete, isDistinct = false))
+    val results = grouping ++ (m.values ++ eventTime).zip(aggregates).map { case (v, agg) =>
       Alias(agg.resultAttribute, v.name)(exprId = v.exprId)
     }
+    val input = lateRows.fold(child)(_(child))
     val Seq(finalAggregate) =
-      AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, child)
+      AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, input)
     val Seq(partialAggregate) = finalAggregate.children
     finalAggregate.withNewChildren(Seq(
       ShuffleExchangeExec(HashPartitioning(m.keys, numPartitions), partialAggregate)))

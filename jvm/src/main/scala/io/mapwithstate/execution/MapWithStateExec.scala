@@ -34,7 +34,8 @@ case class MapWithStateExec(
     child: SparkPlan,
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
-    timingOutValues: Option[UnsafeRow] = None) extends MapWithStateExecBase {
+    timingOutValues: Option[UnsafeRow] = None,
+    lateRowsMetric: Option[SQLMetric] = None) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),
@@ -44,8 +45,8 @@ case class MapWithStateExec(
     MapWithStateExecBase.TimedOutKeysMetric ->
       SQLMetrics.createMetric(sparkContext, "number of timed-out keys"),
     "numTotalStateRows" -> SQLMetrics.createMetric(sparkContext, "number of total state rows"),
-    MapWithStateExecBase.LateRowsMetric ->
-      SQLMetrics.createMetric(sparkContext, "number of late rows dropped"))
+    MapWithStateExecBase.LateRowsMetric -> lateRowsMetric.getOrElse(
+      SQLMetrics.createMetric(sparkContext, MapWithStateExecBase.LateRowsDescription)))
 
   override def requiredChildDistribution: Seq[Distribution] =
     ClusteredDistribution(keys, requiredNumPartitions = Some(options.numPartitions)) +:
@@ -134,31 +135,16 @@ case class MapWithStateExec(
   /**
    * With an event-time column on a replay, each batch's watermark, from the largest event time
    * of each batch over all partitions (the watermark is global to the query, as in a stream).
+   * A group function's input has each key's largest event time of the batch (its late rows
+   * already dropped, see [[GroupAggregation]]), which gives the same watermarks.
    */
   private def withWatermarks(timeline: BatchTimeline): BatchTimeline =
     (eventTime, options.watermarkDelayMs, batchTime) match {
       case (Some(et), Some(delayMs), Some(_)) if timeline.size > 0 =>
-        val eventOrdinal = child.output.indexWhere(_.exprId == et.exprId)
-        val readTime = batchTimeReader
-        val perBatchTime = child.execute().mapPartitions { rows =>
-          val max = scala.collection.mutable.HashMap.empty[Long, Long]
-          rows.foreach { row =>
-            if (!row.isNullAt(eventOrdinal)) {
-              val t = readTime(row)
-              val e = row.getLong(eventOrdinal)
-              if (max.get(t).forall(_ < e)) max(t) = e
-            }
-          }
-          Iterator.single(max)
-        }.treeAggregate(scala.collection.mutable.HashMap.empty[Long, Long])(
-          (acc, m) => { m.foreach { case (t, e) => if (acc.get(t).forall(_ < e)) acc(t) = e }; acc },
-          (a, b) => { b.foreach { case (t, e) => if (a.get(t).forall(_ < e)) a(t) = e }; a })
-        val maxEventTimes = Array.fill(timeline.size)(Long.MinValue)
-        perBatchTime.foreach { case (t, e) =>
-          val i = timeline.batchOf(t)
-          if (i < maxEventTimes.length) maxEventTimes(i) = math.max(maxEventTimes(i), e)
-        }
-        timeline.copy(watermarks = Some(BatchTimeline.watermarksOf(maxEventTimes, delayMs)))
+        val maxEventTimes = ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader,
+          child.output.indexWhere(_.exprId == et.exprId))
+        val watermarkAt = ReplayWatermarks.of(maxEventTimes, delayMs)
+        timeline.copy(watermarks = Some(timeline.times.map(watermarkAt)))
       case _ => timeline
     }
 

@@ -5,6 +5,7 @@ import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
 import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.metric.SQLMetric
 
 /**
  * What the batch and the streaming mapWithState operators share: their inputs (the records,
@@ -29,6 +30,16 @@ trait MapWithStateExecBase extends SparkPlan {
    * timing-out call sees (None: a per-record function's timing-out calls see nulls).
    */
   def timingOutValues: Option[UnsafeRow]
+
+  /**
+   * A group function's late-row count, shared with the filter that drops its late rows before
+   * its aggregation ([[LateRowFilterExec]]); None: the operator drops late rows itself.
+   */
+  def lateRowsMetric: Option[SQLMetric]
+
+  /** Whether this operator drops late rows (a per-record function with event-time timers). */
+  private def dropsLateRows: Boolean =
+    timingOutValues.isEmpty && options.timerDomain.contains(TimerDomain.EventTime)
 
   override def children: Seq[SparkPlan] = child +: initialState.toSeq
 
@@ -58,8 +69,7 @@ trait MapWithStateExecBase extends SparkPlan {
         numRemovedStateRows = longMetric("numRemovedStateRows"),
         numTimedOutKeys = longMetric(MapWithStateExecBase.TimedOutKeysMetric),
         numLateRowsDropped = metrics.get(MapWithStateExecBase.LateRowsMetric)),
-      lateRows = eventTime.filter(_ => options.timerDomain.contains(TimerDomain.EventTime))
-        .map(ordinal))
+      lateRows = eventTime.filter(_ => dropsLateRows).map(ordinal))
   }
 
   /** Each partition's records with the same partition of the initial state (or none). */
@@ -77,4 +87,5 @@ trait MapWithStateExecBase extends SparkPlan {
 object MapWithStateExecBase {
   val TimedOutKeysMetric = "numTimedOutKeys"
   val LateRowsMetric = "numLateRowsDropped"
+  val LateRowsDescription = "number of late rows dropped"
 }

@@ -10,13 +10,14 @@ import io.mapwithstate.state.{OperatorMetadata, StateBackend}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.apache.spark.TaskContext
+import org.apache.spark.{SparkContext, TaskContext}
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
 import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
 import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
@@ -53,7 +54,9 @@ case class MapWithStateStreamExec(
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
     batchWatermarkMs: Long = 0L,
-    timingOutValues: Option[UnsafeRow] = None) extends MapWithStateExecBase with StateStoreWriter {
+    timingOutValues: Option[UnsafeRow] = None,
+    lateRowsMetric: Option[SQLMetric] = None)
+  extends MapWithStateExecBase with StateStoreWriter {
 
   override def shortName: String = "mapWithState"
 
@@ -77,8 +80,10 @@ case class MapWithStateStreamExec(
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
       "number of timed-out keys"),
-      StatefulOperatorCustomSumMetric(MapWithStateExecBase.LateRowsMetric,
-        "number of late rows dropped"))
+      lateRowsMetric.map(MapWithStateStreamExec.SharedMetric(MapWithStateExecBase.LateRowsMetric,
+        MapWithStateExecBase.LateRowsDescription, _)).getOrElse(
+        StatefulOperatorCustomSumMetric(MapWithStateExecBase.LateRowsMetric,
+          MapWithStateExecBase.LateRowsDescription)))
 
   /**
    * On the driver, the SQL conf naming the store provider the operator's stores really come
@@ -198,4 +203,13 @@ object MapWithStateStreamExec {
    * map_with_state.
    */
   val OperatorId: Long = 1000L
+
+  /**
+   * A custom metric of the operator that is an existing metric object: one that another
+   * operator of the same query counts into too (a group function's late rows).
+   */
+  case class SharedMetric(name: String, desc: String, metric: SQLMetric)
+    extends StatefulOperatorCustomMetric {
+    override def createSQLMetric(sparkContext: SparkContext): SQLMetric = metric
+  }
 }

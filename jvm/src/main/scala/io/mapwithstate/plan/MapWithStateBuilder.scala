@@ -64,25 +64,18 @@ class MapWithStateBuilder(session: SparkSession) {
     val initialState = spec.initialState.map(
       initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
     if (request.groups) {
-      if (eventTimeAttr.isDefined && domain.contains(TimerDomain.EventTime)) {
-        // Late rows are dropped before the function sees them; for a group function that is
-        // before the aggregation, which runs ahead of the stateful operator.
-        throw MapWithStateException(
-          "map_groups_with_state with timeout_domain('event_time') is not supported yet: late " +
-            "rows would have to be dropped before the aggregation; use map_with_state, or " +
-            "processing-time timers")
-      }
       val (function, aggregates) = new GroupFunctionResolver(session).resolve(keyAttrs,
         valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
       val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
-      // Only the columns the aggregates read go on to the aggregation.
+      // Only the columns the aggregates read go on to the aggregation, with the event time
+      // (late rows are dropped by it before the aggregation, and it gives replays watermarks).
       val read = AttributeSet(aggregates.flatMap(_.references))
-      val narrowed = Project(childAttrs.filter(a => !valueAttrs.contains(a) || read.contains(a)),
-        child)
+      val narrowed = Project(childAttrs.filter(a =>
+        !valueAttrs.contains(a) || read.contains(a) || eventTimeAttr.contains(a)), child)
       val inputs = read.toSeq
       MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
-        options, output, narrowed, initialState, groups = true, aggregateInputs = inputs,
-        aggregates = GroupAggregates(aggregates.map(_.child), inputs))
+        options, output, narrowed, initialState, eventTimeAttr, groups = true,
+        aggregateInputs = inputs, aggregates = GroupAggregates(aggregates.map(_.child), inputs))
     } else {
       val function = new StateFunctionResolver(session).resolve(
         keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)

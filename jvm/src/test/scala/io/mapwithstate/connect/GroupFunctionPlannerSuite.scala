@@ -1,10 +1,10 @@
 package io.mapwithstate.connect
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
-import io.mapwithstate.execution.MapWithStateExec
+import io.mapwithstate.execution.{LateRowFilterExec, MapWithStateExec, MapWithStateExecBase}
 import io.mapwithstate.plan.{MapWithState, MapWithStateBuilder, StateFunctionInput}
 import io.mapwithstate.proto
-import org.apache.spark.connect.proto.{Expression, Relation, SQL}
+import org.apache.spark.connect.proto.{Expression, Relation, SQL, WithWatermark}
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.service.SessionHolder
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
@@ -15,7 +15,8 @@ import org.scalatest.funsuite.AnyFunSuite
 /**
  * Group functions (`MapWithState.groups`) through the plugin's translation and the planner:
  * the aggregates taken out of the function, the physical plan (partial aggregation, one
- * shuffle, final aggregation, the stateful operator), results and errors.
+ * shuffle, final aggregation, the stateful operator; with event-time timers the late-row filter
+ * below them), results and errors.
  */
 class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with AdaptiveSparkPlanHelper {
 
@@ -85,5 +86,32 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
       s"reads '$state'"))
     assert(error(counts("count(*)")).contains("emit must be a struct"))
     assert(error(counts().addValues(expr("v"))).contains("takes no value or order_by"))
+  }
+
+  test("with event-time timers, late rows are dropped below the partial aggregation") {
+    val events = Relation.newBuilder().setSql(SQL.newBuilder().setQuery(
+      "SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt FROM VALUES " +
+        "('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)"))
+    val watermarked = Relation.newBuilder().setWithWatermark(WithWatermark.newBuilder()
+      .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
+    val message = counts("named_struct('word', word, 'rows', count(*), 's', sum(v))")
+      .setInput(watermarked).setBatchTime(expr("bt"))
+    // The state is the key's largest event time of its last batch; its timer an hour later.
+    message.getSpecBuilder.setStateSchemaDdl("n TIMESTAMP")
+      .setUpdate(expr("named_struct('n', max(ts))"))
+      .setTimeoutAt(expr(s"$newState.n + INTERVAL 1 HOUR")).setTimeoutDomain("event_time")
+    val qe = spark.sessionState.executePlan(plan(message))
+    val executed = qe.executedPlan
+    val filter = collect(executed) { case f: LateRowFilterExec => f }
+    assert(filter.size === 1)
+    assert(collect(executed) {
+      case a: BaseAggregateExec if a.child.isInstanceOf[LateRowFilterExec] => a
+    }.size === 1)
+    val rows = executed.executeCollect().map(r =>
+      (r.getUTF8String(0).toString, r.getLong(1), r.getLong(2))).sorted.toSeq
+    // Batch 1's watermark is 15 - 10 = 5 s: a@4 and b@2 are late, so b is not called at all.
+    assert(rows === Seq(("a", 1L, 1L), ("a", 1L, 3L)))
+    val operator = collect(executed) { case m: MapWithStateExec => m }.head
+    assert(operator.metrics(MapWithStateExecBase.LateRowsMetric).value === 2)
   }
 }
