@@ -70,7 +70,9 @@ class StateSpec:
             Spark's ``GroupState.setTimeoutTimestamp``; null clears it. The key times out in
             the first batch whose threshold (see :meth:`timeout_domain`) is strictly after
             it, with one call where ``is_timing_out()`` is true; its state is kept unless
-            ``remove`` is true. Cannot be combined with :meth:`timeout`.
+            ``remove`` is true. As in Spark, a key may hold a timer without a state (a call
+            that removes the state, or never made one, but sets a timer): its later calls see
+            ``state_exists()`` false. Cannot be combined with :meth:`timeout`.
 
         The Columns see the key and value columns by name and the functions of
         :mod:`mapwithstate.functions`.
