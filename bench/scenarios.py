@@ -285,14 +285,15 @@ def suite(quick: bool, keys: int) -> Suite:
                      pandas_scale, b1, batch_rounds=2,
                      big_state=big_state(50_000, 500_000, 5_000, batches=5, growth_batches=3,
                                          heap="2g", heap_budget="4m"))
-    # Two rounds where a round is cheap; S3 once: loading 5M keys into every system dominates it.
+    # Two rounds where a round is cheap (S5 too: one round left its systems minutes apart under
+    # different load); S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
     return Suite((large_state(keys, 10_000, 20, rounds=2),
                   full_churn(200_000, 20, pandas_scale, rounds=2),
                   state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5),
                   timers(100_000, 1_000_000, 5_000_000, 10_000, batches=10, growth_batches=4,
                          step_ms=1000),
-                  grouped(1_000_000, 100_000, 10)),
+                  grouped(1_000_000, 100_000, 10, rounds=2)),
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
                   full_churn(int(200_000 * pandas_scale), 20, pandas_scale),
                   grouped(int(1_000_000 * pandas_scale), int(100_000 * pandas_scale), 10)),
