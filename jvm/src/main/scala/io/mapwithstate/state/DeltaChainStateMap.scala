@@ -100,8 +100,12 @@ final class DeltaChainStateMap private (
     var result: UnsafeRow = null
     // Whether a lower layer has the key live: with a state, or with only a timer (no row).
     var liveBelow = false
+    var time = StateMap.NoTime
     if (probe >= 0) {
-      if (layer.isLive(probe)) result = stateView(layer, probe)
+      if (layer.isLive(probe)) {
+        result = stateView(layer, probe)
+        time = layer.updateTimeAt(probe)
+      }
     } else {
       var map = parent
       while (map != null) {
@@ -109,6 +113,7 @@ final class DeltaChainStateMap private (
         if (slot >= 0) {
           if (map.layer.isLive(slot)) {
             result = stateView(map.layer, slot)
+            time = map.layer.updateTimeAt(slot)
             liveBelow = true
           }
           map = null
@@ -117,7 +122,7 @@ final class DeltaChainStateMap private (
         }
       }
     }
-    if (!readOnly) remember(base, offset, length, hash, probe, inParent = liveBelow)
+    if (!readOnly) remember(base, offset, length, hash, probe, inParent = liveBelow, time)
     result
   }
 
@@ -167,10 +172,14 @@ final class DeltaChainStateMap private (
     next
   }
 
+  /** The time the last [[get]] found when it was of this key (a timer call's get, then this). */
   override def getTime(key: UnsafeRow): Long = {
     checkKey(key)
-    timeOfKeyBytes(hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes),
-      key.getBaseObject, key.getBaseOffset, key.getSizeInBytes)
+    val base = key.getBaseObject
+    val offset = key.getBaseOffset
+    val length = key.getSizeInBytes
+    if (recalled(base, offset, length)) recalledTime
+    else timeOfKeyBytes(hashOf(base, offset, length), base, offset, length)
   }
 
   /** Through the expiry index on a writable map; a read-only map scans. */
@@ -423,13 +432,15 @@ final class DeltaChainStateMap private (
     }
 
   // What the last get found, valid until the next write: its key's bytes (copied, since
-  // callers reuse their key buffers), hash, top-layer probe result and whether a lower layer
-  // has the key live. Lower layers are read-only, so only a write can make it stale.
+  // callers reuse their key buffers), hash, top-layer probe result, whether a lower layer
+  // has the key live, and its time (for a timer call's getTime right after its get). Lower
+  // layers are read-only, so only a write can make it stale.
   private var recalledKey = new Array[Byte](16)
   private var recalledKeyLength = -1
   private var recalledHash = 0
   private var recalledProbe = 0
   private var recalledInParent = false
+  private var recalledTime = StateMap.NoTime
 
   // Where the key of the write under way is, from [[locate]].
   private var lookupHash = 0
@@ -437,7 +448,8 @@ final class DeltaChainStateMap private (
   private var lookupInParent = UnknownInParent
 
   private def remember(
-      base: AnyRef, offset: Long, length: Int, hash: Int, probe: Int, inParent: Boolean): Unit = {
+      base: AnyRef, offset: Long, length: Int, hash: Int, probe: Int, inParent: Boolean,
+      time: Long): Unit = {
     if (recalledKey.length < length) {
       recalledKey = new Array[Byte](math.max(length, 2 * recalledKey.length))
     }
@@ -446,6 +458,7 @@ final class DeltaChainStateMap private (
     recalledHash = hash
     recalledProbe = probe
     recalledInParent = inParent
+    recalledTime = time
   }
 
   private def forget(): Unit = recalledKeyLength = -1

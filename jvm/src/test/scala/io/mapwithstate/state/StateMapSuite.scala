@@ -593,6 +593,28 @@ class StateMapSuite extends AnyFunSuite {
     assert(rawContents(next.compact()) === rawContents(next))
   }
 
+  test("getTime right after a get gives the time that get found, and a write makes it look again") {
+    val map = StateMap.empty(1, 1)
+    map.put(longKey(1), longState(10), 100)
+    map.put(longKey(2), null, 200)
+    val next = map.copy()
+    next.put(longKey(3), longState(30), 300)
+    // Found in the parent, in the top layer, holding only a timer, and missing.
+    Seq(1L -> 100L, 3L -> 300L, 2L -> 200L, 4L -> StateMap.NoTime).foreach { case (k, t) =>
+      next.get(longKey(k))
+      assert(next.getTime(longKey(k)) === t, s"key $k")
+    }
+    // Another key than the last get's, and a write after the get.
+    next.get(longKey(1))
+    assert(next.getTime(longKey(3)) === 300L)
+    next.get(longKey(1))
+    next.putInPlace(longKey(1), longState(11), 110)
+    assert(next.getTime(longKey(1)) === 110L)
+    next.get(longKey(3))
+    next.remove(longKey(3))
+    assert(next.getTime(longKey(3)) === StateMap.NoTime)
+  }
+
   test("random operations with copies, timeouts and large states against a reference map") {
     checkRandomOperations(readModifyWrite = false)
   }
