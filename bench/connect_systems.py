@@ -103,6 +103,11 @@ def _stopped(error: Exception, progress: list) -> str:
             f"{keys:,} keys of state before it: {reason}")
 
 
+def _count_and_sum():
+    """S5's output row, the same for both of ours: (key, count, sum) from the new state."""
+    return F.struct(F.col("key"), S.new_state("n").alias("count"), S.new_state("total").alias("sum"))
+
+
 def groups(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
     """S5: map_groups_with_state adding each batch's count and sum per key to the state and
     emitting (key, count, sum) once per key per batch, as flatMapGroupsWithState does."""
@@ -111,8 +116,7 @@ def groups(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
     spec = StateSpec.function(
         "n BIGINT, total BIGINT",
         update=F.struct(count.alias("n"), total.alias("total")),
-        emit=F.struct(F.col("key"), S.new_state("n").alias("count"),
-                      S.new_state("total").alias("sum"))).timeout(IDLE_TIMEOUT)
+        emit=_count_and_sum()).timeout(IDLE_TIMEOUT)
     try:
         return Outcome(_stream(spark, directory, checkpoint, "update",
                                lambda source: map_groups_with_state(source, key="key", spec=spec)))
@@ -127,8 +131,7 @@ def per_record_count_sum(spark: SparkSession, directory: str, checkpoint: str) -
         "n BIGINT, total BIGINT",
         update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n"),
                         (F.coalesce(S.state("total"), F.lit(0)) + F.col("value")).alias("total")),
-        emit=F.struct(F.col("key"), S.new_state("n").alias("count"),
-                      S.new_state("total").alias("sum"))).timeout(IDLE_TIMEOUT)
+        emit=_count_and_sum()).timeout(IDLE_TIMEOUT)
     try:
         return Outcome(_stream(spark, directory, checkpoint, "append",
                                lambda source: map_with_state(source, key="key", spec=spec)))

@@ -127,13 +127,12 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val done = compaction
     if (done == null || !done.done) return map
     compaction = null
-    done.result match {
-      case Some(base) => map.rebased(done.source, base) match {
-        case Some(rebased) =>
-          loaded.put(version, rebased)
-          rebased
-        case None => map // compacted in a task meanwhile, or an older version retried
-      }
+    // None: the compaction failed, or the chain no longer holds its source (compacted in a task
+    // meanwhile, or an older version retried).
+    done.result.flatMap(base => map.rebased(done.source, base)) match {
+      case Some(rebased) =>
+        loaded.put(version, rebased)
+        rebased
       case None => map
     }
   }
@@ -252,8 +251,9 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       val version = entry.getKey.longValue
       // The same contents in one layer, when a compaction of exactly this version is done: a
       // scan of a chain pays a lookup in every upper layer per entry.
-      val map = synchronized(Option(compaction)).filter(_.source eq entry.getValue)
-        .flatMap(c => synchronized(c.result)).getOrElse(entry.getValue)
+      val map = synchronized {
+        Option(compaction).filter(_.source eq entry.getValue).flatMap(_.result)
+      }.getOrElse(entry.getValue)
       val bytes = fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(map, out))
       synchronized {
         if (version > lastSnapshotVersion) {
