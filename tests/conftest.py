@@ -77,10 +77,10 @@ def classic_spark():
                    .appName("mapwithstate-classic-tests")
                    .config("spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS)
                    .config("spark.ui.enabled", "false"))
-        # What a Connect server gets, less the Connect plugin: the jar, the extensions and the
-        # fork-free checkpoint file manager.
+        # What a Connect server gets, less Connect's own settings: the jar, the extensions and
+        # the fork-free checkpoint file manager.
         for key, value in mws.server_conf().items():
-            if key != "spark.connect.extensions.relation.classes":
+            if not key.startswith("spark.connect."):
                 builder = builder.config(key, value)
         session = builder.getOrCreate()
     finally:

@@ -2,7 +2,7 @@
 own nesting limit), fields the server does not know, malformed bytes, and values above the
 request limits, each refused with an error that says what to change."""
 import pytest
-from pyspark.errors import IllegalArgumentException
+from pyspark.errors import IllegalArgumentException, PySparkException
 from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
@@ -135,3 +135,16 @@ def test_the_state_width_limit_counts_nested_fields(spark, words):
             counts(words, spec)
     finally:
         spark.conf.unset(setting)
+
+
+@pytest.mark.parametrize("length", [1000, 3000])
+def test_an_error_quoting_wide_characters_reaches_the_client_whole(spark, length):
+    # Spark Connect quotes the failing value in the error's gRPC trailers; in multi-byte
+    # characters that was more than a default gRPC client reads (RESOURCE_EXHAUSTED and a
+    # ValueError, or a reset stream). The trailers are bounded; the error arrives whole.
+    value = "\ufffd" * length + "x"
+    df = spark.createDataFrame([(value,)], "word STRING").withColumn("v", F.col("word").cast("int"))
+    with pytest.raises(PySparkException) as caught:
+        counts(df, value="v")
+    assert "CAST_INVALID_INPUT" in str(caught.value)
+    assert value in str(caught.value)

@@ -24,6 +24,7 @@ def test_server_conf_names_the_plugin_classes(tmp_path):
         "spark.sql.extensions": "io.mapwithstate.MapWithStateExtensions",
         "spark.sql.streaming.checkpointFileManagerClass":
             "io.mapwithstate.state.LocalCheckpointFileManager",
+        "spark.connect.grpc.interceptor.classes": "io.mapwithstate.connect.BoundedErrorTrailers",
     }
 
 
@@ -33,6 +34,7 @@ def test_the_built_jar_holds_the_plugin_classes():
     names = set(zipfile.ZipFile(mws.jar_path()).namelist())
     assert "io/mapwithstate/connect/MapWithStateRelationPlugin.class" in names
     assert "io/mapwithstate/connect/StateReaderRelationPlugin.class" in names
+    assert "io/mapwithstate/connect/BoundedErrorTrailers.class" in names
     assert "io/mapwithstate/MapWithStateExtensions.class" in names
     assert "io/mapwithstate/proto/MapWithState.class" in names
     # Spark, Scala and protobuf come from the server, never from our jar; our one class in

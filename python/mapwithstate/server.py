@@ -22,6 +22,9 @@ __all__ = ["jar_path", "server_conf", "local_session", "LocalConnectServer",
 #: ``spark.connect.extensions.relation.classes`` takes them.
 RELATION_PLUGIN_CLASS = ("io.mapwithstate.connect.MapWithStateRelationPlugin,"
                          "io.mapwithstate.connect.StateReaderRelationPlugin")
+#: The gRPC interceptor that keeps error trailers readable by a default client:
+#: ``spark.connect.grpc.interceptor.classes``.
+_ERROR_TRAILERS_INTERCEPTOR = "io.mapwithstate.connect.BoundedErrorTrailers"
 #: The planner extension: ``spark.sql.extensions``.
 SQL_EXTENSIONS_CLASS = "io.mapwithstate.MapWithStateExtensions"
 
@@ -74,7 +77,8 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\
             --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin,io.mapwithstate.connect.StateReaderRelationPlugin \\
             --conf spark.sql.extensions=io.mapwithstate.MapWithStateExtensions \\
-            --conf spark.sql.streaming.checkpointFileManagerClass=io.mapwithstate.state.LocalCheckpointFileManager
+            --conf spark.sql.streaming.checkpointFileManagerClass=io.mapwithstate.state.LocalCheckpointFileManager \\
+            --conf spark.connect.grpc.interceptor.classes=io.mapwithstate.connect.BoundedErrorTrailers
 
     ``spark.sql.streaming.checkpointFileManagerClass`` is for every streaming query's logs
     (offsets, commits, metadata), not only map_with_state's: on a local file system the plugin's
@@ -84,9 +88,16 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
     overridable (``local_session(**{"spark.sql.streaming.checkpointFileManagerClass": ...})``);
     map_with_state's state files use the fork-free writer on local paths either way.
 
+    ``spark.connect.grpc.interceptor.classes`` (optional too; append it to any interceptors of
+    your own) keeps each error's gRPC trailers under what a default gRPC client reads (8 KB):
+    Spark Connect quotes up to 2048 characters of the error there, twice, and a message of
+    multi-byte characters — a value from the data in a cast error, say — otherwise reaches the
+    client as ``RESOURCE_EXHAUSTED`` or a reset stream instead of the error. PySpark still gets
+    the whole error, which it fetches by its id.
+
     >>> sorted(server_conf("/tmp/x.jar"))  # doctest: +NORMALIZE_WHITESPACE
-    ['spark.connect.extensions.relation.classes', 'spark.jars', 'spark.sql.extensions',
-     'spark.sql.streaming.checkpointFileManagerClass']
+    ['spark.connect.extensions.relation.classes', 'spark.connect.grpc.interceptor.classes',
+     'spark.jars', 'spark.sql.extensions', 'spark.sql.streaming.checkpointFileManagerClass']
     """
     return {
         "spark.jars": jar or jar_path(),
@@ -94,6 +105,7 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
         "spark.sql.extensions": SQL_EXTENSIONS_CLASS,
         "spark.sql.streaming.checkpointFileManagerClass":
             "io.mapwithstate.state.LocalCheckpointFileManager",
+        "spark.connect.grpc.interceptor.classes": _ERROR_TRAILERS_INTERCEPTOR,
     }
 
 
