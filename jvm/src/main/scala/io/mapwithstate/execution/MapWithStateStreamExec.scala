@@ -6,7 +6,7 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{OperatorMetadata, StateBackend}
+import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMap, StoreBackedStateMap}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
@@ -19,7 +19,7 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStoreCustomMetric}
+import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStore, StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
@@ -183,11 +183,26 @@ case class MapWithStateStreamExec(
           TaskFailureInjection.around(records, failureMarker), initial, timeline, _ => batchTime,
           batchNumber, backend.heapLimitBytes) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
-          commitTimeMs += timeTakenMs { store.commit() }
+          commitTimeMs += timeTakenMs {
+            stateMap.flush()
+            store.commit()
+          }
           setStoreMetrics(store)
+          correctStateRows(store, stateMap)
           setOperatorMetrics()
         }
     }
+  }
+
+  /**
+   * The state's rows as the map counts them, where it counts them ([[StoreBackedStateMap]]):
+   * Spark's RocksDB store with its own counting off reports -1, which `setStoreMetrics` left
+   * out (a metric takes no negative amount); with it on (a session's choice), the same count.
+   */
+  private def correctStateRows(store: StateStore, stateMap: StateMap): Unit = stateMap match {
+    case counted: StoreBackedStateMap =>
+      longMetric("numTotalStateRows") += counted.keyCount - math.max(store.metrics.numKeys, 0L)
+    case _ =>
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[SparkPlan]): SparkPlan =

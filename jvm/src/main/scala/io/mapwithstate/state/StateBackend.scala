@@ -113,7 +113,7 @@ object StateBackend {
 
   /**
    * Spark's RocksDB state store (`RocksDBStateStoreProvider`) on each executor's local disk,
-   * with changelog checkpointing and bounded memory unless the session says otherwise; the
+   * with the settings of [[RocksDB.Defaults]] unless the session says otherwise; the
    * operators work on it through a [[StoreBackedStateMap]]. A batch replay keeps each task's
    * state in a [[TaskLocalRocksDB]].
    *
@@ -151,13 +151,19 @@ object StateBackend {
     val ProviderClass = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
     /**
-     * Changelog checkpointing (a commit uploads the version's changes, not a snapshot) and
-     * memory bounded across the executor's RocksDB instances (Spark's
-     * `maxMemoryUsageMB` for block cache and write buffers together), unless set.
+     * Unless the session sets them: changelog checkpointing (a commit uploads the version's
+     * changes, not a snapshot); no counting by Spark's store (`trackTotalNumberOfRows`: a read
+     * before every write; the map counts, see [[StoreKeyCount]]); and Spark's default, per
+     * instance memory (`boundedMemoryUsage` false: each instance's write buffers and block
+     * cache, its files' index and filter blocks held beside them, ~1.3 bytes a key). Bounded
+     * memory at its default 500 MB made S6's batches go from ~10 s to minutes once the state
+     * reached 12M keys in 4 partitions (the tasks busy in RocksDB's reads): the files' filter
+     * blocks then share one cache split in 64 shards, and a large file's filter does not stay.
      */
     val Defaults: Map[String, String] = Map(
       s"${ConfPrefix}changelogCheckpointing.enabled" -> "true",
-      s"${ConfPrefix}boundedMemoryUsage" -> "true")
+      s"${ConfPrefix}trackTotalNumberOfRows" -> "false",
+      s"${ConfPrefix}boundedMemoryUsage" -> "false")
 
     /** The session's RocksDB settings over [[Defaults]]. */
     def fromConf(conf: SQLConf): RocksDB =

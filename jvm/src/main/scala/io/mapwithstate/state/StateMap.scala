@@ -95,6 +95,12 @@ abstract class StateMap {
   /** Number of keys held: with a state, or with only a timer. */
   def size: Int
 
+  /**
+   * Writes into the store what the map keeps aside while a version is written (the key count
+   * of [[StoreBackedStateMap]]); an operator calls it before committing the store.
+   */
+  def flush(): Unit = ()
+
   /** Bytes of heap this map holds (its own layers and those it shares with earlier versions). */
   def memoryUsedBytes: Long
 

@@ -16,6 +16,8 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * [[StoreExpiryIndex]] in a column family of the same store, written with every put and
  * remove, and [[expiring]] (idle timeouts and `timeout_at` timers, whose time takes the
  * update time's place) reads only the keys that expire; without it, [[expiring]] scans.
+ * The map counts its keys itself ([[StoreKeyCount]], written by [[flush]] before a commit)
+ * rather than have Spark's store read every key again before writing it.
  * Rows handed out are copies, so they stay valid however the store changes. The store takes
  * this map's writes directly; versions are the store's (a commit or abort by the operator), so
  * [[copy]] is not supported: the operators never call it.
@@ -57,22 +59,38 @@ final class StoreBackedStateMap(
   /** Whether a write without the index has marked it incomplete yet. */
   private var indexDropped = false
 
-  // The last key read or written, and its time then (NoTime: none, or no state): what a write
-  // needs to move the key's index entry, without reading the key again.
+  private val count = new StoreKeyCount(store)
+  private val storedCount = count.stored
+  /** The keys of the version the store was opened at; counted once where it has no count. */
+  private val committedKeys: Long = storedCount.getOrElse {
+    val all = store.iterator()
+    try all.size.toLong finally all.close()
+  }
+  /** Keys this version added less those it removed. */
+  private var addedKeys = 0L
+
+  // The last key read or written, whether the store has it then, and its time (NoTime: none,
+  // or no state): what a write needs to count the key and move its index entry, without
+  // reading the key again.
   private var lastKey: UnsafeRow = null
+  private var lastExists = false
   private var lastTime: Long = StateMap.NoTime
 
-  private def remember(key: UnsafeRow, t: Long): Unit = {
+  private def remember(key: UnsafeRow, exists: Boolean, t: Long): Unit = {
     if (lastKey == null) lastKey = key.copy() else lastKey.copyFrom(key)
+    lastExists = exists
     lastTime = t
   }
 
   private def read(key: UnsafeRow): UnsafeRow = {
     val value = store.get(key)
-    remember(key,
+    remember(key, value != null,
       if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value)))
     value
   }
+
+  /** Makes `key` the last key (a read, unless it already is). */
+  private def recall(key: UnsafeRow): Unit = if (lastKey == null || lastKey != key) read(key)
 
   override def get(key: UnsafeRow): UnsafeRow = {
     val value = read(key)
@@ -81,14 +99,15 @@ final class StoreBackedStateMap(
 
   override def contains(key: UnsafeRow): Boolean = read(key) != null
 
-  override def getTime(key: UnsafeRow): Long =
-    if (lastKey != null && lastKey == key) lastTime else { read(key); lastTime }
+  override def getTime(key: UnsafeRow): Long = { recall(key); lastTime }
 
   override def put(key: UnsafeRow, state: UnsafeRow, updateTime: Long): Unit = {
     val kept = StateMap.clampTimer(updateTime)
     if (state == null) require(kept != StateMap.NoTime, "a key without a state must hold a timer")
+    recall(key)
+    if (!lastExists) addedKeys += 1
     if (indexed) {
-      val before = getTime(key)
+      val before = lastTime
       if (before != kept) {
         index.remove(before, key)
         index.add(kept, key)
@@ -101,14 +120,23 @@ final class StoreBackedStateMap(
       time.setLong(0, kept)
       store.put(key, toValue(joined(state, time)))
     }
-    remember(key, kept)
+    remember(key, exists = true, kept)
   }
 
   override def remove(key: UnsafeRow): Unit = {
-    if (indexed) index.remove(getTime(key), key) else dropIndex()
+    recall(key)
+    if (lastExists) addedKeys -= 1
+    if (indexed) index.remove(lastTime, key) else dropIndex()
     store.remove(key)
-    remember(key, StateMap.NoTime)
+    remember(key, exists = false, StateMap.NoTime)
   }
+
+  /** The keys of the version being written: the committed count, plus this version's. */
+  def keyCount: Long = committedKeys + addedKeys
+
+  /** Writes the key count into the version (when it changed, or the store had none). */
+  override def flush(): Unit =
+    if (addedKeys != 0 || storedCount.isEmpty) count.write(keyCount)
 
   /** A write the index does not follow makes it incomplete (once per version). */
   private def dropIndex(): Unit = if (!indexDropped) {
@@ -152,14 +180,7 @@ final class StoreBackedStateMap(
   private def hasNoState(value: UnsafeRow): Boolean =
     StoreBackedStateMap.marksNoState(storedTime(value))
 
-  /**
-   * Counted by a scan: Spark's RocksDB store reports its key count only in the metrics of a
-   * committed version (the operators report those), not while a version is being written.
-   */
-  override def size: Int = {
-    val all = store.iterator()
-    try all.size finally all.close()
-  }
+  override def size: Int = keyCount.toInt
 
   /**
    * Nothing on the heap: the store's native memory (bounded by Spark's RocksDB settings) is in

@@ -97,4 +97,46 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
       }
     } finally JavaUtils.deleteRecursively(root)
   }
+
+  test("the map counts its keys and commits the count; a store without one is counted once") {
+    assert(spark != null)
+    val root = Files.createTempDirectory("store-backed-map").toFile
+    try {
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(0L, None, false, false)
+        val m = map(store)
+        (1 to 5).foreach(i => m.put(k(i), s(i), i * 100L))
+        m.put(k(2), s(20), 250L) // an update: no new key
+        m.remove(k(3))
+        m.remove(k(99)) // not there: no key less
+        m.put(k(6), null, 600L) // only a timer: a key
+        m.remove(k(6))
+        m.put(k(6), null, 650L) // gone and back in one version
+        assert(m.keyCount === 5 && m.size === 5)
+        // Committed without the count, as by a version before the map counted.
+        assert(store.commit() === 1L)
+      }
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(1L, None, false, false)
+        assert(new StoreKeyCount(store).stored === None)
+        val m = map(store) // counts version 1 by a scan
+        assert(m.keyCount === 5)
+        m.remove(k(1))
+        m.remove(k(6))
+        m.put(k(7), s(7), 700L)
+        assert(m.keyCount === 4)
+        m.flush()
+        assert(store.commit() === 2L)
+      }
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(2L, None, false, false)
+        assert(new StoreKeyCount(store).stored === Some(4L))
+        val m = map(store)
+        assert(m.keyCount === 4 && m.getAll().size === 4)
+        m.flush() // nothing changed: the count stays as committed
+        assert(new StoreKeyCount(store).stored === Some(4L))
+        store.abort()
+      }
+    } finally JavaUtils.deleteRecursively(root)
+  }
 }
