@@ -23,7 +23,8 @@ object MapWithStateConf {
 
   /**
    * The heap one partition's state may hold with the memory backend (bytes, or a size such as
-   * "512m"); unset, a safe share of each executor's heap per core (see
+   * "512m"); unset, a safe share of each executor's heap per partition of state it holds, or
+   * per core if it has more cores (see
    * [[state.HeapBudget.defaultLimitBytes]]).
    */
   val MaxPartitionBytes = "spark.mapwithstate.stateStore.maxPartitionBytes"

@@ -95,7 +95,14 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
     require(snapshotDeltaRatio >= 0, s"snapshot delta ratio must not be negative: $snapshotDeltaRatio")
     files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf)
+    if (!counted) {
+      counted = true
+      DeltaChainStateStoreProvider.open.incrementAndGet()
+    }
   }
+
+  /** Whether this provider is among [[DeltaChainStateStoreProvider.openProviders]]. */
+  private var counted = false
 
   override def stateStoreId: StateStoreId = storeId
 
@@ -297,12 +304,26 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  override def close(): Unit = synchronized(loaded.clear())
+  override def close(): Unit = synchronized {
+    loaded.clear()
+    if (counted) {
+      counted = false
+      DeltaChainStateStoreProvider.open.decrementAndGet()
+    }
+  }
 
   override def toString: String = s"DeltaChainStateStoreProvider[$storeId]"
 }
 
 object DeltaChainStateStoreProvider {
+
+  private val open = new java.util.concurrent.atomic.AtomicInteger()
+
+  /**
+   * Providers initialized and not closed in this JVM: the partitions of heap state this
+   * executor holds (Spark keeps a partition's provider, and its maps, loaded between batches).
+   */
+  def openProviders: Int = open.get()
   /**
    * Store option (StateStoreConf extra option): a snapshot once this many versions were
    * committed since the last one.

@@ -56,15 +56,22 @@ object HeapBudget {
 
   /**
    * The default per-partition limit, computed where the tasks run: the executor's heap share
-   * divided by the tasks it runs at once (its cores; the machine's processors in local mode,
-   * where `spark.executor.cores` is unset).
+   * divided among the partitions whose state it holds — the heap state partitions loaded in it
+   * ([[DeltaChainStateStoreProvider.openProviders]]: a streaming query keeps every partition's
+   * map between batches, so 4 partitions on 2 cores hold 4 maps), or the tasks it runs at once
+   * (its cores; the machine's processors in local mode, where `spark.executor.cores` is unset;
+   * a batch replay's maps live as long as their tasks), whichever is more.
    */
   def defaultLimitBytes: Long = {
     val cores = Option(SparkEnv.get).flatMap(_.conf.getOption("spark.executor.cores"))
       .flatMap(_.trim.toIntOption).filter(_ > 0)
       .getOrElse(Runtime.getRuntime.availableProcessors)
-    (Runtime.getRuntime.maxMemory * DefaultHeapFraction / cores).toLong
+    limitBytes(Runtime.getRuntime.maxMemory, cores, DeltaChainStateStoreProvider.openProviders)
   }
+
+  /** The heap share of `maxHeap` for one of `max(cores, heldPartitions)` partitions. */
+  def limitBytes(maxHeap: Long, cores: Int, heldPartitions: Int): Long =
+    (maxHeap * DefaultHeapFraction / math.max(1, math.max(cores, heldPartitions))).toLong
 
   private def describe(bytes: Long): String =
     if (bytes >= (1L << 20)) f"${bytes.toDouble / (1L << 20)}%.1f MB" else s"$bytes bytes"

@@ -1,9 +1,12 @@
 package io.mapwithstate.state
 
 import io.mapwithstate.MapWithStateException
+import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection
-import org.apache.spark.sql.types.{DataType, LongType, StringType}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{DataType, LongType, StringType, StructType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -70,8 +73,36 @@ class HeapBudgetSuite extends AnyFunSuite {
     assert(map.memoryUsedBytes < (2L << 20))
   }
 
-  test("the default limit is a share of the heap per core") {
+  test("the default limit shares the heap among the partitions of state the executor holds") {
     val limit = HeapBudget.defaultLimitBytes
     assert(limit > 0 && limit <= (Runtime.getRuntime.maxMemory * HeapBudget.DefaultHeapFraction).toLong)
+    val gb = 1L << 30
+    // One partition per core, or more partitions than cores: each gets its share of 40%.
+    assert(HeapBudget.limitBytes(2 * gb, 2, 0) === (0.4 * gb).toLong)
+    assert(HeapBudget.limitBytes(2 * gb, 2, 4) === (0.2 * gb).toLong)
+    assert(HeapBudget.limitBytes(2 * gb, 8, 4) === (0.1 * gb).toLong)
+  }
+
+  test("an executor counts the heap state partitions it holds while their providers are open") {
+    val before = DeltaChainStateStoreProvider.openProviders
+    val root = java.nio.file.Files.createTempDirectory("heap-budget").toFile
+    val keys = new StructType().add("k", LongType)
+    val providers = (0 until 3).map { partition =>
+      val provider = new DeltaChainStateStoreProvider
+      provider.init(StateStoreId(root.toURI.toString, 0L, partition), keys, keys,
+        NoPrefixKeyStateEncoderSpec(keys), false, new StateStoreConf(new SQLConf),
+        new Configuration(), false, None)
+      provider
+    }
+    try {
+      assert(DeltaChainStateStoreProvider.openProviders === before + 3)
+      providers.head.close()
+      providers.head.close() // closing twice counts once
+      assert(DeltaChainStateStoreProvider.openProviders === before + 2)
+    } finally {
+      providers.foreach(_.close())
+      org.apache.spark.network.util.JavaUtils.deleteRecursively(root)
+    }
+    assert(DeltaChainStateStoreProvider.openProviders === before)
   }
 }
