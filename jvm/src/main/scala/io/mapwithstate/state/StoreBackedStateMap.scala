@@ -13,9 +13,10 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * Reads go to the store on every call: nothing is cached on the heap, which is the point of
  * the backend, but for the last key read (a record's get, then its put, reads the key once).
  * Once told the operator has timeouts ([[prepareExpiry]]), the map keeps a
- * [[StoreExpiryIndex]] in a column family of the same store, written with every put and
- * remove, and [[expiring]] (idle timeouts and `timeout_at` timers, whose time takes the
- * update time's place) reads only the keys that expire; without it, [[expiring]] scans.
+ * [[StoreExpiryIndex]] in a column family of the same store — an entry at or before each
+ * key's time, written when a key gets a time or an earlier one — and [[expiring]] (idle
+ * timeouts and `timeout_at` timers, whose time takes the update time's place) reads only the
+ * entries that fall due; without it, [[expiring]] scans.
  * The map counts its keys itself ([[StoreKeyCount]], written by [[flush]] before a commit)
  * rather than have Spark's store read every key again before writing it.
  * Rows handed out are copies, so they stay valid however the store changes. The store takes
@@ -107,9 +108,10 @@ final class StoreBackedStateMap(
     recall(key)
     if (!lastExists) addedKeys += 1
     if (indexed) {
-      val before = lastTime
-      if (before != kept) {
-        index.remove(before, key)
+      // The index needs an entry at this time or earlier ([[StoreExpiryIndex]]): a key's
+      // entry stays when its time moves later (an idle timeout's update time always does).
+      val before = if (lastExists) lastTime else StateMap.NoTime
+      if (kept != StateMap.NoTime && (before == StateMap.NoTime || kept < before)) {
         index.add(kept, key)
       }
     } else dropIndex()
@@ -126,7 +128,7 @@ final class StoreBackedStateMap(
   override def remove(key: UnsafeRow): Unit = {
     recall(key)
     if (lastExists) addedKeys -= 1
-    if (indexed) index.remove(lastTime, key) else dropIndex()
+    if (!indexed) dropIndex() // an indexed key's entry goes when it falls due
     store.remove(key)
     remember(key, exists = false, StateMap.NoTime)
   }
@@ -153,13 +155,26 @@ final class StoreBackedStateMap(
     indexed = true
   }
 
+  /**
+   * The keys whose time is before `threshold`, found from the index's entries before it: each
+   * entry's key is read, and an entry that is not at the key's time (the key moved later, lost
+   * its time or is gone) is moved to the key's time or dropped, so the next round reads it
+   * only when it is due. A key with several entries is returned once.
+   */
   override def expiring(threshold: Long): Iterator[StateEntry] =
     if (!indexed) super.expiring(threshold)
-    else index.due(threshold).iterator.map { case (key, t) =>
-      val value = store.get(key)
-      if (value == null) throw new IllegalStateException(
-        s"the expiry index of $store has a key the state does not: $key")
-      StateEntry(key, if (hasNoState(value)) null else toState(value).copy(), t)
+    else {
+      val seen = new java.util.HashSet[UnsafeRow]()
+      index.due(threshold).iterator.flatMap { case (key, indexedAt) =>
+        val value = store.get(key)
+        val t = if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value))
+        if (t != indexedAt) {
+          index.remove(indexedAt, key)
+          index.add(t, key)
+        }
+        if (t == StateMap.NoTime || t >= threshold || !seen.add(key)) None
+        else Some(StateEntry(key, if (hasNoState(value)) null else toState(value).copy(), t))
+      }
     }
 
   override def getByTime(threshUpdatedTime: Long): Iterator[StateEntry] =

@@ -16,13 +16,19 @@ import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, St
  * the state key's fields, under Spark's range-scan encoding of the time (big-endian, sign
  * flipped), so RocksDB's byte order is time order; the value is empty.
  *
- * The map keeps it exact — one entry per key with a time, moved when the time changes — in the
- * same store version as the state, so a commit checkpoints both together and an abort rolls
- * both back. An index is only kept while the operator has timeouts; a first entry at
+ * The map keeps, in the same store version as the state (a commit checkpoints both together,
+ * an abort rolls both back), an entry for every key with a time at that time or earlier: a
+ * write that moves a key's time later (every update under an idle timeout) or removes the key
+ * leaves its entry, and one that gives a key a time or an earlier one adds an entry. Writing
+ * the index for a key's every update would cost two RocksDB writes a record (the old entry's
+ * delete, the new one's put) — it made batches of S6 at 1M keys twice as long. An entry that
+ * falls due is checked against the key (see [[StoreBackedStateMap.expiring]]), then moved to
+ * the key's time or dropped: a key is read again at most once per time it falls due, and an
+ * entry outlives its key at most until its time passes. An index is only kept while the operator has timeouts; a first entry at
  * [[StateMap.NoTime]] (a time no key is indexed at) says "complete": a version written without
  * the index being kept drops it, and the next task that needs the index rebuilds it with one
  * scan ([[rebuild]]). So a query that gains a timeout on a restart, or loses one and gains it
- * back, never reads a stale index.
+ * back, never misses a key.
  *
  * @param store     a store opened with column families
  * @param keySchema the state's key columns
