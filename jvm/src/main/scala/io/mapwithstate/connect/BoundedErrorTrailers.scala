@@ -17,8 +17,9 @@ import org.sparkproject.connect.protobuf.{Any => AnyProto}
  * percent-encoded byte by byte outside printable ASCII) and a `google.rpc.Status` holding the
  * message again and an `ErrorInfo`. A message made of multi-byte characters — a value quoted in
  * a cast error, say, from data a client sent — then takes up to ~18 KB of trailers, over the
- * 8 KB a gRPC client reads by default (it refuses at random up to 16 KB): the Python client gets `RESOURCE_EXHAUSTED` and a
- * `ValueError` about mismatched status codes, or a reset stream, instead of the error. Nothing
+ * 8 KB a gRPC client reads by default (it refuses at random up to 16 KB): the Python client
+ * gets `RESOURCE_EXHAUSTED` and a `ValueError` about mismatched status codes, or a reset
+ * stream, instead of the error. Nothing
  * is lost by shortening them: PySpark fetches the whole error (message, parameters, causes)
  * with the separate `FetchErrorDetails` call, by the `errorId` the trailers carry.
  *

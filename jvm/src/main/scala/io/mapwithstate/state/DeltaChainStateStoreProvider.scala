@@ -65,6 +65,9 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   /** Serializes snapshot writes of this partition (maintenance and the background writer). */
   private val snapshotLock = new Object
 
+  /** Whether this provider is among [[DeltaChainStateStoreProvider.openProviders]]. */
+  private var counted = false
+
   override def init(
       stateStoreId: StateStoreId,
       keySchema: StructType,
@@ -100,9 +103,6 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       DeltaChainStateStoreProvider.open.incrementAndGet()
     }
   }
-
-  /** Whether this provider is among [[DeltaChainStateStoreProvider.openProviders]]. */
-  private var counted = false
 
   override def stateStoreId: StateStoreId = storeId
 
@@ -324,6 +324,7 @@ object DeltaChainStateStoreProvider {
    * executor holds (Spark keeps a partition's provider, and its maps, loaded between batches).
    */
   def openProviders: Int = open.get()
+
   /**
    * Store option (StateStoreConf extra option): a snapshot once this many versions were
    * committed since the last one.

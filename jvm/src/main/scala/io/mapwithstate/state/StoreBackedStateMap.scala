@@ -167,7 +167,8 @@ final class StoreBackedStateMap(
       val seen = new java.util.HashSet[UnsafeRow]()
       index.due(threshold).iterator.flatMap { case (key, indexedAt) =>
         val value = store.get(key)
-        val t = if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value))
+        val t =
+          if (value == null) StateMap.NoTime else StoreBackedStateMap.decodeTime(storedTime(value))
         if (t != indexedAt) {
           index.remove(indexedAt, key)
           index.add(t, key)

@@ -24,8 +24,10 @@ import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, St
  * delete, the new one's put) — it made batches of S6 at 1M keys twice as long. An entry that
  * falls due is checked against the key (see [[StoreBackedStateMap.expiring]]), then moved to
  * the key's time or dropped: a key is read again at most once per time it falls due, and an
- * entry outlives its key at most until its time passes. An index is only kept while the operator has timeouts; a first entry at
- * [[StateMap.NoTime]] (a time no key is indexed at) says "complete": a version written without
+ * entry outlives its key at most until its time passes.
+ *
+ * An index is only kept while the operator has timeouts; a first entry at [[StateMap.NoTime]]
+ * (a time no key is indexed at) says "complete": a version written without
  * the index being kept drops it, and the next task that needs the index rebuilds it with one
  * scan ([[rebuild]]). So a query that gains a timeout on a restart, or loses one and gains it
  * back, never misses a key.

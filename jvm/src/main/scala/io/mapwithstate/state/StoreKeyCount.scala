@@ -47,4 +47,6 @@ private[state] object StoreKeyCount {
   private val ValueSchema = new StructType().add("__mapwithstate_key_count", LongType)
 
   private val Key: UnsafeRow =
-    UnsafeProjection.create(Array[DataType](IntegerType)).apply(InternalRow(0)).copy()}
+    UnsafeProjection.create(Array[DataType](IntegerType)).apply(InternalRow(0)).copy()
+}
+

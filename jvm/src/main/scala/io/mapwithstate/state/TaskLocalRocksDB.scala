@@ -13,8 +13,8 @@ import org.apache.spark.sql.types.StructType
  * The state of one task of a batch replay kept in RocksDB on the executor's local disk, so a
  * large replay spills rather than fills the heap: Spark's RocksDB state store, opened on a
  * fresh temporary checkpoint location and never committed (nothing needs to outlive the task),
- * under the backend's RocksDB settings. It is aborted and closed, and
- * its files deleted, when the task ends, failed or not.
+ * under the backend's RocksDB settings. It is aborted and closed, and its files deleted, when
+ * the task ends, failed or not.
  */
 object TaskLocalRocksDB {
 
