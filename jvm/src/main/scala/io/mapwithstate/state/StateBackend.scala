@@ -52,6 +52,9 @@ sealed trait StateBackend extends Serializable {
 
   /** The most heap one partition's map may hold, for a map on the heap; run in the tasks. */
   def heapLimitBytes: Option[Long]
+
+  /** Whether its maps read keys faster in the order of their bytes (a sorted store's). */
+  def readsFasterInKeyOrder: Boolean = false
 }
 
 object StateBackend {
@@ -142,6 +145,8 @@ object StateBackend {
       TaskLocalRocksDB.open(keySchema, stateType, sqlConfs)
 
     override def heapLimitBytes: Option[Long] = None
+
+    override def readsFasterInKeyOrder: Boolean = true
   }
 
   object RocksDB {
