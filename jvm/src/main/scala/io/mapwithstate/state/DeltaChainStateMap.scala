@@ -83,8 +83,18 @@ final class DeltaChainStateMap private (
    * amortized cost of one pass over the keys written since the last compaction.
    */
   def shouldCompact: Boolean =
-    deltaChainLength >= deltaChainThreshold ||
-      (deltaChainLength > 0 && chainEntries > 2L * size + DeltaChainStateMap.MinEntriesToCompactEarly)
+    deltaChainLength >= deltaChainThreshold || (deltaChainLength > 0 && overEarlyLimit(0L))
+
+  /**
+   * Whether one more layer the size of this map's top one would make the copy after it compact
+   * early: a committed map for which this holds is compacted in the background a batch ahead
+   * (see `DeltaChainStateStoreProvider`), so that neither that copy nor the next pays for it
+   * in a task. Under full churn the chain reaches the early limit every two or three batches.
+   */
+  def compactsEarlyNext: Boolean = deltaChainLength > 0 && overEarlyLimit(layer.usedSlotCount)
+
+  private def overEarlyLimit(moreEntries: Long): Boolean =
+    chainEntries + moreEntries > 2L * size + DeltaChainStateMap.MinEntriesToCompactEarly
 
   /**
    * Also remembers what the lookup found (see [[recalled]]), so that a write of the same key

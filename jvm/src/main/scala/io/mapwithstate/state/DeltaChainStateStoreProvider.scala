@@ -194,7 +194,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   /**
    * Compacts `map`'s chain on the background thread once it is [[BackgroundCompactionMargin]]
    * layers short of the threshold at which the next batch's copy would compact it in its task
-   * (O(state): a latency spike of a whole pass over the partition's keys). The next
+   * (O(state): a latency spike of a whole pass over the partition's keys), or one layer short
+   * of the early compaction of a chain that holds many stale entries (full churn). The next
    * [[getStore]] after it finishes puts the chain on the compacted base instead. Also done
    * `forSnapshot`: a snapshot written from one layer saves a lookup in every upper layer per
    * entry, and the chain it leaves is short. One at a time per partition; a map whose chain is
@@ -203,7 +204,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private def compactInBackground(map: DeltaChainStateMap, forSnapshot: Boolean): Unit = {
     val at = deltaChainThreshold - BackgroundCompactionMargin
     val pending = synchronized {
-      val long = at >= 1 && map.deltaChainLength >= at
+      val long = (at >= 1 && map.deltaChainLength >= at) || map.compactsEarlyNext
       if ((long || forSnapshot) && map.deltaChainLength >= 1 && compaction == null) {
         compaction = new Compaction(map)
         compaction
@@ -243,6 +244,9 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
   /** Whether a background compaction is done and not yet used (for tests). */
   private[state] def compactionReady: Boolean = synchronized(compaction != null && compaction.done)
+
+  /** Whether a background compaction was started and not yet used (for tests). */
+  private[state] def compactionPending: Boolean = synchronized(compaction != null)
 
   /**
    * Writes a snapshot of the newest committed version in memory if the cadence says one is

@@ -256,6 +256,33 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
     }
   }
 
+  test("under full churn the early compaction is started in the background a batch ahead") {
+    withDir { root =>
+      // 40k keys all rewritten by every version: the chain passes the early limit (twice the
+      // keys plus 64k entries) every few versions, long before the length threshold (20).
+      val p = provider(root, snapshotInterval = 1000)
+      val keys = 40000
+      var started = 0
+      (0 until 12).foreach { v =>
+        if (p.compactionPending) {
+          started += 1
+          val deadline = System.nanoTime() + 30L * 1000 * 1000 * 1000
+          while (!p.compactionReady && System.nanoTime() < deadline) Thread.sleep(5)
+        }
+        val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
+        // The version the copy was made of (rebased when the compaction was ready) did not need
+        // compacting, so the copy did not compact in the task.
+        assert(!p.load(v).shouldCompact, s"version $v compacted in the task: ${p.load(v)}")
+        (0 until keys).foreach(k => store.stateMap.put(row(k), row(v * 1000000L + k), v.toLong))
+        assert(store.commit() == v + 1)
+      }
+      assert(started >= 3, s"$started background compactions in 12 versions of full churn")
+      val expected = (0 until keys).map(k => k.toLong -> (11 * 1000000L + k, 11L)).toMap
+      assert(contents(p, 12) == expected)
+      assert(contents(provider(root), 12) == expected)
+    }
+  }
+
   test("a large state with small batches waits for its deltas to add up before a snapshot") {
     def snapshotsAfter(ratio: Double, awaited: Set[Long]): Set[String] = {
       var snapshots = Set.empty[String]
