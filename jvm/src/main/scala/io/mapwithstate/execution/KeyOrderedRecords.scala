@@ -13,13 +13,18 @@ import org.apache.spark.unsafe.Platform
  * block cache holds a few blocks, not the partition). The order of one key's records is all
  * mapWithState's semantics depend on; rows of different keys were in no promised order.
  *
- * A chunk is at most `maxRows` records or `maxBytes` of them (copied on the heap); records of
- * a key in a later chunk come after those in an earlier one, so each key's order holds across
- * chunks too.
+ * A chunk is at most `maxRows` records or `maxBytes` of their bytes; records of a key in a
+ * later chunk come after those in an earlier one, so each key's order holds across chunks too.
+ * The chunk's rows and keys are copied into two byte arenas reused from chunk to chunk (no
+ * objects per record: a growth batch of 1M records would otherwise leave millions behind for
+ * the collector), and the rows handed out are one [[UnsafeRow]] pointed at each in turn, valid
+ * until the next call — as a shuffle reader's are. A record that is not an UnsafeRow is kept
+ * as a copy of itself.
  *
- * @param records  one micro-batch's records (a one-batch timeline: the order across keys free)
+ * @param records     one micro-batch's records (a one-batch timeline: the order across keys
+ *                    free)
  * @param keyOrdinals where the key columns are in the records
- * @param keyTypes the key columns' types
+ * @param keyTypes    the key columns' types
  */
 final class KeyOrderedRecords(
     records: Iterator[InternalRow],
@@ -28,57 +33,109 @@ final class KeyOrderedRecords(
     maxRows: Int = KeyOrderedRecords.DefaultMaxRows,
     maxBytes: Long = KeyOrderedRecords.DefaultMaxBytes) extends Iterator[InternalRow] {
 
+  require(maxRows >= 1 && maxBytes >= 1, s"maxRows $maxRows and maxBytes $maxBytes must be positive")
+
   private val keyOf = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
 
-  private var rows = new Array[InternalRow](0)
-  private var keys = new Array[UnsafeRow](0)
+  private var rowData = new Array[Byte](1 << 16)
+  private var keyData = new Array[Byte](1 << 14)
+  private var rowEnd = 0
+  private var keyEnd = 0
+  // Per record of the chunk, by arrival: where its row and key are in the arenas (a row length
+  // of -1: the record is in `objects`).
+  private var rowOffset = new Array[Int](0)
+  private var rowLength = new Array[Int](0)
+  private var keyOffset = new Array[Int](0)
+  private var keyLength = new Array[Int](0)
+  private var objects: Array[InternalRow] = null
+  // The arrival numbers, sorted; boxed once each (`numbers`) and reused, not per record.
   private var order = new Array[Integer](0)
+  private var numbers = new Array[Integer](0)
+  private var out: UnsafeRow = null
   private var filled = 0
   private var at = 0
+
+  private val byKey: java.util.Comparator[Integer] = (a: Integer, b: Integer) => {
+    val (i, j) = (a.intValue, b.intValue)
+    val c = KeyOrderedRecords.compareBytes(keyData, Platform.BYTE_ARRAY_OFFSET + keyOffset(i),
+      keyLength(i), keyData, Platform.BYTE_ARRAY_OFFSET + keyOffset(j), keyLength(j))
+    if (c != 0) c else Integer.compare(i, j)
+  }
 
   override def hasNext: Boolean = at < filled || { fill(); at < filled }
 
   override def next(): InternalRow = {
     if (!hasNext) throw new NoSuchElementException
-    val row = rows(order(at))
+    val i = order(at).intValue
     at += 1
-    row
+    if (rowLength(i) < 0) objects(i)
+    else {
+      out.pointTo(rowData, Platform.BYTE_ARRAY_OFFSET + rowOffset(i), rowLength(i))
+      out
+    }
   }
 
-  /** Reads the next chunk and sorts it (stable: equal keys keep their order). */
+  /** Reads the next chunk and sorts it (stable: a key's records keep their order). */
   private def fill(): Unit = {
-    java.util.Arrays.fill(rows.asInstanceOf[Array[AnyRef]], 0, filled, null)
+    if (objects != null) java.util.Arrays.fill(objects.asInstanceOf[Array[AnyRef]], 0, filled, null)
     filled = 0
     at = 0
-    var bytes = 0L
-    while (records.hasNext && filled < maxRows && bytes < maxBytes) {
-      val row = records.next().copy()
-      val key = keyOf(row).copy()
-      if (filled == rows.length) grow()
-      rows(filled) = row
-      keys(filled) = key
-      order(filled) = filled
-      bytes += key.getSizeInBytes + (row match {
-        case u: UnsafeRow => u.getSizeInBytes
-        case _ => 64
-      })
+    rowEnd = 0
+    keyEnd = 0
+    while (records.hasNext && filled < maxRows && rowEnd.toLong + keyEnd < maxBytes) {
+      val row = records.next()
+      if (filled == order.length) grow()
+      val key = keyOf(row)
+      keyOffset(filled) = keyEnd
+      keyLength(filled) = key.getSizeInBytes
+      keyData = append(keyData, keyEnd, key)
+      keyEnd += key.getSizeInBytes
+      row match {
+        case u: UnsafeRow =>
+          if (out == null) out = new UnsafeRow(u.numFields)
+          rowOffset(filled) = rowEnd
+          rowLength(filled) = u.getSizeInBytes
+          rowData = append(rowData, rowEnd, u)
+          rowEnd += u.getSizeInBytes
+        case other =>
+          if (objects == null) objects = new Array[InternalRow](order.length)
+          objects(filled) = other.copy()
+          rowLength(filled) = -1
+      }
+      order(filled) = numbers(filled)
       filled += 1
     }
-    java.util.Arrays.sort(order, 0, filled, (a: Integer, b: Integer) => {
-      val c = KeyOrderedRecords.compareBytes(keys(a), keys(b))
-      if (c != 0) c else Integer.compare(a, b)
-    })
+    java.util.Arrays.sort(order, 0, filled, byKey)
+  }
+
+  /** `row`'s bytes copied into `arena` at `end`; the arena, grown if it had to. */
+  private def append(arena: Array[Byte], end: Int, row: UnsafeRow): Array[Byte] = {
+    val length = row.getSizeInBytes
+    val into = if (end + length <= arena.length) arena else {
+      java.util.Arrays.copyOf(arena, math.max(end + length, math.min(arena.length * 2L,
+        Int.MaxValue - 16L).toInt))
+    }
+    Platform.copyMemory(row.getBaseObject, row.getBaseOffset, into,
+      Platform.BYTE_ARRAY_OFFSET + end, length)
+    into
   }
 
   private def grow(): Unit = {
-    val n = math.max(16, rows.length * 2)
-    rows = java.util.Arrays.copyOf(rows.asInstanceOf[Array[AnyRef]], n)
-      .asInstanceOf[Array[InternalRow]]
-    keys = java.util.Arrays.copyOf(keys.asInstanceOf[Array[AnyRef]], n)
-      .asInstanceOf[Array[UnsafeRow]]
-    order = java.util.Arrays.copyOf(order.asInstanceOf[Array[AnyRef]], n)
-      .asInstanceOf[Array[Integer]]
+    val n = math.max(64, order.length * 2)
+    rowOffset = java.util.Arrays.copyOf(rowOffset, n)
+    rowLength = java.util.Arrays.copyOf(rowLength, n)
+    keyOffset = java.util.Arrays.copyOf(keyOffset, n)
+    keyLength = java.util.Arrays.copyOf(keyLength, n)
+    if (objects != null) {
+      objects = java.util.Arrays.copyOf(objects.asInstanceOf[Array[AnyRef]], n)
+        .asInstanceOf[Array[InternalRow]]
+    }
+    order = java.util.Arrays.copyOf(order.asInstanceOf[Array[AnyRef]], n).asInstanceOf[Array[Integer]]
+    val more = new Array[Integer](n)
+    System.arraycopy(numbers, 0, more, 0, numbers.length)
+    (numbers.length until n).foreach(i => more(i) = Integer.valueOf(i))
+    numbers = more
   }
 }
 
@@ -87,29 +144,33 @@ object KeyOrderedRecords {
   val DefaultMaxBytes: Long = 32L << 20
 
   /** The rows' bytes compared as unsigned bytes, first to last (RocksDB's default order). */
-  def compareBytes(a: UnsafeRow, b: UnsafeRow): Int = {
-    val (ab, ao, al) = (a.getBaseObject, a.getBaseOffset, a.getSizeInBytes)
-    val (bb, bo, bl) = (b.getBaseObject, b.getBaseOffset, b.getSizeInBytes)
-    val n = math.min(al, bl)
+  def compareBytes(a: UnsafeRow, b: UnsafeRow): Int = compareBytes(a.getBaseObject,
+    a.getBaseOffset, a.getSizeInBytes, b.getBaseObject, b.getBaseOffset, b.getSizeInBytes)
+
+  /** Two byte ranges compared as unsigned bytes, first to last, the shorter first on a tie. */
+  def compareBytes(
+      aBase: AnyRef, aOffset: Long, aLength: Int, bBase: AnyRef, bOffset: Long, bLength: Int): Int = {
+    val n = math.min(aLength, bLength)
     var i = 0
     while (i + 8 <= n) {
-      val x = Platform.getLong(ab, ao + i)
-      val y = Platform.getLong(bb, bo + i)
+      val x = Platform.getLong(aBase, aOffset + i)
+      val y = Platform.getLong(bBase, bOffset + i)
       if (x != y) {
-        // Bytes in memory order, first byte most significant.
-        val (bx, by) =
-          if (java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN) {
-            (java.lang.Long.reverseBytes(x), java.lang.Long.reverseBytes(y))
-          } else (x, y)
-        return java.lang.Long.compareUnsigned(bx, by)
+        // The first differing byte decides: in memory order, the first byte most significant.
+        return if (LittleEndian) {
+          java.lang.Long.compareUnsigned(java.lang.Long.reverseBytes(x), java.lang.Long.reverseBytes(y))
+        } else java.lang.Long.compareUnsigned(x, y)
       }
       i += 8
     }
     while (i < n) {
-      val c = (Platform.getByte(ab, ao + i) & 0xff) - (Platform.getByte(bb, bo + i) & 0xff)
+      val c = (Platform.getByte(aBase, aOffset + i) & 0xff) - (Platform.getByte(bBase, bOffset + i) & 0xff)
       if (c != 0) return c
       i += 1
     }
-    Integer.compare(al, bl)
+    Integer.compare(aLength, bLength)
   }
+
+  private val LittleEndian =
+    java.nio.ByteOrder.nativeOrder() == java.nio.ByteOrder.LITTLE_ENDIAN
 }

@@ -16,7 +16,7 @@ import org.scalatest.funsuite.AnyFunSuite
 class KeyOrderedRecordsSuite extends AnyFunSuite {
 
   /** (key, sequence number) rows, as UnsafeRows reused by the iterator as a shuffle's are. */
-  private def records(keys: Seq[Any], keyType: DataType): Iterator[InternalRow] = {
+  private def records(keys: Seq[Any], keyType: DataType): Iterator[UnsafeRow] = {
     val project = UnsafeProjection.create(Seq(
       BoundReference(0, keyType, nullable = true), BoundReference(1, IntegerType, nullable = false)))
     keys.iterator.zipWithIndex.map { case (k, i) =>
@@ -70,6 +70,19 @@ class KeyOrderedRecordsSuite extends AnyFunSuite {
     assert(KeyOrderedRecords.compareBytes(row(0x01), row(0xff)) < 0) // 0xff unsigned: larger
     assert(KeyOrderedRecords.compareBytes(row(0x02, 0x00), row(0x01, 0xff)) > 0) // first byte
     assert(KeyOrderedRecords.compareBytes(row(0x05), row(0x05)) == 0)
+  }
+
+  test("records that are not UnsafeRows, among UnsafeRows, come out as they went in") {
+    val rnd = new Random(3)
+    val keys = Seq.fill(2000)(rnd.nextInt(100).toLong)
+    val mixed = records(keys, LongType).zipWithIndex.map { case (r, i) =>
+      if (i % 3 == 0) InternalRow(r.getLong(0), r.getInt(1)) else r
+    }
+    val out = new KeyOrderedRecords(mixed, Seq(0), Seq(LongType), maxRows = 500)
+      .map(r => (r.getLong(0), r.getInt(1))).toVector
+    assert(out.map(_._2).sorted == keys.indices)
+    assert(out.forall { case (k, i) => keys(i) == k })
+    out.groupBy(_._1).values.foreach { rs => assert(rs.map(_._2) == rs.map(_._2).sorted) }
   }
 
   test("a chunk ends at its byte budget too, and an empty input is empty") {
