@@ -33,7 +33,8 @@ final class KeyOrderedRecords(
     maxRows: Int = KeyOrderedRecords.DefaultMaxRows,
     maxBytes: Long = KeyOrderedRecords.DefaultMaxBytes) extends Iterator[InternalRow] {
 
-  require(maxRows >= 1 && maxBytes >= 1, s"maxRows $maxRows and maxBytes $maxBytes must be positive")
+  require(maxRows >= 1 && maxBytes >= 1,
+    s"maxRows $maxRows and maxBytes $maxBytes must be positive")
 
   private val keyOf = UnsafeProjection.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
@@ -131,7 +132,8 @@ final class KeyOrderedRecords(
       objects = java.util.Arrays.copyOf(objects.asInstanceOf[Array[AnyRef]], n)
         .asInstanceOf[Array[InternalRow]]
     }
-    order = java.util.Arrays.copyOf(order.asInstanceOf[Array[AnyRef]], n).asInstanceOf[Array[Integer]]
+    order = java.util.Arrays.copyOf(order.asInstanceOf[Array[AnyRef]], n)
+      .asInstanceOf[Array[Integer]]
     val more = new Array[Integer](n)
     System.arraycopy(numbers, 0, more, 0, numbers.length)
     (numbers.length until n).foreach(i => more(i) = Integer.valueOf(i))
@@ -149,7 +151,8 @@ object KeyOrderedRecords {
 
   /** Two byte ranges compared as unsigned bytes, first to last, the shorter first on a tie. */
   def compareBytes(
-      aBase: AnyRef, aOffset: Long, aLength: Int, bBase: AnyRef, bOffset: Long, bLength: Int): Int = {
+      aBase: AnyRef, aOffset: Long, aLength: Int,
+      bBase: AnyRef, bOffset: Long, bLength: Int): Int = {
     val n = math.min(aLength, bLength)
     var i = 0
     while (i + 8 <= n) {
@@ -158,13 +161,15 @@ object KeyOrderedRecords {
       if (x != y) {
         // The first differing byte decides: in memory order, the first byte most significant.
         return if (LittleEndian) {
-          java.lang.Long.compareUnsigned(java.lang.Long.reverseBytes(x), java.lang.Long.reverseBytes(y))
+          java.lang.Long.compareUnsigned(
+            java.lang.Long.reverseBytes(x), java.lang.Long.reverseBytes(y))
         } else java.lang.Long.compareUnsigned(x, y)
       }
       i += 8
     }
     while (i < n) {
-      val c = (Platform.getByte(aBase, aOffset + i) & 0xff) - (Platform.getByte(bBase, bOffset + i) & 0xff)
+      val c = (Platform.getByte(aBase, aOffset + i) & 0xff) -
+        (Platform.getByte(bBase, bOffset + i) & 0xff)
       if (c != 0) return c
       i += 1
     }
