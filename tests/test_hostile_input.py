@@ -148,3 +148,34 @@ def test_an_error_quoting_wide_characters_reaches_the_client_whole(spark, length
         counts(df, value="v")
     assert "CAST_INVALID_INPUT" in str(caught.value)
     assert value in str(caught.value)
+
+
+def test_damaged_local_data_is_refused_before_spark_reads_it(spark, words):
+    """Spark reads a local relation's strings straight from the Arrow buffers' memory at the
+    offsets the data gives; an offset far past its buffer made the server read outside it
+    (the fuzz test once took the server down with a SIGSEGV that way). The plugin validates
+    the data first and names where it is."""
+    import struct
+
+    import pyarrow as pa
+
+    table = pa.table({"word": pa.array(["abc", "defg"], pa.string())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    good = sink.getvalue().to_pybytes()
+    offsets = struct.pack("<3i", 0, 3, 7)
+    assert good.count(offsets) == 1
+    damaged = good.replace(offsets, struct.pack("<3i", 0, 3, 1 << 30))
+
+    message = message_of(map_with_state(words, key="word", spec=count_spec()))
+    assert message.input.HasField("local_relation")
+    message.input.local_relation.data = good
+    assert sorted(tuple(r) for r in dataframe(spark, message.SerializeToString()).collect()) == \
+        [("abc", 1), ("defg", 1)]
+    message.input.local_relation.data = damaged
+    with pytest.raises(IllegalArgumentException,
+                       match=r"MapWithState\.input\.local_relation: a LocalRelation's Arrow data "
+                             r"is damaged"):
+        dataframe(spark, message.SerializeToString()).collect()
+    assert spark.range(3).count() == 3

@@ -50,7 +50,8 @@ object MapWithStateRelationPlugin {
    * own messages (protobuf's default of 100 would refuse plans Spark accepts: the embedded
    * input plan and expressions are as deep as the client made them). Fields this server does
    * not know are refused rather than ignored: a newer client asking for something this plugin
-   * would silently not do is an error.
+   * would silently not do is an error. Local data in it is checked before Spark reads it
+   * ([[LocalRelationCheck]]).
    */
   private def parse(message: AnyProto, session: SparkSession): proto.MapWithState = {
     val limit = session.conf.getOption(RecursionLimitKey).map(_.toInt)
@@ -66,6 +67,7 @@ object MapWithStateRelationPlugin {
       }
     refuseUnknownFields("MapWithState", rel.getUnknownFields)
     refuseUnknownFields("MapWithState.spec (StateSpec)", rel.getSpec.getUnknownFields)
+    LocalRelationCheck.check(rel, "MapWithState")
     rel
   }
 
