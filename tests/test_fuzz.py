@@ -8,7 +8,7 @@ import os
 import threading
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
@@ -147,8 +147,11 @@ def test_mutated_messages_get_an_error_or_a_correct_result(server, fuzz_spark):
     seen = {"cases": 0, "errors": 0, "results": 0}
 
     @seed(20240611)
+    # No shrinking: a failing case may be a hang or a dead server, where every shrink step
+    # would wait its timeout; the failing case's mutations are in the assertion.
     @settings(max_examples=CASES, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
+              suppress_health_check=list(HealthCheck),
+              phases=[Phase.explicit, Phase.reuse, Phase.generate])
     @given(data=st.data())
     def case(data):
         payload, expected = bases[data.draw(st.integers(0, len(bases) - 1))]
@@ -157,6 +160,7 @@ def test_mutated_messages_get_an_error_or_a_correct_result(server, fuzz_spark):
         for mutation in mutations:
             mutated = _apply(mutated, mutation)
         outcome = _Outcome(fuzz_spark, mutated)
+        assert server.running(), f"the server died after {mutations} (see its log)"
         assert outcome.finished, f"the query hung for {CASE_TIMEOUT}s after {mutations}"
         seen["cases"] += 1
         if outcome.error is not None:
