@@ -1,7 +1,5 @@
 package io.mapwithstate.connect
 
-import java.io.ByteArrayInputStream
-
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
@@ -61,7 +59,7 @@ object LocalRelationCheck {
     val limit = 16L * data.size + (16L << 20)
     val allocator = new RootAllocator(limit)
     try {
-      val reader = new ArrowStreamReader(new ByteArrayInputStream(data.toByteArray), allocator)
+      val reader = new ArrowStreamReader(data.newInput(), allocator) // no copy of the data
       try {
         while (reader.loadNextBatch()) {
           reader.getVectorSchemaRoot.getFieldVectors.asScala
