@@ -185,8 +185,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       deltaBytesSinceSnapshot.put(newVersion, bytes)
       snapshotDue(newVersion)
     }
-    // A due snapshot is written after the compaction, from its single layer.
-    compactInBackground(map, forSnapshot = due)
+    compactInBackground(map)
     if (due) StateBackgroundWorker.execute(() => writeDueSnapshot())
     newVersion
   }
@@ -196,16 +195,16 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * layers short of the threshold at which the next batch's copy would compact it in its task
    * (O(state): a latency spike of a whole pass over the partition's keys), or one layer short
    * of the early compaction of a chain that holds many stale entries (full churn). The next
-   * [[getStore]] after it finishes puts the chain on the compacted base instead. Also done
-   * `forSnapshot`: a snapshot written from one layer saves a lookup in every upper layer per
-   * entry, and the chain it leaves is short. One at a time per partition; a map whose chain is
-   * compacted in a task before it finishes wastes it.
+   * [[getStore]] after it finishes puts the chain on the compacted base instead. Not done for
+   * a snapshot: writing one scans the chain at about the cost of a scan of one layer (see
+   * `DeltaChainStateMap.ChainScan`), where a compaction first would copy every key. One at a
+   * time per partition; a map whose chain is compacted in a task before it finishes wastes it.
    */
-  private def compactInBackground(map: DeltaChainStateMap, forSnapshot: Boolean): Unit = {
+  private def compactInBackground(map: DeltaChainStateMap): Unit = {
     val at = deltaChainThreshold - BackgroundCompactionMargin
     val pending = synchronized {
       val long = (at >= 1 && map.deltaChainLength >= at) || map.compactsEarlyNext
-      if ((long || forSnapshot) && map.deltaChainLength >= 1 && compaction == null) {
+      if (long && map.deltaChainLength >= 1 && compaction == null) {
         compaction = new Compaction(map)
         compaction
       } else null
@@ -265,7 +264,10 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       val map = synchronized {
         Option(compaction).filter(_.source eq entry.getValue).flatMap(_.result)
       }.getOrElse(entry.getValue)
+      val started = System.nanoTime()
       val bytes = fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(map, out))
+      logInfo(s"wrote the snapshot of $storeId version $version: ${map.size} keys, $bytes bytes, " +
+        s"${(System.nanoTime() - started) / 1000000} ms")
       synchronized {
         if (version > lastSnapshotVersion) {
           lastSnapshotVersion = version

@@ -76,14 +76,32 @@ object StateMapSerde {
     writer.writeInt(expected)
     writer.writeHeaderChecksum()
     var written = 0
-    val entries = map.getAll()
-    while (entries.hasNext) {
-      val entry = entries.next()
-      writer.writeRecordHeader(entry.key.getSizeInBytes,
-        if (entry.state == null) NoStateLength else entry.state.getSizeInBytes, entry.updateTime)
-      writer.writeRow(entry.key)
-      if (entry.state != null) writer.writeRow(entry.state)
-      written += 1
+    map match {
+      case chain: DeltaChainStateMap =>
+        // Straight from the layers' records, as a delta is written: no row objects per entry.
+        // A key that holds only a timer has no state bytes (NoStateLength).
+        val scan = chain.liveEntries()
+        while (scan.advance()) {
+          val layer = scan.layer
+          val slot = scan.slot
+          val length = layer.keyLengthAt(slot) + layer.stateLengthAt(slot)
+          writer.writeRecordHeader(layer.keyLengthAt(slot), layer.stateLengthAt(slot),
+            layer.updateTimeAt(slot))
+          // A record's key and state bytes are adjacent in the layer's arena.
+          writer.writeBytes(layer.pageAt(slot), layer.keyOffsetAt(slot), length)
+          written += 1
+        }
+      case _ =>
+        val entries = map.getAll()
+        while (entries.hasNext) {
+          val entry = entries.next()
+          writer.writeRecordHeader(entry.key.getSizeInBytes,
+            if (entry.state == null) NoStateLength else entry.state.getSizeInBytes,
+            entry.updateTime)
+          writer.writeRow(entry.key)
+          if (entry.state != null) writer.writeRow(entry.state)
+          written += 1
+        }
     }
     if (written != expected) {
       throw new IllegalStateException(s"state map of size $expected produced $written entries")

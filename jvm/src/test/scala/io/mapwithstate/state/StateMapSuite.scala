@@ -443,6 +443,55 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(updating) === updatingRef.map { case (k, (s, _)) => k -> (s + 1, 2000L) })
   }
 
+
+  test("a scan of a long chain hides every key an upper layer holds, also while writing the key just returned") {
+    // A base and six layers of puts, re-puts and removes: below the second layer a scan checks
+    // entries against one table of the upper layers' keys instead of each layer.
+    def chain(): (DeltaChainStateMap, mutable.HashMap[Long, (Long, Long)]) = {
+      val random = new Random(5)
+      var map = StateMap.empty(1, 1, 20)
+      val ref = mutable.HashMap[Long, (Long, Long)]()
+      for (k <- 0L until 2000L) {
+        map.put(longKey(k), longState(k), k)
+        ref(k) = (k, k)
+      }
+      for (layer <- 1 to 6) {
+        map = map.copy()
+        for (_ <- 0 until 300) {
+          val k = random.nextInt(2500).toLong
+          if (random.nextInt(4) == 0) {
+            map.remove(longKey(k))
+            ref.remove(k)
+          } else {
+            map.put(longKey(k), longState(k * 10 + layer), layer * 10000L + k)
+            ref(k) = (k * 10 + layer, layer * 10000L + k)
+          }
+        }
+      }
+      assert(map.deltaChainLength == 6)
+      (map, ref)
+    }
+
+    val (scanned, ref) = chain()
+    assert(longContents(scanned) === ref)
+    assert(longEntries(scanned.getByTime(30000L)) ===
+      ref.collect { case (k, (s, t)) if t < 30000L => (k, s, t) }.toSet)
+    assert(longContents(readSnapshot(writeSnapshot(scanned), 1, 1)) === ref)
+
+    val (timingOut, timingOutRef) = chain()
+    timingOut.getByTime(30000L).foreach(entry => timingOut.remove(entry.key))
+    timingOutRef.filterInPlace { case (_, (_, t)) => t >= 30000L }
+    assert(longContents(timingOut) === timingOutRef)
+
+    val (updating, updatingRef) = chain()
+    val updated = mutable.ArrayBuffer[Long]()
+    updating.getAll().foreach { entry =>
+      updated += entry.key.getLong(0)
+      updating.put(entry.key, longState(entry.state.getLong(0) + 1), 99999L)
+    }
+    assert(updated.sorted === updatingRef.keys.toSeq.sorted)
+    assert(longContents(updating) === updatingRef.map { case (k, (s, _)) => k -> (s + 1, 99999L) })
+  }
   test("other writes while iterating fail fast") {
     val map = StateMap.empty(1, 1)
     for (k <- 0 until 10) map.put(longKey(k), longState(k), k)
