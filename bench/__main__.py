@@ -53,6 +53,8 @@ SPARK_CONF = {
 DRIVER_MEMORY = "4g"
 #: S4's timer settings for the spark-submit systems (bench/jvm's TimerCount reads it).
 TIMER_CONF = "spark.mapwithstate.bench.timers"
+#: The warm-up input of the spark-submit systems (bench/jvm's BenchMain reads it).
+WARM_UP_CONF = "spark.mapwithstate.bench.warmUp"
 #: The streaming systems run through the Connect server (applyInPandasWithState aside: it runs
 #: on a scaled-down input).
 CONNECT_RUNNERS = {OURS.name: connect_systems.ours, GROUPS.name: connect_systems.groups,
@@ -112,6 +114,8 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
     try:
         spark = server.session()
         pandas_by_name = {s.name: s for s in plan.pandas}
+        _warm_up_server(spark, plan, [s for s in plan.streaming if only is None or s.name in only],
+                        work)
         for scenario in plan.streaming:
             if only is None or scenario.name in only:
                 events.mark()
@@ -127,6 +131,25 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
     finally:
         server.stop()
     return sections
+
+
+def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) -> None:
+    """Runs each Connect system the measured scenarios have once over the warm-up input,
+    unmeasured (see bench/scenarios.py's warm_up; BenchMain does the same in each spark-submit)."""
+    if not scenarios or plan.warm_up is None:
+        return
+    directory = _data(plan.warm_up)
+    names = {s.name for scenario in scenarios for s in scenario.systems}
+    timers = next((s.timers for s in scenarios if s.timers), None)
+    runners = {**CONNECT_RUNNERS, PANDAS.name: connect_systems.apply_in_pandas_with_state}
+    if timers:
+        runners[TIMERS_OURS.name] = lambda spark_, d, c: connect_systems.ours_timers(
+            spark_, d, c, timers.step_ms, timers.timed_keys)
+    for name in (n for n in runners if n in names):
+        _log(f"warm-up: {name}")
+        outcome = runners[name](spark, directory, _dir(work, "warm-up", name))
+        if outcome.batches is None:
+            _log(f"warm-up of {name} failed: {outcome.note}")
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
@@ -154,6 +177,8 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
         jvm_conf = {**SPARK_CONF, "spark.jars": mws.jar_path(),
                     **tasktime.event_log_conf(_dir(work, tag, "jvm-eventlog"))}
+        if plan.warm_up is not None:
+            jvm_conf[WARM_UP_CONF] = _data(plan.warm_up)
         if scenario.timers:
             jvm_conf[TIMER_CONF] = scenario.timers.conf()
         jvm = jvm_systems.run(directory, jvm_names, _dir(work, tag, "jvm"), jvm_conf,
@@ -305,11 +330,19 @@ def _header(quick: bool, plan: Suite) -> str:
             f"driver memory {DRIVER_MEMORY}; systems interleaved round by round "
             f"({', '.join(f'{s.name} x{s.rounds}' for s in plan.streaming)}), medians over the "
             f"pooled measured batches (the first batch and {WARMUP} warm-up batches excluded; "
-            f"S3, S4: also the 2 after the state grew). Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
+            f"S3, S4: also the 2 after the state grew). Every process (the Connect server, each "
+            f"spark-submit) first runs each of its systems once over a small warm-up input, "
+            f"unmeasured ({_warm_up_text(plan)}); not in S6, and B1 has an unmeasured first run "
+            f"of its own. Ratios are of median batch latency (× ours > 1: slower than ours); † marks "
             f"a ratio of time per record, for an input scaled down. Every system runs with the same "
             f"settings, including spark.sql.streaming.checkpointFileManagerClass="
             f"{SPARK_CONF['spark.sql.streaming.checkpointFileManagerClass']} (fork-free checkpoint "
             f"files on the local disk) and an event log.")
+
+
+def _warm_up_text(plan: Suite) -> str:
+    w = plan.warm_up
+    return "none" if w is None else f"{w.title}: {w.records:,} records in {len(w.batches)} batches"
 
 
 def _log(message: str) -> None:

@@ -271,6 +271,20 @@ class Suite:
     batch_rounds: int
     #: S6, run only when named (``--only S6``): it takes its own servers and far longer.
     big_state: Optional[Scenario] = None
+    #: The small input every process runs each of its systems over once, unmeasured, before
+    #: its first measured query (see :func:`warm_up`).
+    warm_up: Optional[Scenario] = None
+
+
+def warm_up(keys: int, churn: int, batches: int) -> Scenario:
+    """The warm-up input: S1's shape at a small size. The Connect server serves every round of
+    every scenario from one JVM, while each spark-submit is a fresh JVM: without a warm-up the
+    server's first query would pay for compiling the plugin's and Spark's code paths (its
+    batches about 1.5× slower than the same query's later rounds), and each spark-submit's first
+    system would pay for its JVM. So every process first runs each of its systems over this
+    input, unmeasured, and every measured query runs on a warm JVM."""
+    return replace(large_state(keys, churn, batches), name="W",
+                   title=f"S1's shape at {_n(keys)} keys, batches of {_n(churn)}", targets=())
 
 
 def suite(quick: bool, keys: int) -> Suite:
@@ -287,7 +301,8 @@ def suite(quick: bool, keys: int) -> Suite:
                       grouped(int(100_000 * pandas_scale), int(10_000 * pandas_scale), batches)),
                      pandas_scale, b1, batch_rounds=2,
                      big_state=big_state(50_000, 500_000, 5_000, batches=5, growth_batches=3,
-                                         heap="2g", heap_budget="4m"))
+                                         heap="2g", heap_budget="4m"),
+                     warm_up=warm_up(5_000, 500, 6))
     # Two rounds where a round is cheap (S5 too: one round left its systems minutes apart under
     # different load); S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
@@ -302,7 +317,8 @@ def suite(quick: bool, keys: int) -> Suite:
                   grouped(int(1_000_000 * pandas_scale), int(100_000 * pandas_scale), 10)),
                  pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3,
                  big_state=big_state(1_000_000, 20_000_000, 100_000, batches=8,
-                                     growth_batches=19, heap="2g"))
+                                     growth_batches=19, heap="2g"),
+                 warm_up=warm_up(50_000, 5_000, 12))
 
 
 def _n(n: int) -> str:

@@ -60,3 +60,12 @@ def test_s4_table_shows_the_keys_each_stateful_system_expired():
     assert lines[2].endswith("keys expired per batch (median) |")
     assert lines[4].endswith("| 7 |") and lines[5].endswith("| – |")
     assert all(line.count("|") == lines[2].count("|") for line in lines[4:])
+
+
+def test_every_process_has_a_small_warm_up_input_without_targets():
+    for quick in (True, False):
+        plan = suite(quick, 1_000_000 if not quick else 50_000)
+        warm_up = plan.warm_up
+        assert warm_up is not None and not warm_up.targets
+        assert warm_up.records < min(s.records for s in plan.streaming)
+        assert warm_up.data_name() not in {s.data_name() for s in plan.streaming}

@@ -16,8 +16,14 @@ import org.apache.spark.sql.streaming.OutputMode
  * (timers, see [[TimerCount]]; their settings in the conf `spark.mapwithstate.bench.timers`).
  * A system that fails is reported as failed
  * rather than ending the run, so one broken baseline does not hide the others.
+ *
+ * With the conf `spark.mapwithstate.bench.warmUp` (a directory of batches), every system first
+ * runs once over it, unmeasured, before any measured query: the Connect server gets the same
+ * warm-up (bench/__main__.py), so every measured query runs on a warm JVM.
  */
 object BenchMain {
+
+  val WarmUpConf = "spark.mapwithstate.bench.warmUp"
 
   def main(args: Array[String]): Unit = {
     require(args.length >= 4, "usage: BenchMain <input dir> <work dir> <results file> <system>...")
@@ -25,6 +31,12 @@ object BenchMain {
     val spark = SparkSession.builder().appName("mapwithstate-bench").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     try {
+      spark.conf.getOption(WarmUpConf).foreach { warmUp =>
+        args.drop(3).zipWithIndex.foreach { case (system, i) =>
+          try run(spark, system, warmUp, new File(work, s"warm-up-$i-$system").getPath)
+          catch { case e: Exception => System.err.println(s"warm-up of $system failed: $e") }
+        }
+      }
       args.drop(3).zipWithIndex.foreach { case (system, i) =>
         val dir = new File(work, s"$i-$system").getPath
         val outcome =
