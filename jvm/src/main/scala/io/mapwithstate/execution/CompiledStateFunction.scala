@@ -10,7 +10,8 @@ import org.apache.spark.sql.types.StructType
 /**
  * A [[StateFunction]] compiled with Spark's code generation for one row layout: the operator's
  * input rows (which hold the key and value columns at `dataOrdinals`) joined with a context row
- * ([[StateFunctionInput]]). One instance per task: it owns mutable buffers.
+ * ([[StateFunctionInput]]). One task at a time: it owns mutable buffers. Tasks take theirs
+ * from [[CompiledStateFunctionPool]], which keeps compiled instances between tasks.
  *
  * Call order per record: [[setContext]], then [[shouldRemove]] and [[update]] (state before the
  * record), then [[emit]] and [[timeoutAt]] with the state after it. `emit` may be one record
@@ -24,27 +25,19 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
   private val context = new SpecificInternalRow(function.contextAttributes.map(_.dataType))
   private val joined = new JoinedRow()
 
-  private val bound: Map[Attribute, Int] =
-    (function.dataAttributes.zip(dataOrdinals) ++
-      function.contextAttributes.zipWithIndex.map { case (a, i) => a -> (inputWidth + i) }).toMap
+  private val code = CompiledStateFunction.Code(function, dataOrdinals, inputWidth)
 
-  private def bind(e: Expression): Expression = e.transform {
-    case a: Attribute if bound.contains(a) => BoundReference(bound(a), a.dataType, a.nullable)
-  }
-
-  private val removePredicate: BasePredicate =
-    function.remove.map(r => Predicate.create(bind(r))).orNull
-  private val updateProjection = function.update.map(u => new StructProjection(bind(u))).orNull
+  private val removePredicate: BasePredicate = code.remove.map(Predicate.create(_)).orNull
+  private val updateProjection = code.update.map(new StructProjection(_)).orNull
   private val emitProjection =
-    function.emit.filterNot(_ => function.emitsMany).map(e => new StructProjection(bind(e))).orNull
+    code.emit.filterNot(_ => code.emitsMany).map(new StructProjection(_)).orNull
   private val emitManyProjection =
-    function.emit.filter(_ => function.emitsMany).map(e => UnsafeProjection.create(Seq(bind(e))))
-      .orNull
+    code.emit.filter(_ => code.emitsMany).map(e => UnsafeProjection.create(Seq(e))).orNull
   private val emitWidth = function.emitType.length
   private var emittedRow: UnsafeRow = null
   private var emittedArray: ArrayData = null
   private val timeoutAtProjection =
-    function.timeoutAt.map(e => UnsafeProjection.create(Seq(bind(e)))).orNull
+    code.timeoutAt.map(e => UnsafeProjection.create(Seq(e))).orNull
 
   val hasUpdate: Boolean = updateProjection != null
   val hasRemove: Boolean = removePredicate != null
@@ -120,6 +113,19 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
     if (emittedCount > 0) emitted(0) else null
   }
 
+  /**
+   * Drops the references this function holds to the rows of its last call (the input, the
+   * states, what it emitted), so that an idle instance keeps no task's memory alive (see
+   * [[CompiledStateFunctionPool]]).
+   */
+  def forgetRows(): Unit = {
+    context.update(StateOrdinal, null)
+    context.update(NewStateOrdinal, null)
+    joined.withLeft(null).withRight(null)
+    emittedRow = null
+    emittedArray = null
+  }
+
   /** How many records the last [[emit]] produced, null elements of an array included. */
   def emittedCount: Int =
     if (emittedArray != null) emittedArray.numElements() else if (emittedRow != null) 1 else 0
@@ -129,6 +135,35 @@ class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inp
     if (emittedArray == null) emittedRow
     else if (emittedArray.isNullAt(i)) null
     else emittedArray.getStruct(i, emitWidth).asInstanceOf[UnsafeRow]
+}
+
+object CompiledStateFunction {
+
+  /**
+   * A state function's expressions bound to one input layout (its columns and the context row
+   * after them): everything its compiled code is made of, so two functions with equal Code
+   * compile to the same thing whatever their attributes' ids (see [[CompiledStateFunctionPool]]).
+   */
+  case class Code(
+      remove: Option[Expression],
+      update: Option[Expression],
+      emit: Option[Expression],
+      timeoutAt: Option[Expression],
+      emitsMany: Boolean)
+
+  object Code {
+    def apply(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int): Code = {
+      val bound: Map[Attribute, Int] =
+        (function.dataAttributes.zip(dataOrdinals) ++
+          function.contextAttributes.zipWithIndex.map { case (a, i) => a -> (inputWidth + i) })
+          .toMap
+      def bind(e: Expression): Expression = e.transform {
+        case a: Attribute if bound.contains(a) => BoundReference(bound(a), a.dataType, a.nullable)
+      }
+      Code(function.remove.map(bind), function.update.map(bind), function.emit.map(bind),
+        function.timeoutAt.map(bind), function.emitsMany)
+    }
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.plan.StateFunction
 import io.mapwithstate.state.{HeapBudget, StateMap}
+import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, UnsafeProjection}
 import org.apache.spark.sql.execution.metric.SQLMetric
@@ -58,7 +59,8 @@ case class PartitionRunner(
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
       heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
-    val compiled = new CompiledStateFunction(function, dataOrdinals, inputWidth)
+    val compiled =
+      CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth, TaskContext.get())
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,

@@ -1,0 +1,88 @@
+package io.mapwithstate.execution
+
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
+
+import io.mapwithstate.plan.StateFunction
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.types.DataType
+
+/**
+ * The compiled state functions of this JVM (an executor), kept between tasks. Compiling one
+ * generates the Java source of its projections and predicate, which Spark's compiler cache does
+ * not save (it caches the bytecode of a source, not the making of the source): a few
+ * milliseconds of CPU that every task paid, ~12% of a stateful task's wall time in S1's
+ * micro-batches of small tasks (wall-clock profile of a warm Connect server).
+ *
+ * An instance owns mutable buffers, so it serves one task at a time: a task takes an idle one
+ * of an equal function (the same expressions bound to the same input layout: the same code,
+ * whatever the attributes' ids) or compiles a new one,
+ * and gives it back when it completes; one whose task failed is dropped. A reused instance is
+ * initialized for its new partition by the caller, as a new one is (nondeterministic
+ * expressions reseed). At most [[MaxFunctions]] functions are kept, the least recently used
+ * dropped first, each with at most [[MaxIdlePerFunction]] idle instances (about one per
+ * executor core).
+ */
+private[execution] object CompiledStateFunctionPool {
+
+  /** The compiled code (bound expressions), the context row's types, the emitted width. */
+  private case class Key(code: CompiledStateFunction.Code, contextTypes: Seq[DataType],
+      emitWidth: Int)
+
+  private val MaxFunctions = 32
+  private val MaxIdlePerFunction = 16
+
+  /** Idle instances by function, least recently used first. Guarded by itself. */
+  private val idle = new java.util.LinkedHashMap[Key, java.util.ArrayDeque[CompiledStateFunction]](
+    16, 0.75f, true) {
+    override def removeEldestEntry(
+        eldest: java.util.Map.Entry[Key, java.util.ArrayDeque[CompiledStateFunction]]): Boolean =
+      size > MaxFunctions
+  }
+
+  private val compiled = new AtomicLong()
+
+  /** How many instances this JVM has compiled (for tests). */
+  def compilations: Long = compiled.get()
+
+  /**
+   * An instance of `function` for the task `task`, given back to the pool when the task
+   * completes; without a task (a caller outside Spark's tasks), a new instance of its own.
+   */
+  def acquire(
+      function: StateFunction,
+      dataOrdinals: Seq[Int],
+      inputWidth: Int,
+      task: TaskContext): CompiledStateFunction = {
+    val key = Key(CompiledStateFunction.Code(function, dataOrdinals, inputWidth),
+      function.contextAttributes.map(_.dataType), function.emitType.length)
+    val reused = idle.synchronized {
+      val instances = idle.get(key)
+      if (instances == null) null else instances.pollFirst()
+    }
+    val instance = if (reused != null) reused else {
+      compiled.incrementAndGet()
+      new CompiledStateFunction(function, dataOrdinals, inputWidth)
+    }
+    if (task != null) {
+      val failed = new AtomicBoolean(false)
+      task.addTaskFailureListener((_, _) => failed.set(true))
+      task.addTaskCompletionListener[Unit] { _ =>
+        if (!failed.get()) release(key, instance)
+      }
+    }
+    instance
+  }
+
+  private def release(key: Key, instance: CompiledStateFunction): Unit = {
+    // An idle instance must not keep the task's rows (state pages, shuffle buffers) alive.
+    instance.forgetRows()
+    idle.synchronized {
+      var instances = idle.get(key)
+      if (instances == null) {
+        instances = new java.util.ArrayDeque[CompiledStateFunction]()
+        idle.put(key, instances)
+      }
+      if (instances.size < MaxIdlePerFunction) instances.addFirst(instance)
+    }
+  }
+}
