@@ -5,7 +5,7 @@ import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.catalyst.util.ArrayData
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
  * A [[StateFunction]] compiled with Spark's code generation for one row layout: the operator's
@@ -17,15 +17,16 @@ import org.apache.spark.sql.types.StructType
  * record), then [[emit]] and [[timeoutAt]] with the state after it. `emit` may be one record
  * (a struct) or many (an array of structs: flatMapGroupsWithState's iterator of rows).
  */
-class CompiledStateFunction(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) {
+class CompiledStateFunction(function: StateFunction, code: CompiledStateFunction.Code) {
   import StateFunctionInput._
+
+  def this(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) =
+    this(function, CompiledStateFunction.Code(function, dataOrdinals, inputWidth))
 
   // Typed slots: the batch time and the flags are set on every call, and a generic row would
   // box each of them.
-  private val context = new SpecificInternalRow(function.contextAttributes.map(_.dataType))
+  private val context = new SpecificInternalRow(code.contextTypes)
   private val joined = new JoinedRow()
-
-  private val code = CompiledStateFunction.Code(function, dataOrdinals, inputWidth)
 
   private val removePredicate: BasePredicate = code.remove.map(Predicate.create(_)).orNull
   private val updateProjection = code.update.map(new StructProjection(_)).orNull
@@ -141,15 +142,17 @@ object CompiledStateFunction {
 
   /**
    * A state function's expressions bound to one input layout (its columns and the context row
-   * after them): everything its compiled code is made of, so two functions with equal Code
-   * compile to the same thing whatever their attributes' ids (see [[CompiledStateFunctionPool]]).
+   * after them) and the context row's types: everything its compiled code is made of, so two
+   * functions with equal Code compile to the same thing whatever their attributes' ids (see
+   * [[CompiledStateFunctionPool]]).
    */
   case class Code(
       remove: Option[Expression],
       update: Option[Expression],
       emit: Option[Expression],
       timeoutAt: Option[Expression],
-      emitsMany: Boolean)
+      emitsMany: Boolean,
+      contextTypes: Seq[DataType])
 
   object Code {
     def apply(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int): Code = {
@@ -161,7 +164,8 @@ object CompiledStateFunction {
         case a: Attribute if bound.contains(a) => BoundReference(bound(a), a.dataType, a.nullable)
       }
       Code(function.remove.map(bind), function.update.map(bind), function.emit.map(bind),
-        function.timeoutAt.map(bind), function.emitsMany)
+        function.timeoutAt.map(bind), function.emitsMany,
+        function.contextAttributes.map(_.dataType))
     }
   }
 }

@@ -2,9 +2,9 @@ package io.mapwithstate.execution
 
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
+import io.mapwithstate.execution.CompiledStateFunction.Code
 import io.mapwithstate.plan.StateFunction
 import org.apache.spark.TaskContext
-import org.apache.spark.sql.types.DataType
 
 /**
  * The compiled state functions of this JVM (an executor), kept between tasks. Compiling one
@@ -14,9 +14,9 @@ import org.apache.spark.sql.types.DataType
  * micro-batches of small tasks (wall-clock profile of a warm Connect server).
  *
  * An instance owns mutable buffers, so it serves one task at a time: a task takes an idle one
- * of an equal function (the same expressions bound to the same input layout: the same code,
- * whatever the attributes' ids) or compiles a new one,
- * and gives it back when it completes; one whose task failed is dropped. A reused instance is
+ * of an equal function (equal [[CompiledStateFunction.Code]]: the same expressions bound to the
+ * same input layout, whatever the attributes' ids) or compiles a new one, and gives it back
+ * when it completes; one whose task failed is dropped. A reused instance is
  * initialized for its new partition by the caller, as a new one is (nondeterministic
  * expressions reseed). At most [[MaxFunctions]] functions are kept, the least recently used
  * dropped first, each with at most [[MaxIdlePerFunction]] idle instances (about one per
@@ -24,18 +24,14 @@ import org.apache.spark.sql.types.DataType
  */
 private[execution] object CompiledStateFunctionPool {
 
-  /** The compiled code (bound expressions), the context row's types, the emitted width. */
-  private case class Key(code: CompiledStateFunction.Code, contextTypes: Seq[DataType],
-      emitWidth: Int)
-
   private val MaxFunctions = 32
   private val MaxIdlePerFunction = 16
 
   /** Idle instances by function, least recently used first. Guarded by itself. */
-  private val idle = new java.util.LinkedHashMap[Key, java.util.ArrayDeque[CompiledStateFunction]](
+  private val idle = new java.util.LinkedHashMap[Code, java.util.ArrayDeque[CompiledStateFunction]](
     16, 0.75f, true) {
     override def removeEldestEntry(
-        eldest: java.util.Map.Entry[Key, java.util.ArrayDeque[CompiledStateFunction]]): Boolean =
+        eldest: java.util.Map.Entry[Code, java.util.ArrayDeque[CompiledStateFunction]]): Boolean =
       size > MaxFunctions
   }
 
@@ -53,15 +49,14 @@ private[execution] object CompiledStateFunctionPool {
       dataOrdinals: Seq[Int],
       inputWidth: Int,
       task: TaskContext): CompiledStateFunction = {
-    val key = Key(CompiledStateFunction.Code(function, dataOrdinals, inputWidth),
-      function.contextAttributes.map(_.dataType), function.emitType.length)
+    val key = Code(function, dataOrdinals, inputWidth)
     val reused = idle.synchronized {
       val instances = idle.get(key)
       if (instances == null) null else instances.pollFirst()
     }
     val instance = if (reused != null) reused else {
       compiled.incrementAndGet()
-      new CompiledStateFunction(function, dataOrdinals, inputWidth)
+      new CompiledStateFunction(function, key)
     }
     if (task != null) {
       val failed = new AtomicBoolean(false)
@@ -73,7 +68,7 @@ private[execution] object CompiledStateFunctionPool {
     instance
   }
 
-  private def release(key: Key, instance: CompiledStateFunction): Unit = {
+  private def release(key: Code, instance: CompiledStateFunction): Unit = {
     // An idle instance must not keep the task's rows (state pages, shuffle buffers) alive.
     instance.forgetRows()
     idle.synchronized {

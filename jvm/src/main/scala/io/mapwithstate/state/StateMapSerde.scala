@@ -84,11 +84,11 @@ object StateMapSerde {
         while (scan.advance()) {
           val layer = scan.layer
           val slot = scan.slot
-          val length = layer.keyLengthAt(slot) + layer.stateLengthAt(slot)
-          writer.writeRecordHeader(layer.keyLengthAt(slot), layer.stateLengthAt(slot),
-            layer.updateTimeAt(slot))
+          val keyLength = layer.keyLengthAt(slot)
+          val stateLength = layer.stateLengthAt(slot)
+          writer.writeRecordHeader(keyLength, stateLength, layer.updateTimeAt(slot))
           // A record's key and state bytes are adjacent in the layer's arena.
-          writer.writeBytes(layer.pageAt(slot), layer.keyOffsetAt(slot), length)
+          writer.writeBytes(layer.pageAt(slot), layer.keyOffsetAt(slot), keyLength + stateLength)
           written += 1
         }
       case _ =>
