@@ -20,14 +20,21 @@ import org.apache.spark.sql.types.{DataType, StructType}
 class CompiledStateFunction(function: StateFunction, code: CompiledStateFunction.Code) {
   import StateFunctionInput._
 
-  def this(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int) =
-    this(function, CompiledStateFunction.Code(function, dataOrdinals, inputWidth))
+  def this(
+      function: StateFunction,
+      dataOrdinals: Seq[Int],
+      inputWidth: Int,
+      keyOrdinals: Seq[Int],
+      keyTypes: Seq[DataType]) =
+    this(function,
+      CompiledStateFunction.Code(function, dataOrdinals, inputWidth, keyOrdinals, keyTypes))
 
   // Typed slots: the batch time and the flags are set on every call, and a generic row would
   // box each of them.
   private val context = new SpecificInternalRow(code.contextTypes)
   private val joined = new JoinedRow()
 
+  private val keyProjection = UnsafeProjection.create(code.keys)
   private val removePredicate: BasePredicate = code.remove.map(Predicate.create(_)).orNull
   private val updateProjection = code.update.map(new StructProjection(_)).orNull
   private val emitProjection =
@@ -43,6 +50,9 @@ class CompiledStateFunction(function: StateFunction, code: CompiledStateFunction
   val hasUpdate: Boolean = updateProjection != null
   val hasRemove: Boolean = removePredicate != null
   val hasEmit: Boolean = function.emit.isDefined
+
+  /** The key columns of an input row, as a row valid until the next call. */
+  def key(input: InternalRow): UnsafeRow = keyProjection(input)
 
   def initialize(partitionIndex: Int): Unit = {
     Option(removePredicate).foreach(_.initialize(partitionIndex))
@@ -142,11 +152,12 @@ object CompiledStateFunction {
 
   /**
    * A state function's expressions bound to one input layout (its columns and the context row
-   * after them) and the context row's types: everything its compiled code is made of, so two
-   * functions with equal Code compile to the same thing whatever their attributes' ids (see
-   * [[CompiledStateFunctionPool]]).
+   * after them), the context row's types and the input's key columns: everything its compiled
+   * code is made of, so two functions with equal Code compile to the same thing whatever their
+   * attributes' ids (see [[CompiledStateFunctionPool]]).
    */
   case class Code(
+      keys: Seq[Expression],
       remove: Option[Expression],
       update: Option[Expression],
       emit: Option[Expression],
@@ -155,7 +166,12 @@ object CompiledStateFunction {
       contextTypes: Seq[DataType])
 
   object Code {
-    def apply(function: StateFunction, dataOrdinals: Seq[Int], inputWidth: Int): Code = {
+    def apply(
+        function: StateFunction,
+        dataOrdinals: Seq[Int],
+        inputWidth: Int,
+        keyOrdinals: Seq[Int],
+        keyTypes: Seq[DataType]): Code = {
       val bound: Map[Attribute, Int] =
         (function.dataAttributes.zip(dataOrdinals) ++
           function.contextAttributes.zipWithIndex.map { case (a, i) => a -> (inputWidth + i) })
@@ -163,7 +179,8 @@ object CompiledStateFunction {
       def bind(e: Expression): Expression = e.transform {
         case a: Attribute if bound.contains(a) => BoundReference(bound(a), a.dataType, a.nullable)
       }
-      Code(function.remove.map(bind), function.update.map(bind), function.emit.map(bind),
+      Code(keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) },
+        function.remove.map(bind), function.update.map(bind), function.emit.map(bind),
         function.timeoutAt.map(bind), function.emitsMany,
         function.contextAttributes.map(_.dataType))
     }

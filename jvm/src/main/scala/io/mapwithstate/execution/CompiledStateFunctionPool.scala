@@ -5,6 +5,7 @@ import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 import io.mapwithstate.execution.CompiledStateFunction.Code
 import io.mapwithstate.plan.StateFunction
 import org.apache.spark.TaskContext
+import org.apache.spark.sql.types.DataType
 
 /**
  * The compiled state functions of this JVM (an executor), kept between tasks. Compiling one
@@ -15,7 +16,7 @@ import org.apache.spark.TaskContext
  *
  * An instance owns mutable buffers, so it serves one task at a time: a task takes an idle one
  * of an equal function (equal [[CompiledStateFunction.Code]]: the same expressions bound to the
- * same input layout, whatever the attributes' ids) or compiles a new one, and gives it back
+ * same input layout and key columns, whatever the attributes' ids) or compiles a new one, and gives it back
  * when it completes; one whose task failed is dropped. A reused instance is
  * initialized for its new partition by the caller, as a new one is (nondeterministic
  * expressions reseed). At most [[MaxFunctions]] functions are kept, the least recently used
@@ -48,8 +49,10 @@ private[execution] object CompiledStateFunctionPool {
       function: StateFunction,
       dataOrdinals: Seq[Int],
       inputWidth: Int,
+      keyOrdinals: Seq[Int],
+      keyTypes: Seq[DataType],
       task: TaskContext): CompiledStateFunction = {
-    val key = Code(function, dataOrdinals, inputWidth)
+    val key = Code(function, dataOrdinals, inputWidth, keyOrdinals, keyTypes)
     val reused = idle.synchronized {
       val instances = idle.get(key)
       if (instances == null) null else instances.pollFirst()

@@ -40,6 +40,13 @@ import org.apache.spark.sql.types.StructType
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.OperatorId]] and `StreamingQueryGlue`); `initialState` is planned
  * only for a query's first batch.
+ *
+ * The tasks' closure holds the operator (Spark's `setStoreMetrics` and `setOperatorMetrics`
+ * count into its metrics), but not the plan below it: `child` and `initialState` are not
+ * shipped (`@transient`, as Spark's `InMemoryTableScanExec` does with its relation), since
+ * tasks read their input from the RDD and never from the plan. Shipping them made every
+ * stateful task deserialize the whole child plan and report its metrics back (S1: a task
+ * binary of 17.9 KiB where a stateless shuffle's is 6.8 KiB; ~14% of a task's wall time).
  */
 case class MapWithStateStreamExec(
     keys: Seq[Attribute],
@@ -50,8 +57,8 @@ case class MapWithStateStreamExec(
     stateInfo: Option[StatefulOperatorStateInfo],
     batchTimestampMs: Long,
     terminatingTrigger: Boolean,
-    child: SparkPlan,
-    initialState: Option[SparkPlan],
+    @transient child: SparkPlan,
+    @transient initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
     batchWatermarkMs: Long = 0L,
     timingOutValues: Option[UnsafeRow] = None,

@@ -59,8 +59,8 @@ case class PartitionRunner(
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
       heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
-    val compiled =
-      CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth, TaskContext.get())
+    val compiled = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
+      keyOrdinals, keyTypes, TaskContext.get())
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,

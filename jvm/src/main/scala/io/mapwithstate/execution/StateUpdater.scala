@@ -3,7 +3,7 @@ package io.mapwithstate.execution
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
 import org.apache.spark.sql.types.DataType
 
 /**
@@ -31,6 +31,7 @@ import org.apache.spark.sql.types.DataType
  * A call returns its first emitted row; an `emit` that is an array may emit more, read with
  * [[emittedCount]] and [[emitted]].
  *
+ * @param function        compiled with the same key columns: `function.key` gives a record's key
  * @param keyOrdinals     where the key columns are in the input rows
  * @param inputWidth      how many columns the input rows have
  * @param timingOutValues the value columns of a timing-out call that are not null: a group
@@ -50,9 +51,6 @@ class StateUpdater(
 
   // Null when there is no budget: checked on every write, so no Option on the hot path.
   private val budget: HeapBudget = heapBudget.orNull
-
-  private val keyProjection = UnsafeProjection.create(
-    keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
 
   /** The input of a timing-out call: the key columns, and null for every value column. */
   private val timingOutInput = new GenericInternalRow(inputWidth)
@@ -82,7 +80,7 @@ class StateUpdater(
 
   /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
-    val key = keyProjection(record)
+    val key = function.key(record)
     val before = map.get(key)
     if (timers) return callWithTimers(key, record, before, timingOut = false, batchTime)
     function.setContext(record, before, timingOut = false, batchTime, watermark = watermark)

@@ -57,6 +57,12 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private var lastSnapshotVersion = 0L
   /** The size of the newest snapshot's file (0: none, or not known). */
   private var lastSnapshotBytes = 0L
+  /**
+   * What a snapshot of the newest committed version would take, estimated at its commit from
+   * its delta's bytes per record (0: no commit yet); stands in for `lastSnapshotBytes` while
+   * there is no snapshot.
+   */
+  private var stateBytesEstimate = 0L
   private val deltaBytesSinceSnapshot = new java.util.TreeMap[java.lang.Long, java.lang.Long]()
 
   /** The newest background compaction of a committed map (see [[compactInBackground]]). */
@@ -183,6 +189,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       remember(newVersion, map)
       deltaBytesSinceSnapshot.tailMap(newVersion, true).clear() // a re-run version's old sizes
       deltaBytesSinceSnapshot.put(newVersion, bytes)
+      stateBytesEstimate = map.size.toLong * bytes / math.max(1, map.layer.usedSlotCount)
       snapshotDue(newVersion)
     }
     compactInBackground(map)
@@ -224,21 +231,26 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
   /**
    * Whether `version` should have a snapshot: once `snapshotInterval` versions passed since the
-   * last one (Spark's `minDeltasForSnapshot`) — but for a large state, only when the deltas
-   * since then also hold `snapshotDeltaRatio` of the last snapshot's bytes. A reload reads the
-   * snapshot and the deltas after it, so a snapshot is worth its O(state) write once the deltas
-   * add a fair share to a reload; a large state with small batches (a few keys of many change)
-   * would otherwise rewrite the whole state every few batches for little gain. At the latest
-   * after `10 × snapshotInterval` versions, or once the deltas hold `snapshotDeltaBytes`.
+   * last one (Spark's `minDeltasForSnapshot`) — but for a large state, only once a snapshot
+   * would spare a reload `snapshotDeltaRatio` of the state's bytes. A reload reads the last
+   * snapshot and the deltas after it: a new snapshot spares it those deltas' bytes, or, before
+   * any snapshot, what the deltas since the start hold beyond the state itself. A snapshot is
+   * an O(state) write, worth it once a reload reads a fair share more than it; a large state
+   * with small batches (a few keys of many change) would otherwise rewrite the whole state
+   * every few batches for little gain — also right after the batch that loaded it, whose one
+   * delta already holds about what a snapshot would. At the latest after
+   * `10 × snapshotInterval` versions, or once the deltas hold `snapshotDeltaBytes`.
    */
   private def snapshotDue(version: Long): Boolean = {
     var bytes = 0L
     deltaBytesSinceSnapshot.headMap(version, true).values.forEach(b => bytes += b)
     val versions = version - lastSnapshotVersion
+    val stateBytes = if (lastSnapshotBytes > 0) lastSnapshotBytes else stateBytesEstimate
+    val spared = if (lastSnapshotBytes > 0) bytes else bytes - stateBytes
     version > lastSnapshotVersion && (
       bytes >= snapshotDeltaBytes || versions >= 10L * snapshotInterval ||
-        versions >= snapshotInterval && (lastSnapshotBytes < SizeAwareSnapshotsFromBytes ||
-          bytes >= snapshotDeltaRatio * lastSnapshotBytes))
+        versions >= snapshotInterval && (stateBytes < SizeAwareSnapshotsFromBytes ||
+          snapshotDeltaRatio == 0 || spared >= snapshotDeltaRatio * stateBytes))
   }
 
   /** Whether a background compaction is done and not yet used (for tests). */
@@ -338,8 +350,8 @@ object DeltaChainStateStoreProvider {
   val SnapshotIntervalOption = "mapwithstate.snapshotInterval"
 
   /**
-   * Store option: for a large state, a snapshot waits until the deltas since the last one hold
-   * this fraction of its bytes (0: every `snapshotInterval` versions, whatever the state's size).
+   * Store option: for a large state, a snapshot waits until it would spare a reload this
+   * fraction of the state's bytes (0: every `snapshotInterval` versions, whatever the size).
    */
   val SnapshotDeltaRatioOption = "mapwithstate.snapshotDeltaRatio"
 

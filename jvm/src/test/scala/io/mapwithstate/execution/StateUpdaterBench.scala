@@ -51,7 +51,7 @@ object StateUpdaterBench {
     val stateType = new StructType().add("count", LongType).add("sum", LongType)
     val function = new StateFunctionResolver(spark).resolve(
       Seq(key, value), stateType, Some(update), None, if (emit) Some(emitted) else None)
-    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(LongType))
     compiled.initialize(0)
     val updater = new StateUpdater(
       StateMap.empty(1, 2), compiled, Seq(0), Seq(LongType), 2,

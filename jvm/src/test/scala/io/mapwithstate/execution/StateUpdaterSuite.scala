@@ -45,7 +45,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       Literal("timing_out"), col(StateFunctionInput.IsTimingOut)))
     val function = new StateFunctionResolver(spark)
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
-    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys)
   }
@@ -155,7 +155,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
         Literal("n"), field(StateFunctionInput.NewState, "n"))))
     val function = new StateFunctionResolver(spark)
       .resolve(Seq(key, action), stateType, Some(update), None, Some(emit))
-    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2)
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     val updater =
       new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, false)
