@@ -35,6 +35,9 @@ class CompiledStateFunction(function: StateFunction, code: CompiledStateFunction
   private val joined = new JoinedRow()
 
   private val keyProjection = UnsafeProjection.create(code.keys)
+  /** Where the key columns are in the input rows, and their types. */
+  val keyOrdinals: Seq[Int] = code.keys.map(_.ordinal)
+  val keyTypes: Seq[DataType] = code.keys.map(_.dataType)
   private val removePredicate: BasePredicate = code.remove.map(Predicate.create(_)).orNull
   private val updateProjection = code.update.map(new StructProjection(_)).orNull
   private val emitProjection =
@@ -157,7 +160,7 @@ object CompiledStateFunction {
    * attributes' ids (see [[CompiledStateFunctionPool]]).
    */
   case class Code(
-      keys: Seq[Expression],
+      keys: Seq[BoundReference],
       remove: Option[Expression],
       update: Option[Expression],
       emit: Option[Expression],

@@ -16,8 +16,8 @@ import org.apache.spark.sql.types.DataType
  *
  * An instance owns mutable buffers, so it serves one task at a time: a task takes an idle one
  * of an equal function (equal [[CompiledStateFunction.Code]]: the same expressions bound to the
- * same input layout and key columns, whatever the attributes' ids) or compiles a new one, and gives it back
- * when it completes; one whose task failed is dropped. A reused instance is
+ * same input layout and key columns, whatever the attributes' ids) or compiles a new one, and
+ * gives it back when it completes; one whose task failed is dropped. A reused instance is
  * initialized for its new partition by the caller, as a new one is (nondeterministic
  * expressions reseed). At most [[MaxFunctions]] functions are kept, the least recently used
  * dropped first, each with at most [[MaxIdlePerFunction]] idle instances (about one per

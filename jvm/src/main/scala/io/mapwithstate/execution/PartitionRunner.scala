@@ -63,7 +63,7 @@ case class PartitionRunner(
       keyOrdinals, keyTypes, TaskContext.get())
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
-    val updater = new StateUpdater(stateMap, compiled, keyOrdinals, keyTypes, inputWidth,
+    val updater = new StateUpdater(stateMap, compiled, inputWidth,
       timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
       heapLimit.map(new HeapBudget(partition, _)))
     loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)

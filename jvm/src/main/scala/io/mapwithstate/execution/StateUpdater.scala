@@ -4,7 +4,6 @@ import io.mapwithstate.MapWithStateException
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
-import org.apache.spark.sql.types.DataType
 
 /**
  * Applies a compiled state function to a [[StateMap]], record by record, with exactly the
@@ -31,8 +30,7 @@ import org.apache.spark.sql.types.DataType
  * A call returns its first emitted row; an `emit` that is an array may emit more, read with
  * [[emittedCount]] and [[emitted]].
  *
- * @param function        compiled with the same key columns: `function.key` gives a record's key
- * @param keyOrdinals     where the key columns are in the input rows
+ * @param function        the compiled function; also gives a record's key (`function.key`)
  * @param inputWidth      how many columns the input rows have
  * @param timingOutValues the value columns of a timing-out call that are not null: a group
  *                        function's aggregates over no records (ordinal, value)
@@ -41,8 +39,6 @@ import org.apache.spark.sql.types.DataType
 class StateUpdater(
     val map: StateMap,
     function: CompiledStateFunction,
-    keyOrdinals: Seq[Int],
-    keyTypes: Seq[DataType],
     inputWidth: Int,
     refreshesIdleKeys: Boolean,
     timers: Boolean = false,
@@ -54,6 +50,9 @@ class StateUpdater(
 
   /** The input of a timing-out call: the key columns, and null for every value column. */
   private val timingOutInput = new GenericInternalRow(inputWidth)
+
+  private val keyOrdinals = function.keyOrdinals
+  private val keyTypes = function.keyTypes
 
   var updatedKeys = 0L
   var removedKeys = 0L

@@ -41,7 +41,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       Some(update), None, Some(emit), if (timers) Some(timeoutAt) else None)
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys,
+    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys,
       timers)
   }
 

@@ -23,7 +23,9 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
    * Runs the running count over `batches` as one query run on `checkpoint`, each batch a
    * micro-batch; returns every emitted (word, n) and the query's execution.
    */
-  private def run(checkpoint: String, batches: Seq[Seq[String]]): (Seq[(String, Long)], StreamExecution) = {
+  private def run(
+      checkpoint: String,
+      batches: Seq[Seq[String]]): (Seq[(String, Long)], StreamExecution) = {
     val session = spark
     implicit val sqlContext: org.apache.spark.sql.SQLContext = session.sqlContext
     val input = MemoryStream[String](Encoders.STRING, sqlContext)
@@ -44,7 +46,8 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
   test("a query run broadcasts its stores' Hadoop configuration once, not once per micro-batch") {
     withDir { dir =>
       val before = StreamingQueryGlue.HadoopConfBroadcasts.broadcasts
-      val (rows, _) = run(new java.io.File(dir, "cp").getPath, Seq(Seq("a", "b"), Seq("a"), Seq("a", "c")))
+      val batches = Seq(Seq("a", "b"), Seq("a"), Seq("a", "c"))
+      val (rows, _) = run(new java.io.File(dir, "cp").getPath, batches)
       assert(rows == Seq(("a", 1L), ("a", 2L), ("a", 3L), ("b", 1L), ("c", 1L)))
       assert(StreamingQueryGlue.HadoopConfBroadcasts.broadcasts == before + 1)
       // Another query run has its own.

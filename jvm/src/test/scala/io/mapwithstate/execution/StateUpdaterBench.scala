@@ -54,7 +54,7 @@ object StateUpdaterBench {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(LongType))
     compiled.initialize(0)
     val updater = new StateUpdater(
-      StateMap.empty(1, 2), compiled, Seq(0), Seq(LongType), 2,
+      StateMap.empty(1, 2), compiled, 2,
       refreshesIdleKeys = false)
 
     val record = new GenericInternalRow(2)

@@ -47,7 +47,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, refreshesIdleKeys)
+    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys)
   }
 
   private val keyRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
@@ -158,7 +158,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     val updater =
-      new StateUpdater(StateMap.empty(1, 1), compiled, Seq(0), Seq(StringType), 2, false)
+      new StateUpdater(StateMap.empty(1, 1), compiled, 2, false)
 
     def run(key: String, act: String): Option[(String, Int)] =
       Option(updater.processRecord(record(key, act), batchTime))

@@ -137,8 +137,8 @@ object StreamingQueryGlue {
     override def compute(partition: Partition, context: TaskContext): Iterator[U] = {
       val id = providerId(partition)
       val input = data.iterator(partition, context)
-      val store = StateStore.get(id, keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
-        info.storeVersion, info.stateStoreCkptIds.map(_(partition.index).head),
+      val store = StateStore.get(id, keySchema, valueSchema,
+        NoPrefixKeyStateEncoderSpec(keySchema), info.storeVersion, info.stateStoreCkptIds.map(_(partition.index).head),
         info.stateSchemaMetadata, useColumnFamilies, storeConf, hadoopConf.value.value,
         useMultipleValuesPerKey = false)
       // Completion listeners run last-registered first: the abort, then the unload.
@@ -174,7 +174,10 @@ object StreamingQueryGlue {
     /** How many broadcasts this JVM has made (for tests). */
     def broadcasts: Long = made
 
-    def of(sc: SparkContext, run: UUID, conf: Configuration): Broadcast[SerializableConfiguration] = {
+    def of(
+        sc: SparkContext,
+        run: UUID,
+        conf: Configuration): Broadcast[SerializableConfiguration] = {
       val entries = conf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap
       byRun.synchronized {
         val known = byRun.get(run)
