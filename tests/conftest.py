@@ -67,27 +67,74 @@ def connect_spark(server):
 
 
 @pytest.fixture(scope="session")
-def classic_spark():
-    """A classic SparkSession in this process, with the plugin jar and its SQL extensions."""
+def classic_spark(tmp_path_factory):
+    """A classic SparkSession in this process, with the plugin jar and its SQL extensions.
+
+    Launched as the local Connect server is: Spark from the installed pyspark (whatever
+    ``SPARK_HOME`` the environment has), bound to loopback, the JVM's output kept in a log
+    file. pyspark's own launch lets the JVM's output go to the test's captured stderr and
+    says only "Java gateway process exited" when it dies starting; this fixture quotes the
+    JVM's log, and tries a second JVM once if the first dies before the plugin is even
+    loaded (warning with the first one's log).
+    """
+    import pyspark
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    saved = os.environ.pop(_CONNECT_MODE, None)
+    conf = (SparkConf(loadDefaults=False).setMaster("local[2]")
+            .setAppName("mapwithstate-classic-tests")
+            .set("spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS)
+            .set("spark.ui.enabled", "false")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.driver.host", "127.0.0.1"))
+    # What a Connect server gets, less Connect's own settings: the jar, the extensions and
+    # the fork-free checkpoint file manager.
+    for key, value in mws.server_conf().items():
+        if not key.startswith("spark.connect."):
+            conf.set(key, value)
+    env = {_CONNECT_MODE: None, "SPARK_HOME": os.path.dirname(os.path.abspath(pyspark.__file__)),
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": None}
+    saved = {k: os.environ.get(k) for k in env}
+    logs = tmp_path_factory.mktemp("classic-jvm")
     try:
-        builder = (SparkSession.builder.master("local[2]")
-                   .appName("mapwithstate-classic-tests")
-                   .config("spark.sql.shuffle.partitions", SHUFFLE_PARTITIONS)
-                   .config("spark.ui.enabled", "false"))
-        # What a Connect server gets, less Connect's own settings: the jar, the extensions and
-        # the fork-free checkpoint file manager.
-        for key, value in mws.server_conf().items():
-            if not key.startswith("spark.connect."):
-                builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        failures = []
+        for attempt in (1, 2):
+            log_path = logs / f"gateway-{attempt}.log"
+            with open(log_path, "wb") as log:
+                try:
+                    gateway = launch_gateway(conf, popen_kwargs={"stdout": log,
+                                                                 "stderr": log})
+                    break
+                except Exception as e:  # noqa: BLE001 -- quoted with the JVM's log below
+                    failures.append(f"attempt {attempt}: {e}\n{_tail(log_path)}")
+            if attempt == 1:
+                warnings.warn("the classic Spark JVM died starting; trying once more. "
+                              + failures[-1])
+        else:
+            raise RuntimeError("the classic Spark JVM died starting, twice:\n"
+                               + "\n".join(failures))
+        SparkContext(conf=conf, gateway=gateway)
+        session = SparkSession.builder.getOrCreate()
     finally:
-        if saved is not None:
-            os.environ[_CONNECT_MODE] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     yield session
     session.stop()
+
+
+def _tail(path, lines: int = 40) -> str:
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    return "\n".join(text.splitlines()[-lines:]) or "(the JVM printed nothing)"
 
 
 @pytest.fixture
