@@ -110,11 +110,15 @@ final class DeltaChainStateMap private (
     var result: UnsafeRow = null
     // Whether a lower layer has the key live: with a state, or with only a timer (no row).
     var liveBelow = false
-    var time = StateMap.NoTime
+    // Where the key's time is; read only if a timer call asks for it (getTime), since the
+    // slot arrays' update times are one more cache miss per record otherwise.
+    var timeLayer: RowHashMap = null
+    var timeSlot = -1
     if (probe >= 0) {
       if (layer.isLive(probe)) {
         result = stateView(layer, probe)
-        time = layer.updateTimeAt(probe)
+        timeLayer = layer
+        timeSlot = probe
       }
     } else {
       var map = parent
@@ -123,7 +127,8 @@ final class DeltaChainStateMap private (
         if (slot >= 0) {
           if (map.layer.isLive(slot)) {
             result = stateView(map.layer, slot)
-            time = map.layer.updateTimeAt(slot)
+            timeLayer = map.layer
+            timeSlot = slot
             liveBelow = true
           }
           map = null
@@ -132,7 +137,9 @@ final class DeltaChainStateMap private (
         }
       }
     }
-    if (!readOnly) remember(base, offset, length, hash, probe, inParent = liveBelow, time)
+    if (!readOnly) {
+      remember(base, offset, length, hash, probe, inParent = liveBelow, timeLayer, timeSlot)
+    }
     result
   }
 
@@ -191,8 +198,10 @@ final class DeltaChainStateMap private (
     val base = key.getBaseObject
     val offset = key.getBaseOffset
     val length = key.getSizeInBytes
-    if (recalled(base, offset, length)) recalledTime
-    else timeOfKeyBytes(hashOf(base, offset, length), base, offset, length)
+    if (recalled(base, offset, length)) {
+      if (recalledTimeLayer == null) StateMap.NoTime
+      else recalledTimeLayer.updateTimeAt(recalledTimeSlot)
+    } else timeOfKeyBytes(hashOf(base, offset, length), base, offset, length)
   }
 
   /** Through the expiry index on a writable map; a read-only map scans. */
@@ -446,14 +455,16 @@ final class DeltaChainStateMap private (
 
   // What the last get found, valid until the next write: its key's bytes (copied, since
   // callers reuse their key buffers), hash, top-layer probe result, whether a lower layer
-  // has the key live, and its time (for a timer call's getTime right after its get). Lower
-  // layers are read-only, so only a write can make it stale.
+  // has the key live, and where its time is (for a timer call's getTime right after its
+  // get: the layer and slot, or null). Lower layers are read-only, so only a write can make
+  // it stale.
   private var recalledKey = new Array[Byte](16)
   private var recalledKeyLength = -1
   private var recalledHash = 0
   private var recalledProbe = 0
   private var recalledInParent = false
-  private var recalledTime = StateMap.NoTime
+  private var recalledTimeLayer: RowHashMap = null
+  private var recalledTimeSlot = -1
 
   // Where the key of the write under way is, from [[locate]].
   private var lookupHash = 0
@@ -462,7 +473,7 @@ final class DeltaChainStateMap private (
 
   private def remember(
       base: AnyRef, offset: Long, length: Int, hash: Int, probe: Int, inParent: Boolean,
-      time: Long): Unit = {
+      timeLayer: RowHashMap, timeSlot: Int): Unit = {
     if (recalledKey.length < length) {
       recalledKey = new Array[Byte](math.max(length, 2 * recalledKey.length))
     }
@@ -471,7 +482,8 @@ final class DeltaChainStateMap private (
     recalledHash = hash
     recalledProbe = probe
     recalledInParent = inParent
-    recalledTime = time
+    recalledTimeLayer = timeLayer
+    recalledTimeSlot = timeSlot
   }
 
   private def forget(): Unit = recalledKeyLength = -1

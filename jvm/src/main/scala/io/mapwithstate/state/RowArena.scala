@@ -94,16 +94,19 @@ private[state] object RowArena {
   val MaxPageSize: Int = 256 * 1024
 
   /**
-   * Addresses pack `pageIndex + 1` into bits 32..61 and the offset into bits 0..31, so that 0 is
-   * never a valid address (it marks an empty slot in [[RowHashMap]]) and bits 62..63 are left
-   * for the map's per-slot flags.
+   * Addresses pack `pageIndex + 1` into bits 32..61 and the offset into bits 0..18 (no page
+   * is larger than [[MaxPageSize]], and a record larger than that has a page of its own, at
+   * offset 0), so that 0 is never a valid address (it marks an empty slot in [[RowHashMap]]),
+   * and bits 19..31 and 62..63 are left for the map's per-slot hash tag and flags: decoding
+   * ignores them.
    */
   val AddressBits: Long = (1L << 62) - 1
+  private val OffsetBits: Long = (1L << 19) - 1
   private val MaxPages = (1 << 30) - 2
 
   private def encode(pageIndex: Int, offset: Int): Long = ((pageIndex + 1).toLong << 32) | offset
 
   def pageIndex(address: Long): Int = ((address & AddressBits) >>> 32).toInt - 1
 
-  def offsetInPage(address: Long): Int = address.toInt
+  def offsetInPage(address: Long): Int = (address & OffsetBits).toInt
 }

@@ -150,12 +150,7 @@ object StateMapSerde {
    */
   def writeDelta(map: DeltaChainStateMap, out: DataOutputStream): Unit = {
     val layer = map.layer
-    var recordCount = 0
-    var slot = 0
-    while (slot < layer.slotCapacity) {
-      if (layer.isLive(slot) || layer.isTombstone(slot)) recordCount += 1
-      slot += 1
-    }
+    val recordCount = layer.liveOrTombstoneCount
 
     val writer = new ChecksummedWriter(out)
     writer.writeInt(DeltaMagic)
@@ -166,23 +161,47 @@ object StateMapSerde {
     writer.writeInt(map.size)
     writer.writeInt(recordCount)
     writer.writeHeaderChecksum()
-    slot = 0
+    // Slots are in hash order and records in the order they were written, so each record is
+    // a cache miss. Its lengths are read for a run of slots first, loads that do not wait on
+    // each other (the processor overlaps their misses), then the run's records are copied.
+    val slots = new Array[Int](DeltaRun)
+    val keyLengths = new Array[Int](DeltaRun)
+    val stateLengths = new Array[Int](DeltaRun)
+    var written = 0
+    var slot = 0
     while (slot < layer.slotCapacity) {
-      val live = layer.isLive(slot)
-      if (live || layer.isTombstone(slot)) {
-        val page = layer.pageAt(slot)
-        val keyLength = layer.keyLengthAt(slot)
-        if (live) {
-          val stateLength = layer.stateLengthAt(slot)
-          writer.writeRecordHeader(keyLength, stateLength, layer.updateTimeAt(slot))
-          // A record's key and state bytes are adjacent in the layer's arena.
-          writer.writeBytes(page, layer.keyOffsetAt(slot), keyLength + stateLength)
-        } else {
-          writer.writeRecordHeader(keyLength, TombstoneLength, 0L)
-          writer.writeBytes(page, layer.keyOffsetAt(slot), keyLength)
+      var run = 0
+      while (run < DeltaRun && slot < layer.slotCapacity) {
+        val live = layer.isLive(slot)
+        if (live || layer.isTombstone(slot)) {
+          slots(run) = slot
+          keyLengths(run) = layer.keyLengthAt(slot)
+          stateLengths(run) = if (live) layer.stateLengthAt(slot) else TombstoneLength
+          run += 1
         }
+        slot += 1
       }
-      slot += 1
+      var i = 0
+      while (i < run) {
+        val s = slots(i)
+        val stateLength = stateLengths(i)
+        if (stateLength != TombstoneLength) {
+          writer.writeRecordHeader(keyLengths(i), stateLength, layer.updateTimeAt(s))
+          // A record's key and state bytes are adjacent in the layer's arena.
+          writer.writeBytes(layer.pageAt(s), layer.keyOffsetAt(s), keyLengths(i) + stateLength)
+        } else {
+          writer.writeRecordHeader(keyLengths(i), TombstoneLength, 0L)
+          writer.writeBytes(layer.pageAt(s), layer.keyOffsetAt(s), keyLengths(i))
+        }
+        i += 1
+      }
+      written += run
+    }
+    // The header's count came from the layer's counters; a reader checks it against the
+    // records, so a miscount must not reach a file.
+    if (written != recordCount) {
+      throw new IllegalStateException(
+        s"state map layer counted $recordCount live keys and tombstones but holds $written")
     }
     writer.finish()
   }
@@ -513,6 +532,8 @@ object StateMapSerde {
 
   private val ReadChunkBytes = 1 << 20
   private val WriteBufferBytes = 1 << 16
+  /** Slots whose records [[writeDelta]] locates before copying any of them. */
+  private val DeltaRun = 32
 }
 
 /**

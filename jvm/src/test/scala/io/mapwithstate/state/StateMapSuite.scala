@@ -9,6 +9,7 @@ import scala.util.Random
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.{DataType, IntegerType, LongType, StringType}
+import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -384,6 +385,53 @@ class StateMapSuite extends AnyFunSuite {
     for (k <- 0 until 50) {
       assert(map.get(longKey(k)).getUTF8String(0).toString === payload + 1999)
     }
+  }
+
+  test("a layer tells keys of one hash apart by their bytes, through growth and vacuuming") {
+    // Probes compare a tag of the hash kept in the slot's address word, then the key bytes:
+    // keys whose hashes agree in every bit, or differ only in the tag's bits, or only below
+    // them, must all stay apart while slots are rebuilt and records moved.
+    val layer = new RowHashMap(4, 1024)
+    val base = Platform.BYTE_ARRAY_OFFSET.toLong
+    val hashes = Seq(0x12345678, 0x12345678 ^ 0x7FF80000, 0x12345678 ^ 0x00070000,
+      0x92345678)
+    def key(i: Int): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(i * 7919L).array()
+    def hashOf(i: Int): Int = hashes(Math.floorMod(i, hashes.size))
+    def state(i: Int, round: Int): Array[Byte] = Array.fill(1000)((i + round).toByte)
+    def find(i: Int): Int = layer.find(hashOf(i), key(i), base, 8)
+    val keys = 0 until 400
+    for (i <- keys) {
+      assert(find(i) === -1, s"key $i before its insert")
+      val s = state(i, 0)
+      layer.insertLive(hashOf(i), key(i), base, 8, s, base, s.length, i, shadowsParent = false)
+    }
+    val rebuilds = layer.layoutVersion
+    assert(rebuilds > 0, "the layer never grew")
+    // 400 keys x 1000 bytes a round: the old records' garbage soon outweighs the live ones,
+    // and the records are moved to a new arena.
+    for (round <- 1 to 12; i <- keys) {
+      val s = state(i, round)
+      layer.updateLive(find(i), s, base, s.length, round)
+    }
+    for (i <- keys if i % 3 == 0) layer.markRemoved(find(i))
+    for (i <- keys) {
+      val slot = find(i)
+      assert(slot >= 0, s"key $i lost")
+      assert(layer.hashAt(slot) === hashOf(i))
+      if (i % 3 == 0) {
+        assert(layer.isRemoved(slot), s"key $i")
+      } else {
+        assert(layer.isLive(slot), s"key $i")
+        assert(layer.updateTimeAt(slot) === 12L)
+        val bytes = new Array[Byte](layer.stateLengthAt(slot))
+        Platform.copyMemory(layer.pageAt(slot), layer.stateOffsetAt(slot), bytes, base,
+          bytes.length)
+        assert(bytes.toSeq === state(i, 12).toSeq, s"key $i")
+      }
+    }
+    assert(find(400) === -1 && find(-1) === -1)
+    // 13 rounds of 400 kB were written; vacuuming keeps about two rounds' worth.
+    assert(layer.footprintBytes < (3L << 20), "the updates' garbage was never vacuumed")
   }
 
   test("memory per entry of small states") {
