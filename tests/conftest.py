@@ -93,16 +93,12 @@ def classic_spark(tmp_path_factory):
     for key, value in mws.server_conf().items():
         if not key.startswith("spark.connect."):
             conf.set(key, value)
-    env = {_CONNECT_MODE: None, "SPARK_HOME": os.path.dirname(os.path.abspath(pyspark.__file__)),
-           "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": None}
-    saved = {k: os.environ.get(k) for k in env}
     logs = tmp_path_factory.mktemp("classic-jvm")
-    try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv(_CONNECT_MODE, raising=False)
+        env.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+        env.setenv("SPARK_HOME", os.path.dirname(os.path.abspath(pyspark.__file__)))
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         failures = []
         for attempt in (1, 2):
             log_path = logs / f"gateway-{attempt}.log"
@@ -121,12 +117,6 @@ def classic_spark(tmp_path_factory):
                                + "\n".join(failures))
         SparkContext(conf=conf, gateway=gateway)
         session = SparkSession.builder.getOrCreate()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     yield session
     session.stop()
 
