@@ -20,15 +20,17 @@ import org.apache.spark.sql.types.StructType
  * off the task, by [[writeDueSnapshot]], when the store's cadence says so ([[snapshotDue]]:
  * enough versions, and enough delta bytes for a large state). Compacting a long chain of layers
  * is O(state) too, and is also done off the task ([[compactInBackground]]).
- * Spark's maintenance thread runs it ([[doMaintenance]], as Spark's HDFS-backed provider writes
- * its snapshots), and a commit that finds a snapshot due also hands it to a background thread,
- * so that snapshots keep up with short maintenance-free runs without blocking a batch. Loading
- * a version after a restart reads the newest readable snapshot at or below it plus the deltas
- * after it: a damaged newest snapshot falls back to the one before it, and maintenance keeps
- * the two newest snapshots a retained version may start from and every delta after the older.
+ * The executor's maintenance ([[ExecutorStateProviders]]) runs it ([[doMaintenance]], as
+ * Spark's HDFS-backed provider writes its snapshots), and a commit that finds a snapshot due
+ * also hands it to a background thread, so that snapshots keep up with short maintenance-free
+ * runs without blocking a batch. Loading a version after a restart reads the newest readable
+ * snapshot at or below it plus the deltas after it: a damaged newest snapshot falls back to the
+ * one before it, and maintenance keeps the two newest snapshots a retained version may start
+ * from and every delta after the older.
  *
  * Only the mapWithState operator uses this provider (it sets it in its own copy of the SQL
- * conf, see [[StateBackend.Memory]]); the operators reach the map through
+ * conf, see [[StateBackend.Memory]]; each executor holds its providers in
+ * [[ExecutorStateProviders]]); the operators reach the map through
  * [[StateMapStore.stateMap]], as the StateStore API has no notion of update times or timeouts.
  */
 class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
@@ -261,7 +263,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
   /**
    * Writes a snapshot of the newest committed version in memory if the cadence says one is
-   * due; returns the version written. Runs on Spark's maintenance thread or on the background
+   * due; returns the version written. Runs in maintenance or on the background
    * writer, never in a task: it reads only committed layers, which no task changes.
    */
   private[state] def writeDueSnapshot(): Option[Long] = snapshotLock.synchronized {

@@ -4,14 +4,16 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
+
+import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders, StoreCoordinator}
 import org.apache.hadoop.conf.Configuration
-import org.apache.spark.{Partition, SparkContext, TaskContext}
+import org.apache.spark.{Partition, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 import org.apache.spark.sql.execution.streaming.runtime.{MicroBatchExecution, StreamExecution}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateSchemaCompatibilityChecker, StateSchemaValidationResult, StateStore, StateStoreColFamilySchema, StateStoreConf, StateStoreCoordinatorRef, StateStoreId, StateStoreProviderId}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateSchemaCompatibilityChecker, StateSchemaValidationResult, StateStore, StateStoreColFamilySchema, StateStoreConf, StateStoreCoordinatorRef, StateStoreId, StateStoreProvider, StateStoreProviderId}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 import org.apache.spark.util.SerializableConfiguration
@@ -25,7 +27,8 @@ import org.apache.spark.util.SerializableConfiguration
  *    `IncrementalExecution` would have assigned a built-in operator;
  *  - running a function over each partition with a state store of our own provider, without
  *    changing the provider the rest of the session uses (Spark's `StateStoreRDD`, with the
- *    Hadoop configuration broadcast once per query run);
+ *    Hadoop configuration broadcast once per query run), and the state store coordinator as
+ *    an executor reaches it;
  *  - checking the state schema against the one recorded in the checkpoint.
  */
 object StreamingQueryGlue {
@@ -77,10 +80,10 @@ object StreamingQueryGlue {
    * Runs `f` over each partition of `data` with the partition's state store, made by
    * `providerClass` whatever the session's provider is: the store conf comes from a clone of
    * the session state with just that setting (and the provider's `sqlConfs`) changed. As
-   * Spark's `StateStoreRDD` does, a task loads its store with `StateStore.get`, prefers the
-   * executor the coordinator says has it loaded, aborts it if the task ends uncommitted, and
-   * unloads it after the task when the store conf says so; see [[StoreTaskRDD]] for the one
-   * difference.
+   * Spark's `StateStoreRDD` does, a task loads its store (with `StateStore.get`, or for the heap
+   * state from [[ExecutorStateProviders]]), prefers the executor the coordinator says has it
+   * loaded, aborts it if the task ends uncommitted, and unloads it after the task when the
+   * store conf says so; see [[StoreTaskRDD]] for the differences.
    */
   def mapPartitionsWithStateStore[T: ClassTag, U: ClassTag](
       data: RDD[T],
@@ -112,7 +115,9 @@ object StreamingQueryGlue {
    * execution thread), and each batch's tasks then read a new broadcast.
    *
    * Unlike Spark's, it never looks for a read store opened earlier in the task (Spark's
-   * `StateStoreThreadLocalTracker`): a mapWithState task opens exactly one store.
+   * `StateStoreThreadLocalTracker`): a mapWithState task opens exactly one store. And a store of
+   * the heap state's provider comes from [[ExecutorStateProviders]], which keeps its providers
+   * loaded as `StateStore` does but reports them to the coordinator without the task waiting.
    */
   private class StoreTaskRDD[T: ClassTag, U: ClassTag](
       data: RDD[T],
@@ -137,16 +142,46 @@ object StreamingQueryGlue {
     override def compute(partition: Partition, context: TaskContext): Iterator[U] = {
       val id = providerId(partition)
       val input = data.iterator(partition, context)
-      val store = StateStore.get(id, keySchema, valueSchema,
-        NoPrefixKeyStateEncoderSpec(keySchema), info.storeVersion, info.stateStoreCkptIds.map(_(partition.index).head),
-        info.stateSchemaMetadata, useColumnFamilies, storeConf, hadoopConf.value.value,
-        useMultipleValuesPerKey = false)
+      val ckptId = info.stateStoreCkptIds.map(_(partition.index).head)
+      val ours = storeConf.providerClass == classOf[DeltaChainStateStoreProvider].getName
+      val store = if (ours) {
+        ExecutorStateProviders.get(id, SparkEnv.get, storeCoordinator,
+            storeConf.maintenanceInterval) {
+          StateStoreProvider.createAndInit(id, keySchema, valueSchema,
+            NoPrefixKeyStateEncoderSpec(keySchema), useColumnFamilies, storeConf,
+            hadoopConf.value.value, useMultipleValuesPerKey = false, None)
+        }.getStore(info.storeVersion, ckptId)
+      } else {
+        StateStore.get(id, keySchema, valueSchema, NoPrefixKeyStateEncoderSpec(keySchema),
+          info.storeVersion, ckptId, info.stateSchemaMetadata, useColumnFamilies, storeConf,
+          hadoopConf.value.value, useMultipleValuesPerKey = false)
+      }
       // Completion listeners run last-registered first: the abort, then the unload.
       if (storeConf.unloadOnCommit) {
-        context.addTaskCompletionListener[Unit](_ => StateStore.doMaintenanceAndUnload(id))
+        context.addTaskCompletionListener[Unit] { _ =>
+          if (ours) ExecutorStateProviders.doMaintenanceAndUnload(id)
+          else StateStore.doMaintenanceAndUnload(id)
+        }
       }
       context.addTaskCompletionListener[Unit](_ => if (!store.hasCommitted) store.abort())
       f(store, input)
+    }
+  }
+
+  /**
+   * The driver's state store coordinator, as Spark's `StateStore` reaches it from an executor,
+   * for the heap state's own registry of loaded providers ([[ExecutorStateProviders]]).
+   */
+  private def storeCoordinator(env: SparkEnv): StoreCoordinator = {
+    val ref = StateStoreCoordinatorRef.forExecutor(env)
+    val executor = env.blockManager.blockManagerId
+    new StoreCoordinator {
+      override def reportActive(id: StateStoreProviderId, others: Seq[StateStoreProviderId])
+        : Seq[StateStoreProviderId] =
+        ref.reportActiveInstance(id, executor.host, executor.executorId, others).providerIdsToUnload
+
+      override def isActiveHere(id: StateStoreProviderId): Boolean =
+        ref.verifyIfInstanceActive(id, executor.executorId)
     }
   }
 

@@ -1,0 +1,124 @@
+package org.apache.spark.sql.mapwithstate
+
+import io.mapwithstate.{LocalSpark, MapWithState, StateSpec, TempDirs}
+import io.mapwithstate.execution.MapWithStateStreamExec
+import io.mapwithstate.functions._
+import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
+import org.apache.spark.sql.Encoders
+import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
+import org.apache.spark.sql.execution.streaming.state.{StateStoreId, StateStoreProviderId}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming.StreamingQuery
+import org.scalatest.concurrent.Eventually._
+import org.scalatest.funsuite.AnyFunSuite
+import org.scalatest.time.SpanSugar._
+
+/**
+ * (In Spark's package, to ask the query's state store coordinator where a partition is.)
+ *
+ * How an executor holds the heap state's providers between micro-batches, in real streaming
+ * queries of a local session: loaded once per query run and partition, their location known to
+ * Spark's coordinator, closed when their query stops (by maintenance, every 200 ms here) or
+ * after each task when the store conf says so.
+ */
+class ExecutorStateProvidersSuite extends AnyFunSuite with LocalSpark with TempDirs {
+
+  private val MaintenanceInterval = "spark.sql.streaming.stateStore.maintenanceInterval"
+  private val UnloadOnCommit = "spark.sql.streaming.stateStore.unloadOnCommit"
+
+  override def beforeAll(): Unit = {
+    super.beforeAll()
+    // Before the suite's first query: an executor's maintenance runs at its first store's interval.
+    spark.conf.set(MaintenanceInterval, "200ms")
+  }
+
+  private val runningCount = StateSpec.function("n BIGINT",
+    update = struct((coalesce(state("n"), lit(0L)) + 1).as("n")),
+    emit = struct(col("value").as("word"), newState("n").as("n")))
+
+  /** A running count query on `checkpoint` and its input; `body` runs while it is active. */
+  private def withQuery(checkpoint: String)(body: (MemoryStream[String], StreamingQuery) => Unit)
+    : Unit = {
+    implicit val sqlContext: org.apache.spark.sql.SQLContext = spark.sqlContext
+    val input = MemoryStream[String](Encoders.STRING, sqlContext)
+    val query = MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
+      .writeStream.format("memory").queryName(s"counts_${System.nanoTime()}")
+      .outputMode("append").option("checkpointLocation", checkpoint).start()
+    try body(input, query) finally query.stop()
+  }
+
+  /** The provider ids of `query`'s mapWithState state partitions. */
+  private def partitions(query: StreamingQuery): Seq[StateStoreProviderId] = {
+    val execution = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution
+    val info = execution.executedPlan.collectFirst {
+      case op: MapWithStateStreamExec => op.stateInfo.get
+    }.getOrElse(fail("no mapWithState operator in the executed plan"))
+    (0 until info.numPartitions).map { p =>
+      StateStoreProviderId(StateStoreId(info.checkpointLocation, info.operatorId, p),
+        info.queryRunId)
+    }
+  }
+
+  private def counts(query: StreamingQuery): Seq[(String, Long)] =
+    spark.table(query.name).collect().map(r => (r.getString(0), r.getLong(1))).toSeq.sorted
+
+  test("a query's partitions stay loaded between micro-batches, located by the coordinator") {
+    withDir { dir =>
+      withQuery(new java.io.File(dir, "cp").getPath) { (input, query) =>
+        input.addData("a", "b", "c", "d")
+        query.processAllAvailable()
+        val ids = partitions(query)
+        assert(ids.size === 2)
+        assert(ids.forall(ExecutorStateProviders.isLoaded))
+        val coordinator = spark.streams.stateStoreCoordinator
+        eventually(timeout(10.seconds)) {
+          ids.foreach(id => assert(coordinator.getLocation(id).isDefined, id))
+        }
+        val opened = DeltaChainStateStoreProvider.openProviders
+        input.addData("a", "b", "c", "d")
+        query.processAllAvailable()
+        // The same providers: none made for the second batch.
+        assert(DeltaChainStateStoreProvider.openProviders === opened)
+        assert(ids.forall(ExecutorStateProviders.isLoaded))
+        assert(counts(query) === Seq("a", "b", "c", "d").flatMap(w => Seq((w, 1L), (w, 2L))).sorted)
+      }
+    }
+  }
+
+  test("a stopped query's partitions are unloaded by the next maintenance") {
+    withDir { dir =>
+      var ids = Seq.empty[StateStoreProviderId]
+      var opened = 0
+      withQuery(new java.io.File(dir, "cp").getPath) { (input, query) =>
+        input.addData("a", "b", "a")
+        query.processAllAvailable()
+        ids = partitions(query)
+        assert(ids.forall(ExecutorStateProviders.isLoaded))
+        opened = DeltaChainStateStoreProvider.openProviders
+      }
+      eventually(timeout(10.seconds)) {
+        ids.foreach(id => assert(!ExecutorStateProviders.isLoaded(id), id))
+        // Closed, not just forgotten (an earlier test's may be closed meanwhile too).
+        assert(DeltaChainStateStoreProvider.openProviders <= opened - 2)
+      }
+    }
+  }
+
+  test("with unloadOnCommit, a partition is unloaded after each task and reloaded by the next") {
+    withDir { dir =>
+      spark.conf.set(UnloadOnCommit, "true")
+      try {
+        withQuery(new java.io.File(dir, "cp").getPath) { (input, query) =>
+          input.addData("a", "b")
+          query.processAllAvailable()
+          val ids = partitions(query)
+          assert(ids.forall(id => !ExecutorStateProviders.isLoaded(id)))
+          input.addData("a", "b", "b")
+          query.processAllAvailable()
+          assert(ids.forall(id => !ExecutorStateProviders.isLoaded(id)))
+          assert(counts(query) === Seq(("a", 1L), ("a", 2L), ("b", 1L), ("b", 2L), ("b", 3L)))
+        }
+      } finally spark.conf.unset(UnloadOnCommit)
+    }
+  }
+}
