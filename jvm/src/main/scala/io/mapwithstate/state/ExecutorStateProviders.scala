@@ -34,8 +34,9 @@ trait StoreCoordinator {
  * In S1 that was ~19% of a stateful task's wall time, all of it waiting (async-profiler, wall
  * clock). Here a task takes its provider from a concurrent map, and the same report goes to the
  * coordinator from this registry's own thread: the coordinator still learns each partition's
- * location at every batch, before that batch's tasks end, which is all that the next batch's
- * locality and the maintenance below need.
+ * location at every batch, as the task starts rather than before it. The next batch's
+ * locality and the maintenance below are all that read it; a report that arrives late costs
+ * at most one batch its preferred executor.
  *
  * Maintenance, as Spark's: every maintenance interval, each provider's
  * [[StateStoreProvider.doMaintenance]] runs on the [[StateBackgroundWorker]], and a provider the
