@@ -1,7 +1,7 @@
 package io.mapwithstate.state
 
 import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledFuture, TimeUnit}
-import java.util.concurrent.atomic.AtomicBoolean
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -16,12 +16,21 @@ import org.apache.spark.sql.execution.streaming.state.{StateStoreProvider, State
  */
 trait StoreCoordinator {
 
-  /** Records this executor as where `id` is loaded; returns which of `others` to unload. */
-  def reportActive(id: StateStoreProviderId, others: Seq[StateStoreProviderId])
-    : Seq[StateStoreProviderId]
+  /** Records this executor as where `id` is loaded. */
+  def reportActive(id: StateStoreProviderId): Unit
 
-  /** Whether the coordinator still has `id` active on this executor. */
-  def isActiveHere(id: StateStoreProviderId): Boolean
+  /** Where the coordinator has `id` active: here, on another executor, or nowhere. */
+  def whereActive(id: StateStoreProviderId): StoreCoordinator.Where
+}
+
+object StoreCoordinator {
+  sealed trait Where
+  /** On this executor. */
+  case object Here extends Where
+  /** Reported by another executor since this one's report. */
+  case object Elsewhere extends Where
+  /** Nowhere: its query run stopped (or the coordinator never heard of it). */
+  case object Nowhere extends Where
 }
 
 /**
@@ -32,26 +41,35 @@ trait StoreCoordinator {
  * task, waiting for the answer under one lock that all the executor's tasks share (and, on a
  * driver in local mode, first sets up a new reference to the coordinator: another round trip).
  * In S1 that was ~19% of a stateful task's wall time, all of it waiting (async-profiler, wall
- * clock). Here a task takes its provider from a concurrent map, and the same report goes to the
- * coordinator from this registry's own thread: the coordinator still learns each partition's
- * location at every batch, as the task starts rather than before it. The next batch's
- * locality and the maintenance below are all that read it; a report that arrives late costs
- * at most one batch its preferred executor.
+ * clock). Here a task takes its provider from a concurrent map, and only a task that loads a
+ * provider queues its report, which goes to the coordinator from this registry's own thread.
+ * The coordinator keeps a location until its query run stops or another executor reports the
+ * partition, so one report per load says what a report per task said; handing even a queued
+ * report to that thread was still ~5% of an S1 stateful task's wall time (waking it).
  *
  * Maintenance, as Spark's: every maintenance interval, each provider's
- * [[StateStoreProvider.doMaintenance]] runs on the [[StateBackgroundWorker]], and a provider the
- * coordinator no longer has active here (its query stopped, or its partition was loaded on
- * another executor) is unloaded — unless a task took it since the check began. A provider's
- * files are its truth: one unloaded while a task still works on it costs that partition a
- * reload at the next batch, never a wrong state. Providers belong to one `SparkEnv`: the first
- * task of a new one (a new SparkContext in this JVM) unloads those of the old, as does the
- * maintenance once the old one is stopped.
+ * [[StateStoreProvider.doMaintenance]] runs on the [[StateBackgroundWorker]], and then the
+ * coordinator is asked where the provider is active. One active nowhere (its query run
+ * stopped) is unloaded, unless a task took it since the round began. One that another executor
+ * has reported is claimed back if a task took it here since this registry last reported it —
+ * the report that task would have sent under Spark's `StateStore`, a round late — and otherwise
+ * unloaded as above: the other executor's report is then the newer news. (Spark also has the
+ * coordinator's answer to each report unload such providers at once; here maintenance alone
+ * decides, by the one rule.) A report a round late costs the partition its preferred executor
+ * for at most a maintenance interval. A task takes a provider atomically with its entry, so
+ * maintenance never unloads one between a task's lookup and its take; one it unloads while a
+ * task that took it earlier still works on it costs that partition a reload at the next batch,
+ * never a wrong state. Providers belong to one `SparkEnv`: the first task of a new one (a new
+ * SparkContext in this JVM) unloads those of the old, as does the maintenance once the old one
+ * is stopped.
  */
 object ExecutorStateProviders extends Logging {
 
   private final class Loaded(val provider: StateStoreProvider) {
     /** When a task last took it (`System.nanoTime`). */
     @volatile var takenAt: Long = System.nanoTime()
+    /** When it was last reported to the coordinator (`System.nanoTime`; never: 0). */
+    @volatile var reportedAt: Long = 0L
     /** Whether its maintenance is queued or running (one at a time). */
     val maintaining = new AtomicBoolean(false)
   }
@@ -67,6 +85,11 @@ object ExecutorStateProviders extends Logging {
 
   @volatile private var owner: Owner = null
 
+  private val reportsQueued = new AtomicLong()
+
+  /** How many reports to the coordinator this JVM has queued (for tests). */
+  def reports: Long = reportsQueued.get
+
   /** Reports and maintenance rounds, in the order asked; a daemon, as Spark's threads are. */
   private lazy val thread = Executors.newSingleThreadScheduledExecutor { (r: Runnable) =>
     val t = new Thread(r, "mapwithstate-state-coordinator")
@@ -75,9 +98,10 @@ object ExecutorStateProviders extends Logging {
   }
 
   /**
-   * The provider of `id` in this executor (`env`), made by `create` if none is loaded; its
-   * location goes to the coordinator (`coordinator`, made once per env) without waiting, and
-   * the first call of an env starts maintenance every `maintenanceIntervalMs`.
+   * The provider of `id` in this executor (`env`), made by `create` if none is loaded; a
+   * provider made here is reported to the coordinator (`coordinator`, made once per env)
+   * without waiting, and the first call of an env starts maintenance every
+   * `maintenanceIntervalMs`.
    */
   def get(
       id: StateStoreProviderId,
@@ -85,17 +109,24 @@ object ExecutorStateProviders extends Logging {
       coordinator: SparkEnv => StoreCoordinator,
       maintenanceIntervalMs: Long)(create: => StateStoreProvider): StateStoreProvider = {
     val o = ownerOf(env, coordinator, maintenanceIntervalMs)
-    val loaded = o.providers.computeIfAbsent(id, _ => new Loaded(create))
-    loaded.takenAt = System.nanoTime()
-    if (o.reporting.add(id)) thread.execute(() => report(o, id))
+    var made = false
+    // Taken atomically with the map's entry: maintenance unloads an entry only if no task has
+    // taken it since its check began, and never between a task's lookup and its take.
+    val loaded = o.providers.compute(id, (_, known) => {
+      val taken = if (known != null) known else { made = true; new Loaded(create) }
+      taken.takenAt = System.nanoTime()
+      taken
+    })
+    if (made) queueReport(o, id)
     loaded.provider
   }
 
+  /** `id`'s provider if it is loaded in this JVM (for tests). */
+  def loaded(id: StateStoreProviderId): Option[StateStoreProvider] =
+    Option(owner).flatMap(o => Option(o.providers.get(id))).map(_.provider)
+
   /** Whether `id`'s provider is loaded in this JVM (for tests). */
-  def isLoaded(id: StateStoreProviderId): Boolean = {
-    val o = owner
-    o != null && o.providers.containsKey(id)
-  }
+  def isLoaded(id: StateStoreProviderId): Boolean = loaded(id).isDefined
 
   /** Runs `id`'s maintenance and unloads it, in the calling task (`unloadOnCommit`). */
   def doMaintenanceAndUnload(id: StateStoreProviderId): Unit = {
@@ -132,14 +163,19 @@ object ExecutorStateProviders extends Logging {
     o.providers.clear()
   }
 
+  private def queueReport(o: Owner, id: StateStoreProviderId): Unit =
+    if (o.reporting.add(id)) {
+      reportsQueued.incrementAndGet()
+      thread.execute(() => report(o, id))
+    }
+
   private def report(o: Owner, id: StateStoreProviderId): Unit = {
-    o.reporting.remove(id) // before asking: a task taking it meanwhile queues another report
+    o.reporting.remove(id) // before asking: a load meanwhile queues another report
     if (owner ne o) return
-    val asked = System.nanoTime()
-    try {
-      val others = o.providers.keySet.asScala.filter(_ != id).toSeq
-      o.coordinator.reportActive(id, others).foreach(unloadIfIdle(o, _, asked))
-    } catch {
+    val loaded = o.providers.get(id)
+    if (loaded == null) return
+    loaded.reportedAt = System.nanoTime()
+    try o.coordinator.reportActive(id) catch {
       case NonFatal(e) =>
         logWarning(s"cannot report state partition $id to the coordinator: ${e.getMessage}", e)
     }
@@ -157,7 +193,12 @@ object ExecutorStateProviders extends Logging {
         val started = System.nanoTime()
         try {
           loaded.provider.doMaintenance()
-          if (!o.coordinator.isActiveHere(id)) unloadIfIdle(o, id, started)
+          o.coordinator.whereActive(id) match {
+            case StoreCoordinator.Here =>
+            case StoreCoordinator.Elsewhere if loaded.takenAt > loaded.reportedAt =>
+              queueReport(o, id)
+            case _ => unloadIfIdle(o, id, started)
+          }
         } catch {
           case NonFatal(e) =>
             // As Spark does: a provider whose maintenance fails is unloaded, and reloaded
@@ -172,9 +213,11 @@ object ExecutorStateProviders extends Logging {
 
   /** Unloads `id` unless a task took it at or after `since`. */
   private def unloadIfIdle(o: Owner, id: StateStoreProviderId, since: Long): Unit = {
-    val loaded = o.providers.get(id)
-    if (loaded != null && loaded.takenAt < since && o.providers.remove(id, loaded)) {
-      closeQuietly(loaded.provider)
+    var unloaded: Loaded = null
+    o.providers.computeIfPresent(id, (_, loaded) =>
+      if (loaded.takenAt < since) { unloaded = loaded; null } else loaded)
+    if (unloaded != null) {
+      closeQuietly(unloaded.provider)
       logInfo(s"unloaded state partition $id")
     }
   }

@@ -117,7 +117,8 @@ object StreamingQueryGlue {
    * Unlike Spark's, it never looks for a read store opened earlier in the task (Spark's
    * `StateStoreThreadLocalTracker`): a mapWithState task opens exactly one store. And a store of
    * the heap state's provider comes from [[ExecutorStateProviders]], which keeps its providers
-   * loaded as `StateStore` does but reports them to the coordinator without the task waiting.
+   * loaded as `StateStore` does but reports them to the coordinator once per load (and again
+   * from maintenance when needed), without the task waiting.
    */
   private class StoreTaskRDD[T: ClassTag, U: ClassTag](
       data: RDD[T],
@@ -176,12 +177,14 @@ object StreamingQueryGlue {
     val ref = StateStoreCoordinatorRef.forExecutor(env)
     val executor = env.blockManager.blockManagerId
     new StoreCoordinator {
-      override def reportActive(id: StateStoreProviderId, others: Seq[StateStoreProviderId])
-        : Seq[StateStoreProviderId] =
-        ref.reportActiveInstance(id, executor.host, executor.executorId, others).providerIdsToUnload
+      // Without the executor's other providers: which of them to unload is maintenance's call.
+      override def reportActive(id: StateStoreProviderId): Unit =
+        ref.reportActiveInstance(id, executor.host, executor.executorId, Seq.empty)
 
-      override def isActiveHere(id: StateStoreProviderId): Boolean =
-        ref.verifyIfInstanceActive(id, executor.executorId)
+      override def whereActive(id: StateStoreProviderId): StoreCoordinator.Where =
+        if (ref.verifyIfInstanceActive(id, executor.executorId)) StoreCoordinator.Here
+        else if (ref.getLocation(id).isDefined) StoreCoordinator.Elsewhere
+        else StoreCoordinator.Nowhere
     }
   }
 

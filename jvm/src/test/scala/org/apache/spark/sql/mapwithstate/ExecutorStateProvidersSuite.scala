@@ -85,6 +85,67 @@ class ExecutorStateProvidersSuite extends AnyFunSuite with LocalSpark with TempD
     }
   }
 
+  test("a partition is reported once per load; again only when another executor claimed it " +
+    "while it is in use here") {
+    withDir { dir =>
+      withQuery(new java.io.File(dir, "cp").getPath) { (input, query) =>
+        var batches = 0
+        def batch(): Unit = {
+          input.addData("a", "b", "c", "d")
+          query.processAllAvailable()
+          batches += 1
+        }
+        batch()
+        val ids = partitions(query)
+        val coordinator = spark.streams.stateStoreCoordinator
+        eventually(timeout(10.seconds)) {
+          ids.foreach(id => assert(coordinator.getLocation(id).isDefined, id))
+        }
+        val here = coordinator.getLocation(ids.head).get
+        val reported = ExecutorStateProviders.reports
+        for (_ <- 1 to 3) batch()
+        // Several maintenance rounds too (every 200 ms): none of them reports an active partition.
+        Thread.sleep(700)
+        assert(ExecutorStateProviders.reports === reported)
+        val providers = ids.map(ExecutorStateProviders.loaded)
+        assert(providers.forall(_.isDefined))
+
+        // Another executor reports both partitions, which tasks took here since they were last
+        // reported: maintenance claims them back, the same providers, with no reload.
+        val elsewhere = "executor_otherhost_other"
+        ids.foreach(id => coordinator.reportActiveInstance(id, "otherhost", "other", Seq.empty))
+        assert(ids.forall(id => coordinator.getLocation(id).contains(elsewhere)))
+        eventually(timeout(10.seconds)) {
+          assert(ids.forall(id => coordinator.getLocation(id).contains(here)))
+        }
+        assert(ids.map(ExecutorStateProviders.loaded).zip(providers).forall {
+          case (now, before) => now.get eq before.get
+        })
+
+        // Reported elsewhere again with no task here since the claim: the other executor's
+        // report is the newer, and the partition is unloaded here; the other one stays.
+        coordinator.reportActiveInstance(ids.head, "otherhost", "other", Seq.empty)
+        eventually(timeout(10.seconds)) {
+          assert(!ExecutorStateProviders.isLoaded(ids.head))
+        }
+        assert(ExecutorStateProviders.loaded(ids(1)).get eq providers(1).get)
+        // (No batch while only one partition prefers the made-up executor: a local scheduler
+        // offers its one executor again only when a task ends, and would wait for it forever.)
+        coordinator.reportActiveInstance(ids(1), "otherhost", "other", Seq.empty)
+        eventually(timeout(10.seconds)) {
+          assert(!ExecutorStateProviders.isLoaded(ids(1)))
+        }
+        // Their next tasks load them again here, from their files, and report them.
+        batch()
+        eventually(timeout(10.seconds)) {
+          assert(ids.forall(id => coordinator.getLocation(id).contains(here)))
+        }
+        // Every key's count went on from its state through every batch, reloads included.
+        assert(counts(query).filter(_._2 == batches.toLong).map(_._1) === Seq("a", "b", "c", "d"))
+      }
+    }
+  }
+
   test("a stopped query's partitions are unloaded by the next maintenance") {
     withDir { dir =>
       var ids = Seq.empty[StateStoreProviderId]
