@@ -253,43 +253,51 @@ final class DeltaChainStateMap private (
     StateMap.NoTime
   }
 
+  /**
+   * Calls `f` with each live or tombstone slot of this chain's layers, top layer first, down to
+   * `stop` (not included; null: the whole chain), but only for keys that `target` — which `f`
+   * fills — does not have yet: the first layer holding a key decides. That costs one lookup per
+   * slot, where checking each entry against every layer above it (as a scan does) would cost
+   * one per layer. Removed keys that no lower layer had need no marker, and are not given.
+   */
+  private def foreachNewestEntry(stop: DeltaChainStateMap, target: RowHashMap)(
+      f: (RowHashMap, Int, Boolean) => Unit): Unit = {
+    var map = this
+    while (map ne stop) {
+      val from = map.layer
+      var slot = 0
+      while (slot < from.slotCapacity) {
+        val live = from.isLive(slot)
+        if ((live || from.isTombstone(slot)) && ((map eq this) || target.find(from.hashAt(slot),
+            from.pageAt(slot), from.keyOffsetAt(slot), from.keyLengthAt(slot)) < 0)) {
+          f(from, slot, live)
+        }
+        slot += 1
+      }
+      map = map.parent
+    }
+  }
+
   /** A new single-layer map with the same contents, which this map does not share. */
   def compact(): DeltaChainStateMap = {
     val compacted = new DeltaChainStateMap(
       keyNumFields, stateNumFields, deltaChainThreshold, null, size, chainRecordBytes, null)
     val target = compacted.layer
     var tombstones = 0
-    // Layers are merged top first, since the first layer holding a key decides: a key already
-    // in `target` is skipped further down. That costs one lookup per slot, where checking each
-    // entry against every layer above it (as a scan does) would cost one per layer. Tombstones
-    // are copied too, to hide their keys from the layers below, and dropped at the end (a base
-    // layer needs none); removed keys that no lower layer has need no such marker.
-    var map = this
-    while (map != null) {
-      val from = map.layer
-      var slot = 0
-      while (slot < from.slotCapacity) {
-        val live = from.isLive(slot)
-        if (live || from.isTombstone(slot)) {
-          val hash = from.hashAt(slot)
-          val page = from.pageAt(slot)
-          val keyOffset = from.keyOffsetAt(slot)
-          val keyLength = from.keyLengthAt(slot)
-          if ((map eq this) || target.find(hash, page, keyOffset, keyLength) < 0) {
-            if (live) {
-              target.insertLive(hash, page, keyOffset, keyLength,
-                page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
-                from.updateTimeAt(slot), shadowsParent = false)
-              compacted.liveKeys += 1
-            } else {
-              target.insertTombstone(hash, page, keyOffset, keyLength)
-              tombstones += 1
-            }
-          }
-        }
-        slot += 1
+    // Tombstones are copied too, to hide their keys from the layers below, and dropped at the
+    // end (a base layer needs none).
+    foreachNewestEntry(null, target) { (from, slot, live) =>
+      val page = from.pageAt(slot)
+      if (live) {
+        target.insertLive(from.hashAt(slot), page, from.keyOffsetAt(slot), from.keyLengthAt(slot),
+          page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
+          from.updateTimeAt(slot), shadowsParent = false)
+        compacted.liveKeys += 1
+      } else {
+        target.insertTombstone(from.hashAt(slot), page, from.keyOffsetAt(slot),
+          from.keyLengthAt(slot))
+        tombstones += 1
       }
-      map = map.parent
     }
     if (tombstones > 0) target.dropAllRemovedKeys()
     if (compacted.liveKeys != size) {
@@ -300,23 +308,79 @@ final class DeltaChainStateMap private (
   }
 
   /**
-   * A read-only [[compact]]ion, to stand in for this map's contents below newer layers (see
+   * A read-only compaction of this chain, to stand in for its contents below newer layers (see
    * [[rebased]]); safe to run on another thread once this map is committed and no longer
-   * written, as it reads only the layers.
+   * written, as it reads only the layers. When the layers above the base hold at most half as
+   * many entries as the base (a large state with small batches), only they are merged, into
+   * one layer over the same base, which the result shares: O(their entries) instead of
+   * O(state). In S1 (1M keys, batches of 10k) a full compaction was a pass over every key
+   * every ~15 batches, on the background thread but on one of the two cores the batches ran
+   * on: the slowest batches of a run (a chain of 20 layers of a few thousand keys each, with
+   * no compaction at all, had none of those spikes). Otherwise (the upper layers rewrite much
+   * of the state, as under full churn) a new single-layer base, as [[compact]] makes.
    */
-  def compactedBase(): DeltaChainStateMap = compact().freeze()
+  def compactedChain(): DeltaChainStateMap = {
+    var bottom = this
+    while (bottom.parent != null) bottom = bottom.parent
+    val baseEntries = bottom.layer.usedSlotCount.toLong
+    if (deltaChainLength >= 2 && 2L * (chainEntries - baseEntries) <= baseEntries) {
+      mergedAbove(bottom).freeze()
+    } else {
+      compact().freeze()
+    }
+  }
+
+  /**
+   * A node over `bottom` (this chain's base) with the contents of this chain in one layer:
+   * the layers above `bottom` merged top first, as [[compact]] merges the whole chain. A key
+   * the base has live keeps its shadow flag, and its removal stays a tombstone; a removal of a
+   * key the base does not have hides nothing once the layers above are merged, and is dropped.
+   */
+  private def mergedAbove(bottom: DeltaChainStateMap): DeltaChainStateMap = {
+    val upperEntries = (chainEntries - bottom.layer.usedSlotCount).toInt
+    val merged = new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, bottom,
+      upperEntries, chainRecordBytes - bottom.layer.recordBytes, null)
+    merged.liveKeys = bottom.size
+    val target = merged.layer
+    val base = bottom.layer
+    foreachNewestEntry(bottom, target) { (from, slot, live) =>
+      val hash = from.hashAt(slot)
+      val page = from.pageAt(slot)
+      val keyOffset = from.keyOffsetAt(slot)
+      val keyLength = from.keyLengthAt(slot)
+      val baseSlot = base.find(hash, page, keyOffset, keyLength)
+      val inBase = baseSlot >= 0 && base.isLive(baseSlot)
+      if (live) {
+        target.insertLive(hash, page, keyOffset, keyLength,
+          page, from.stateOffsetAt(slot), from.stateLengthAt(slot),
+          from.updateTimeAt(slot), shadowsParent = inBase)
+        if (!inBase) merged.liveKeys += 1
+      } else {
+        // Inserted either way, to hide the key from the upper layers below this one.
+        target.insertTombstone(hash, page, keyOffset, keyLength, shadowsParent = inBase)
+        if (inBase) merged.liveKeys -= 1
+      }
+    }
+    target.dropRemovedNonTombstones()
+    if (merged.liveKeys != size) {
+      throw new IllegalStateException(
+        s"merging the upper layers of a state map of $size keys gave ${merged.liveKeys}:\n" +
+          toDebugString)
+    }
+    merged
+  }
 
   /**
    * This chain with `from` and everything below it replaced by `base`, which must hold exactly
-   * `from`'s contents (its [[compactedBase]]), or None when `from` is not in this chain. The
+   * `from`'s contents (its [[compactedChain]]), or None when `from` is not in this chain. The
    * layers above `from` are shared, not copied: a new node per layer, O(chain length). Their
    * tombstones and shadow flags stay right, since `base` has the same live keys as `from`. The
    * new top node takes over this map's expiry index and writability; this map becomes
    * read-only, so that the two never diverge.
    */
   def rebased(from: DeltaChainStateMap, base: DeltaChainStateMap): Option[DeltaChainStateMap] = {
-    require(base.parent == null && base.size == from.size,
-      s"a rebase needs a single-layer base with ${from.size} keys, got $base")
+    require(base.deltaChainLength <= 1 && base.size == from.size,
+      s"a rebase needs a compacted chain with ${from.size} keys, got $base")
     rebasedChain(from, base).map { top =>
       if (top ne base) top.readOnly = readOnly
       top.index = index

@@ -219,7 +219,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       } else null
     }
     if (pending != null) StateBackgroundWorker.execute { () =>
-      val base = try Some(map.compactedBase()) catch {
+      val base = try Some(map.compactedChain()) catch {
         case NonFatal(e) =>
           logWarning(s"cannot compact $storeId's state in the background: ${e.getMessage}", e)
           None

@@ -130,13 +130,22 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     occupyEmptySlot(slot, hash, flagged(address, removed = false, shadowsParent), updateTime)
   }
 
-  /** Adds a tombstone for a key that the caller has checked is not in this table. */
+  /**
+   * Adds a tombstone for a key that the caller has checked is not in this table; without
+   * `shadowsParent`, a removed key that hides nothing below this table, kept only until
+   * [[dropRemovedNonTombstones]] (or the next rebuild).
+   */
   def insertTombstone(
-      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int, emptySlot: Int = -1): Unit = {
+      hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int, emptySlot: Int = -1,
+      shadowsParent: Boolean = true): Unit = {
     val slot = makeRoomForOneMore(emptySlot)
     val address = appendRecord(keyBase, keyOffset, keyLength, null, 0L, 0)
-    occupyEmptySlot(slot, hash, flagged(address, removed = true, shadowsParent = true), 0L)
+    occupyEmptySlot(slot, hash, flagged(address, removed = true, shadowsParent), 0L)
   }
+
+  /** Rebuilds the table without the removed keys that are not tombstones, if it has any. */
+  def dropRemovedNonTombstones(): Unit =
+    if (droppableSlots > 0) rebuild(capacity, dropTombstones = false)
 
   /**
    * Rebuilds the table without any removed keys, tombstones included: for a table that has

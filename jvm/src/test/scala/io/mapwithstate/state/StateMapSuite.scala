@@ -342,6 +342,69 @@ class StateMapSuite extends AnyFunSuite {
     assert(!map.contains(longKey(100)))
   }
 
+  test("small upper layers are merged over the base they share; large ones compact it") {
+    val random = new Random(31)
+    val ref = mutable.HashMap[Long, (Long, Long)]()
+    val base = StateMap.empty(1, 1, 100)
+    for (k <- 0L until 4000L) { base.put(longKey(k), longState(k), 1); ref(k) = (k, 1L) }
+    var map = base.copy()
+    var replica = readSnapshot(writeSnapshot(base), 1, 1).copy()
+    var time = 2L
+    var merges = 0
+    var fulls = 0
+    var currentBase = base
+    for (round <- 1 to 40) {
+      // Updates and removes of base keys, new keys, and new keys removed or re-put later.
+      for (_ <- 1 to 150) {
+        val k = random.nextInt(4600).toLong
+        time += 1
+        if (random.nextInt(3) == 0) { map.remove(longKey(k)); ref.remove(k) }
+        else { map.put(longKey(k), longState(time), time); ref(k) = (time, time) }
+      }
+      replica = readDelta(writeDelta(map), replica)
+      val committed = map
+      map = committed.copy()
+      if (round % 4 == 0) {
+        // As the provider does: compacted while the next batch writes, then rebased under it.
+        val chain = committed.compactedChain()
+        assert(longContents(chain) === ref, s"round $round")
+        assert(chain.size === ref.size)
+        if (chain.deltaChainLength == 1) {
+          merges += 1
+          assert(chain.parentMap eq currentBase, "the merged layer is not over the same base")
+        } else {
+          // The keys written since the base outgrew half of it: a new base.
+          assert(chain.deltaChainLength === 0, chain.toDebugString)
+          assert(merges > 0, "a full compaction before any merge")
+          fulls += 1
+          currentBase = chain
+        }
+        val next = ref.clone()
+        for (_ <- 1 to 50) {
+          val k = random.nextInt(4600).toLong
+          time += 1
+          if (random.nextBoolean()) { map.remove(longKey(k)); next.remove(k) }
+          else { map.put(longKey(k), longState(-time), time); next(k) = (-time, time) }
+        }
+        map = map.rebased(committed, chain).get
+        assert(map.deltaChainLength === chain.deltaChainLength + 1)
+        ref.clear(); ref ++= next
+        assert(longContents(map) === ref, s"rebased, round $round")
+        for (k <- 0L until 4600L) {
+          assert(Option(map.get(longKey(k))).map(_.getLong(0)) === ref.get(k).map(_._1), s"key $k")
+        }
+        // The rebased top layer's delta still brings a replica to the same contents.
+        val again = readDelta(writeDelta(map), replica)
+        assert(longContents(again) === ref)
+      }
+    }
+    assert(merges >= 2 && fulls >= 1, s"$merges merges, $fulls full compactions")
+    assert(longContents(map.compact()) === ref)
+    assert(longContents(readSnapshot(writeSnapshot(map), 1, 1)) === ref)
+    assert(longEntries(map.getByTime(time / 2)).map(_._1) ===
+      ref.collect { case (k, (_, t)) if t < time / 2 => k }.toSet)
+  }
+
   test("a removed key is dropped unless a lower layer has it") {
     val base = StateMap.empty(1, 1)
     base.put(longKey(1), longState(1), 1)
