@@ -261,7 +261,7 @@ final class DeltaChainStateMap private (
    * one per layer. Removed keys that no lower layer had need no marker, and are not given.
    */
   private def foreachNewestEntry(stop: DeltaChainStateMap, target: RowHashMap)(
-      f: (RowHashMap, Int, Boolean) => Unit): Unit = {
+      f: NewestEntry): Unit = {
     var map = this
     while (map ne stop) {
       val from = map.layer
@@ -323,8 +323,9 @@ final class DeltaChainStateMap private (
     var bottom = this
     while (bottom.parent != null) bottom = bottom.parent
     val baseEntries = bottom.layer.usedSlotCount.toLong
-    if (deltaChainLength >= 2 && 2L * (chainEntries - baseEntries) <= baseEntries) {
-      mergedAbove(bottom).freeze()
+    val upperEntries = chainEntries - baseEntries
+    if (deltaChainLength >= 2 && 2L * upperEntries <= baseEntries) {
+      mergedAbove(bottom, upperEntries.toInt).freeze()
     } else {
       compact().freeze()
     }
@@ -336,8 +337,7 @@ final class DeltaChainStateMap private (
    * the base has live keeps its shadow flag, and its removal stays a tombstone; a removal of a
    * key the base does not have hides nothing once the layers above are merged, and is dropped.
    */
-  private def mergedAbove(bottom: DeltaChainStateMap): DeltaChainStateMap = {
-    val upperEntries = (chainEntries - bottom.layer.usedSlotCount).toInt
+  private def mergedAbove(bottom: DeltaChainStateMap, upperEntries: Int): DeltaChainStateMap = {
     val merged = new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, bottom,
       upperEntries, chainRecordBytes - bottom.layer.recordBytes, null)
     merged.liveKeys = bottom.size
@@ -635,6 +635,16 @@ final class DeltaChainStateMap private (
 }
 
 object DeltaChainStateMap {
+
+  /**
+   * What [[DeltaChainStateMap.foreachNewestEntry]] calls per entry: a trait of its own rather
+   * than a `Function3`, whose generic `apply` would box the slot and the flag of every entry
+   * of a compaction.
+   */
+  private trait NewestEntry {
+    def apply(from: RowHashMap, slot: Int, live: Boolean): Unit
+  }
+
 
   /** An expiry index is rebuilt once it holds this many entries more than twice the live keys. */
   private val MinIndexEntriesToRebuild = 1 << 12
