@@ -222,10 +222,13 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       var model = Map.empty[Long, (Long, Long)]
       var compactedBases = 0
       (0 until 60).foreach { v =>
-        if (v % 3 == 0) {
-          // Sometimes let the background finish before the next batch, sometimes not.
+        // Sometimes let the background finish before the next batch, sometimes not — but
+        // always once the chain is two layers short of the inline threshold: the margin the
+        // background starts with is meant for batches of ~100 ms, where these take ~2 ms and
+        // the one background thread of the JVM may still be busy with another test's work.
+        if (v % 6 == 0 || p.load(v).deltaChainLength >= 6) {
           val deadline = System.nanoTime() + 10L * 1000 * 1000 * 1000
-          while (v % 2 == 0 && !p.compactionReady && p.load(v).deltaChainLength >= 3 &&
+          while (!p.compactionReady && p.load(v).deltaChainLength >= 3 &&
             System.nanoTime() < deadline) Thread.sleep(5)
         }
         val ready = p.compactionReady
