@@ -77,12 +77,32 @@ class MapWithStateBuilder(session: SparkSession) {
         options, output, narrowed, initialState, eventTimeAttr, groups = true,
         aggregateInputs = inputs, aggregates = GroupAggregates(aggregates.map(_.child), inputs))
     } else {
-      val function = new StateFunctionResolver(session).resolve(
+      val resolved = new StateFunctionResolver(session).resolve(
         keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
+      val (function, readValues) = withoutUnreadValues(resolved, keyAttrs.size, valueAttrs)
       val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
-      MapWithState(keyAttrs, valueAttrs, batchTimeAttr, orderByAttrs, function, options, output,
-        child, initialState, eventTimeAttr)
+      // Value columns the function never reads are not shuffled (nor, through Spark's column
+      // pruning, read from the source): in a running count, the whole record but its key.
+      val narrowed = if (readValues.size == valueAttrs.size) child
+        else Project(childAttrs.filter(a => !valueAttrs.contains(a) || readValues.contains(a)), child)
+      MapWithState(keyAttrs, readValues, batchTimeAttr, orderByAttrs, function, options, output,
+        narrowed, initialState, eventTimeAttr)
     }
+  }
+
+  /**
+   * The function without the value columns none of its expressions reads, and the value
+   * attributes it still reads (in order). Its data attributes are bound by position to the
+   * operator's key and value columns, so both lose the same columns.
+   */
+  private def withoutUnreadValues(function: StateFunction, keyCount: Int,
+      valueAttrs: Seq[Attribute]): (StateFunction, Seq[Attribute]) = {
+    val read = AttributeSet(
+      (function.update ++ function.remove ++ function.emit ++ function.timeoutAt)
+        .flatMap(_.references))
+    val (keyData, valueData) = function.dataAttributes.splitAt(keyCount)
+    val kept = valueData.zip(valueAttrs).filter { case (data, _) => read.contains(data) }
+    (function.copy(dataAttributes = keyData ++ kept.map(_._1)), kept.map(_._2))
   }
 
   /**

@@ -56,7 +56,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
   test("a running count: keys, values, function and options from the proto") {
     val p = plan(runningCount())
     assert(p.keys.map(_.name) === Seq("word"))
-    assert(p.values.map(_.name) === Seq("v"))
+    // The count never reads `v`: see "value columns the function never reads are not read".
+    assert(p.values.isEmpty)
     assert(p.output.map(a => (a.name, a.dataType.simpleString)) ===
       Seq(("word", "string"), ("n", "bigint")))
     assert(p.options.outputKind === OutputKind.Emitted)
@@ -64,6 +65,38 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     assert(p.options.timeoutMs.isEmpty && p.options.checkpointInterval === 10)
     assert(rows(runningCount()).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
       Seq(("a", 1L), ("a", 2L), ("b", 1L)))
+  }
+
+  test("value columns the function never reads are not read, nor shuffled") {
+    val input = sql("SELECT * FROM VALUES ('a', 1, 10), ('b', 2, 20), ('a', 3, 30) AS t(word, v, w)")
+    def exchangeColumns(message: proto.MapWithState.Builder): Seq[String] = {
+      val executed = spark.sessionState.executePlan(plan(message)).executedPlan match {
+        case adaptive: org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec =>
+          adaptive.executedPlan
+        case other => other
+      }
+      val exchanges = executed.collect {
+        case e: org.apache.spark.sql.execution.exchange.ShuffleExchangeExec => e.output.map(_.name)
+      }
+      assert(exchanges.size === 1, executed.treeString)
+      exchanges.head
+    }
+    val count = runningCount(input)
+    assert(plan(count).values.isEmpty)
+    assert(plan(count).child.output.map(_.name) === Seq("word"))
+    assert(exchangeColumns(count) === Seq("word"))
+    assert(rows(count).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
+      Seq(("a", 1L), ("a", 2L), ("b", 1L)))
+
+    // A sum of `w` reads `w`, and only it; the function's columns still bind by position.
+    val sum = runningCount(input)
+    sum.getSpecBuilder
+      .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + w)"))
+      .setEmit(expr(s"named_struct('word', word, 'w', w, 'n', ${StateFunctionInput.NewState}.n)"))
+    assert(plan(sum).values.map(_.name) === Seq("w"))
+    assert(exchangeColumns(sum) === Seq("word", "w"))
+    assert(rows(sum).map(r => (r.getUTF8String(0).toString, r.getInt(1), r.getLong(2))).sorted ===
+      Seq(("a", 10, 10L), ("a", 30, 40L), ("b", 20, 20L)))
   }
 
   test("snapshots: batch_time, the keys and the state's fields") {
