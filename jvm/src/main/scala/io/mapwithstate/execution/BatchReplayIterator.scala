@@ -31,7 +31,13 @@ class BatchReplayIterator(
     onOutput: () => Unit,
     lateRows: Option[Int] = None) extends Iterator[InternalRow] {
 
-  private val input = records.buffered
+  // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]).
+  private val input: scala.collection.BufferedIterator[InternalRow] =
+    if (updater.prefetches) {
+      new ReadAheadRecords(records, ReadAheadRecords.GroupSize, updater.prefetch)
+    } else {
+      records.buffered
+    }
   private var batch = 0
   private var phase: Phase = Records
   private var pending: UnsafeRow = null

@@ -77,6 +77,22 @@ class StateUpdater(
   /** The i-th row the last call emitted, or null (a null array element). */
   def emitted(i: Int): UnsafeRow = function.emitted(i)
 
+  /** Whether the map reads ahead for groups of records (see [[prefetch]]). */
+  def prefetches: Boolean = map.prefetches
+
+  private var prefetchHashes = new Array[Int](0)
+
+  /** Has the map read ahead what the lookups of these records' keys will touch. */
+  def prefetch(records: Array[InternalRow], count: Int): Unit = {
+    if (prefetchHashes.length < count) prefetchHashes = new Array[Int](count)
+    var i = 0
+    while (i < count) {
+      prefetchHashes(i) = function.key(records(i)).hashCode
+      i += 1
+    }
+    map.prefetch(prefetchHashes, count)
+  }
+
   /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = function.key(record)

@@ -63,6 +63,9 @@ final class DeltaChainStateMap private (
   val deltaChainLength: Int = if (parent == null) 0 else parent.deltaChainLength + 1
 
   private var liveKeys: Int = if (parent == null) 0 else parent.size
+  // Scratch of [[prefetch]]: the group's slot words, and a sum of what it read.
+  private var prefetchWords = new Array[Long](0)
+  private var prefetched = 0L
 
   /** Set once this map has been copied: its layer is then shared and must not change. */
   private var readOnly = false
@@ -95,6 +98,36 @@ final class DeltaChainStateMap private (
 
   private def overEarlyLimit(moreEntries: Long): Boolean =
     chainEntries + moreEntries > 2L * size + DeltaChainStateMap.MinEntriesToCompactEarly
+
+  override def prefetches: Boolean = true
+
+  /**
+   * Reads, for each key of a group, the slot word its probe starts at in every layer, then the
+   * record that word points at: two cache misses per key over a large layer, which issued one
+   * record at a time wait one after the other, and issued for the group back to back (two
+   * tight loops of independent loads) wait together. What is read goes into a field, so that
+   * the compiler keeps the loads.
+   */
+  override def prefetch(keyHashes: Array[Int], count: Int): Unit = {
+    if (prefetchWords.length < count) prefetchWords = new Array[Long](count)
+    var read = prefetched
+    var map = this
+    while (map != null) {
+      val layer = map.layer
+      var i = 0
+      while (i < count) {
+        prefetchWords(i) = layer.probeStartWord(keyHashes(i))
+        i += 1
+      }
+      i = 0
+      while (i < count) {
+        read += layer.recordWord(prefetchWords(i))
+        i += 1
+      }
+      map = map.parent
+    }
+    prefetched = read
+  }
 
   /**
    * Also remembers what the lookup found (see [[recalled]]), so that a write of the same key

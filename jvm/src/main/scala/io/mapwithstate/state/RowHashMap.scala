@@ -59,6 +59,20 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   /** Approximate heap bytes held: the slot arrays plus the arena's pages. */
   def footprintBytes: Long = capacity.toLong * BytesPerSlot + arena.footprintBytes
 
+  /**
+   * The slot word where a probe for `hash` starts. Reading these words for a group of keys
+   * before probing for any of them has their cache misses overlap (see [[recordWord]]).
+   */
+  def probeStartWord(hash: Int): Long = addresses(hash & mask)
+
+  /**
+   * The first word of the record a slot word (from [[probeStartWord]]) points at, or 0 for an
+   * empty slot: reading it brings that record's key, and usually its state, into the cache.
+   */
+  def recordWord(slotWord: Long): Long =
+    if (slotWord == EmptySlot) 0L
+    else Platform.getLong(arena.page(slotWord), arena.unsafeOffset(slotWord))
+
   /** The slot holding the given key bytes, or -1. */
   def find(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
     val slot = probe(hash, keyBase, keyOffset, keyLength)

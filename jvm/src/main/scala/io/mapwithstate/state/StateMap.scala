@@ -58,6 +58,18 @@ abstract class StateMap {
 
   def remove(key: UnsafeRow): Unit
 
+  /**
+   * Whether [[prefetch]] does anything: whether lookups of a large map wait on memory that
+   * reading it ahead, several keys at a time, can bring in together.
+   */
+  def prefetches: Boolean = false
+
+  /**
+   * Reads ahead what lookups of these keys will touch, given their hashes (`UnsafeRow.hashCode`
+   * of each key): a hint, with no effect on the contents.
+   */
+  def prefetch(keyHashes: Array[Int], count: Int): Unit = ()
+
   /** Every key whose state was last updated strictly before `threshUpdatedTime`. */
   def getByTime(threshUpdatedTime: Long): Iterator[StateEntry]
 

@@ -50,7 +50,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
 
   /** (key, count, timing out, batch time) of every emitted row, in order. */
   private def run(
-      records: Seq[InternalRow],
+      records: Iterable[InternalRow],
       timeline: BatchTimeline,
       timeouts: TimeoutPolicy,
       firstBatch: Long = 1,
@@ -149,6 +149,29 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val snapshots = rows.filter(_.numFields == 3)
       .map(r => (r.getLong(0), r.getUTF8String(1).toString, r.getLong(2)))
     assert(snapshots.sortBy(s => (s._1, s._2)) === Seq((10, "a", 1), (20, "a", 2), (20, "b", 1)))
+  }
+
+  test("records read ahead in groups from an input that reuses its row run as they came") {
+    // A shuffle reader hands out one row object, rewritten for each record; the replay reads
+    // groups of records ahead (for the map's prefetch), so it must keep copies. Keys of
+    // varying length make a later copy outgrow an earlier one's bytes; 3 batches and 100
+    // records cross several groups and batch boundaries inside a group.
+    val input = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType, LongType))
+    val keys = (0 until 100).map(i => if (i % 3 == 0) "k" * (1 + i % 40) else s"key${i % 7}")
+    val times = (0 until 100).map(i => 10L * (1 + i / 40))
+    val rows = keys.zip(times).map { case (k, t) => record(k, t) }
+    val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
+    val u = updater(refreshesIdleKeys = false)
+    assert(u.prefetches)
+    val reused = run(rows.view.map(input(_)), timeline, TimeoutPolicy.Never, updaterToUse = Some(u))
+    val fresh = run(rows, timeline, TimeoutPolicy.Never)
+    assert(reused.size === 100)
+    assert(reused === fresh)
+    // Each record's count is the number of records of its key so far.
+    val expected = keys.zip(times).zipWithIndex.map { case ((k, t), i) =>
+      (k, keys.take(i + 1).count(_ == k).toLong, false, t)
+    }
+    assert(reused === expected)
   }
 
   test("a record after the timeline's last batch is a bug, not silently dropped") {
