@@ -24,18 +24,54 @@ import org.apache.spark.unsafe.Platform
  *
  * Memory per entry: 8 bytes of time and a 4-byte reference in the heap arrays, plus the key's
  * own byte array (16 bytes of header and the key bytes, rounded up to 8).
+ *
+ * The heap arrays are chunked: up to [[ExpiryIndex.ChunkEntries]] entries one pair of arrays
+ * doubles as usual; beyond, the index adds chunks of that size and never copies. A doubling of
+ * a 250k-entry index was a 6 MB copy into arrays large enough for G1 to allocate them outside
+ * its regions (humongous), each such allocation starting a collection cycle: one slow batch in
+ * a stream every time a large state's index crossed a power of two.
  */
 private[state] final class ExpiryIndex {
-  private var times = new Array[Long](ExpiryIndex.InitialCapacity)
-  private var keys = new Array[Array[Byte]](ExpiryIndex.InitialCapacity)
+  import ExpiryIndex._
+
+  // Chunk i holds entries [i * ChunkEntries, (i + 1) * ChunkEntries); only chunk 0 may be
+  // shorter, while it is the only one.
+  private var timeChunks = Array(new Array[Long](InitialCapacity))
+  private var keyChunks = Array(new Array[Array[Byte]](InitialCapacity))
+  private var capacity = InitialCapacity
   private var count = 0
   private var keyArrayBytes = 0L
+
+  @inline private def time(i: Int): Long = timeChunks(i >>> ChunkBits)(i & ChunkMask)
+
+  @inline private def key(i: Int): Array[Byte] = keyChunks(i >>> ChunkBits)(i & ChunkMask)
+
+  @inline private def set(i: Int, time: Long, key: Array[Byte]): Unit = {
+    timeChunks(i >>> ChunkBits)(i & ChunkMask) = time
+    keyChunks(i >>> ChunkBits)(i & ChunkMask) = key
+  }
+
+  /** Room for one more entry: chunk 0 doubles up to a chunk's size, then chunks are added. */
+  private def grow(): Unit = {
+    if (capacity < ChunkEntries) {
+      val larger = math.min(capacity * 2, ChunkEntries)
+      timeChunks(0) = java.util.Arrays.copyOf(timeChunks(0), larger)
+      keyChunks(0) = java.util.Arrays.copyOf(keyChunks(0), larger)
+      capacity = larger
+    } else {
+      timeChunks = java.util.Arrays.copyOf(timeChunks, timeChunks.length + 1)
+      keyChunks = java.util.Arrays.copyOf(keyChunks, keyChunks.length + 1)
+      timeChunks(timeChunks.length - 1) = new Array[Long](ChunkEntries)
+      keyChunks(keyChunks.length - 1) = new Array[Array[Byte]](ChunkEntries)
+      capacity += ChunkEntries
+    }
+  }
 
   /** Entries held, stale ones included. */
   def size: Int = count
 
   /** Approximate heap bytes held by the index. */
-  def footprintBytes: Long = times.length * 12L + keyArrayBytes
+  def footprintBytes: Long = capacity * 12L + keyArrayBytes
 
   /** Adds an entry for a key (its bytes are copied) with this time; keys without one are left out. */
   def add(time: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Unit = {
@@ -55,13 +91,13 @@ private[state] final class ExpiryIndex {
     val dueTimes = Array.newBuilder[Long]
     val dueKeys = Array.newBuilder[Array[Byte]]
     val seen = new java.util.HashSet[ByteBuffer]()
-    while (count > 0 && times(0) < threshold) {
-      val time = times(0)
-      val key = keys(0)
+    while (count > 0 && time(0) < threshold) {
+      val dueTime = time(0)
+      val dueKey = key(0)
       pop()
-      if (currentTime(key) == time && seen.add(ByteBuffer.wrap(key))) {
-        dueTimes += time
-        dueKeys += key
+      if (currentTime(dueKey) == dueTime && seen.add(ByteBuffer.wrap(dueKey))) {
+        dueTimes += dueTime
+        dueKeys += dueKey
       }
     }
     val result = (dueTimes.result(), dueKeys.result())
@@ -70,30 +106,25 @@ private[state] final class ExpiryIndex {
     result
   }
 
-  private def push(time: Long, key: Array[Byte]): Unit = {
-    if (count == times.length) {
-      times = java.util.Arrays.copyOf(times, count * 2)
-      keys = java.util.Arrays.copyOf(keys, count * 2)
-    }
-    keyArrayBytes += ExpiryIndex.arrayBytes(key)
+  private def push(newTime: Long, newKey: Array[Byte]): Unit = {
+    if (count == capacity) grow()
+    keyArrayBytes += ExpiryIndex.arrayBytes(newKey)
     var i = count
     count += 1
-    while (i > 0 && times((i - 1) >>> 1) > time) {
+    while (i > 0 && time((i - 1) >>> 1) > newTime) {
       val parent = (i - 1) >>> 1
-      times(i) = times(parent)
-      keys(i) = keys(parent)
+      set(i, time(parent), key(parent))
       i = parent
     }
-    times(i) = time
-    keys(i) = key
+    set(i, newTime, newKey)
   }
 
   private def pop(): Unit = {
-    keyArrayBytes -= ExpiryIndex.arrayBytes(keys(0))
+    keyArrayBytes -= ExpiryIndex.arrayBytes(key(0))
     count -= 1
-    val time = times(count)
-    val key = keys(count)
-    keys(count) = null
+    val lastTime = time(count)
+    val lastKey = key(count)
+    set(count, 0L, null)
     if (count == 0) return
     var i = 0
     var done = false
@@ -102,23 +133,26 @@ private[state] final class ExpiryIndex {
       if (left >= count) {
         done = true
       } else {
-        val child = if (left + 1 < count && times(left + 1) < times(left)) left + 1 else left
-        if (times(child) < time) {
-          times(i) = times(child)
-          keys(i) = keys(child)
+        val child = if (left + 1 < count && time(left + 1) < time(left)) left + 1 else left
+        if (time(child) < lastTime) {
+          set(i, time(child), key(child))
           i = child
         } else {
           done = true
         }
       }
     }
-    times(i) = time
-    keys(i) = key
+    set(i, lastTime, lastKey)
   }
 }
 
 private[state] object ExpiryIndex {
   val InitialCapacity = 64
+
+  /** Entries per chunk: 256 KB of times and 128 KB of references, well under a G1 region. */
+  private[state] val ChunkBits = 15
+  private[state] val ChunkEntries: Int = 1 << ChunkBits
+  private val ChunkMask = ChunkEntries - 1
 
   /** A byte array's heap size: a 16-byte header, then its bytes rounded up to 8. */
   def arrayBytes(a: Array[Byte]): Long = 16L + ((a.length + 7) & ~7)

@@ -40,6 +40,38 @@ class ExpiryIndexSuite extends AnyFunSuite {
     }
   }
 
+  test("an index over several chunks pops in time order across them, stale entries dropped") {
+    // Past ChunkEntries entries the heap spans chunks: parents and children of one sift sit in
+    // different chunks. Keys are put up to three times; only a key's last time is current.
+    val random = new Random(11)
+    val index = new ExpiryIndex
+    val keys = 2 * ExpiryIndex.ChunkEntries
+    val current = mutable.Map.empty[Long, Long]
+    def bytesOf(k: Long): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(k).array()
+    def keyOf(bytes: Array[Byte]): Long = java.nio.ByteBuffer.wrap(bytes).getLong
+    val entries = 3 * ExpiryIndex.ChunkEntries + 123
+    for (_ <- 0 until entries) {
+      val k = random.nextInt(keys).toLong
+      val t = random.nextInt(1000000).toLong
+      index.add(t, bytesOf(k), org.apache.spark.unsafe.Platform.BYTE_ARRAY_OFFSET, 8)
+      current(k) = t
+    }
+    assert(index.size === entries)
+    var previous = 0L
+    for (threshold <- Seq(1000L, 250000L, 250000L, 600000L, 1000001L)) {
+      val (times, dueKeys) = index.due(threshold, bytes => current.getOrElse(keyOf(bytes), -1L))
+      val expected = current.filter(_._2 < threshold)
+      assert(dueKeys.map(keyOf).toSet === expected.keySet, s"threshold $threshold")
+      assert(dueKeys.length === expected.size)
+      assert(times.toSeq === times.toSeq.sorted)
+      assert(dueKeys.map(keyOf).zip(times).forall { case (k, t) => current(k) === t })
+      // The caller removes what expired before the next, later threshold.
+      if (threshold != previous) dueKeys.foreach(b => current.remove(keyOf(b)))
+      previous = threshold
+    }
+    assert(current.isEmpty)
+  }
+
   test("stale entries are bounded: the index is rebuilt when they outnumber the keys") {
     val map = StateMap.empty(1, 1)
     (0 until 100).foreach(k => map.put(longKey(k), longState(k), 1000L + k))
