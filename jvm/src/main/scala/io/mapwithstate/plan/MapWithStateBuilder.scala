@@ -70,8 +70,7 @@ class MapWithStateBuilder(session: SparkSession) {
       // Only the columns the aggregates read go on to the aggregation, with the event time
       // (late rows are dropped by it before the aggregation, and it gives replays watermarks).
       val read = AttributeSet(aggregates.flatMap(_.references))
-      val narrowed = Project(childAttrs.filter(a =>
-        !valueAttrs.contains(a) || read.contains(a) || eventTimeAttr.contains(a)), child)
+      val narrowed = withoutValuesExcept(read, child, valueAttrs, eventTimeAttr)
       val inputs = read.toSeq
       MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
         options, output, narrowed, initialState, eventTimeAttr, groups = true,
@@ -81,13 +80,22 @@ class MapWithStateBuilder(session: SparkSession) {
         keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
       val (function, readValues) = withoutUnreadValues(resolved, keyAttrs.size, valueAttrs)
       val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
-      // Value columns the function never reads are not shuffled (nor, through Spark's column
-      // pruning, read from the source): in a running count, the whole record but its key.
-      val narrowed = if (readValues.size == valueAttrs.size) child
-        else Project(childAttrs.filter(a => !valueAttrs.contains(a) || readValues.contains(a)), child)
+      val narrowed = withoutValuesExcept(AttributeSet(readValues), child, valueAttrs, eventTimeAttr)
       MapWithState(keyAttrs, readValues, batchTimeAttr, orderByAttrs, function, options, output,
         narrowed, initialState, eventTimeAttr)
     }
+  }
+
+  /**
+   * `child` without the value columns that are not `kept`: they are then neither shuffled nor,
+   * through Spark's column pruning, read from the source (in a running count, the whole record
+   * but its key). The event-time column stays even when it is an unread value column too (the
+   * default values are every non-key column): the operator reads it for late rows.
+   */
+  private def withoutValuesExcept(kept: AttributeSet, child: LogicalPlan,
+      valueAttrs: Seq[Attribute], eventTime: Option[Attribute]): LogicalPlan = {
+    val dropped = AttributeSet(valueAttrs.filterNot(a => kept.contains(a) || eventTime.contains(a)))
+    if (dropped.isEmpty) child else Project(child.output.filterNot(dropped.contains), child)
   }
 
   /**

@@ -99,6 +99,26 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       Seq(("a", 10, 10L), ("a", 30, 40L), ("b", 20, 20L)))
   }
 
+  test("an event-time column the function never reads is still there for late rows") {
+    // With no value columns named, the event-time column is a value column too; dropping the
+    // unread values must not drop the column the operator itself reads for lateness.
+    val events = sql("SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt " +
+      "FROM VALUES ('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)")
+    val watermarked = Relation.newBuilder().setWithWatermark(
+      org.apache.spark.connect.proto.WithWatermark.newBuilder()
+        .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
+    val message = runningCount(watermarked).setBatchTime(expr("bt"))
+    message.getSpecBuilder
+      .setTimeoutAt(expr(s"${StateFunctionInput.Watermark} + INTERVAL 1 HOUR"))
+      .setTimeoutDomain("event_time")
+    val p = plan(message)
+    assert(p.eventTime.map(_.name) === Some("ts"))
+    assert(p.child.outputSet.contains(p.eventTime.get))
+    // Batch 1's watermark is 15 - 10 = 5 s: a@4 and b@2 are late and dropped.
+    assert(rows(message).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
+      Seq(("a", 1L), ("a", 2L)))
+  }
+
   test("snapshots: batch_time, the keys and the state's fields") {
     val message = runningCount().setOutput(proto.MapWithState.Output.OUTPUT_SNAPSHOTS)
     val p = plan(message)
