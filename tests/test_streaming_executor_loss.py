@@ -6,9 +6,12 @@ in-memory state stores (or RocksDB instances on its local disk) are gone, its ta
 retried on the other executor, which loads those partitions' state from the checkpoint files
 (the heap backend's delta and snapshot files, RocksDB's changelogs and snapshots).
 """
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
+import pyspark
 import pytest
 
 import mapwithstate as mws
@@ -41,10 +44,17 @@ def cluster():
         while len(executor_pids(server._process.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(1)
         session = server.session()
+        app_id = session.conf.get("spark.app.id")
         yield server, session
         session.stop()
     finally:
         server.stop()
+    # local-cluster workers keep their executors' directories (jars, logs) under
+    # SPARK_HOME/work, which is the installed pyspark: leave nothing behind there.
+    work = Path(pyspark.__file__).parent / "work"
+    shutil.rmtree(work / app_id, ignore_errors=True)
+    if work.is_dir() and not any(work.iterdir()):
+        work.rmdir()
 
 
 @pytest.mark.slow
