@@ -23,7 +23,7 @@ warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=Future
 import pyspark  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
-from bench import connect_systems, data, jvm_systems, report, tasktime  # noqa: E402
+from bench import connect_systems, data, jvm_systems, report, tasktime, threadtime  # noqa: E402
 from bench.rss import high_water_bytes  # noqa: E402
 from bench.systems import (FLOOR, GROUP_BY, GROUPS, OURS, OURS_HEAP, OURS_ROCKSDB,  # noqa: E402
                            PANDAS, PER_RECORD, TIMERS_OURS)
@@ -113,6 +113,7 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
                                           **tasktime.event_log_conf(events.directory)})
     try:
         spark = server.session()
+        server_jvm = threadtime.java_process(server.pid) if server.pid else None
         pandas_by_name = {s.name: s for s in plan.pandas}
         _warm_up_server(spark, plan, [s for s in plan.streaming if only is None or s.name in only],
                         work)
@@ -120,7 +121,7 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
             if only is None or scenario.name in only:
                 events.mark()
                 section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
-                                     raw.setdefault(scenario.name, {}), events)
+                                     raw.setdefault(scenario.name, {}), events, server_jvm)
                 sections.append(section)
                 print("\n" + section, flush=True)
         if only is None or plan.batch.name in only:
@@ -153,17 +154,23 @@ def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) ->
 
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
-               work: str, raw: Dict[str, list], events: "tasktime.EventLog") -> str:
+               work: str, raw: Dict[str, list], events: "tasktime.EventLog",
+               server_jvm: Optional[int]) -> str:
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
+    threads = threadtime.ThreadTimes(server_jvm, os.cpu_count() or 1)
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
             if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
                 _log(f"{tag}: {system.name}")
+                if system.name == OURS.name:
+                    threads.begin()
                 runs[system.name].append(CONNECT_RUNNERS[system.name](
                     spark, directory, _dir(work, tag, system.name)))
+                if system.name == OURS.name:
+                    threads.end()
             elif system.name == TIMERS_OURS.name and scenario.timers:
                 _log(f"{tag}: {system.name}")
                 runs[system.name].append(connect_systems.ours_timers(
@@ -205,6 +212,8 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
+    # Not a target: what the tasks' waiting above was made of (bench/threadtime.py).
+    lines.append(threads.summary("ours' Connect server while ours ran (all its batches)"))
     # With timers a stateful system's output rows are its expired keys: shown, not assumed.
     expired = ({s.name for s in scenario.systems} - {FLOOR.name}) if scenario.timers else None
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,

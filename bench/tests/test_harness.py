@@ -69,3 +69,29 @@ def test_every_process_has_a_small_warm_up_input_without_targets():
         assert warm_up is not None and not warm_up.targets
         assert warm_up.records < min(s.records for s in plan.streaming)
         assert warm_up.data_name() not in {s.data_name() for s in plan.streaming}
+
+
+def test_thread_times_count_this_process_cpu_by_kind():
+    import os
+    import time
+
+    import pytest
+
+    from bench import threadtime
+    assert threadtime.kind_of("C2 CompilerThre") == "JIT compilers"
+    assert threadtime.kind_of("Executor task l") == "task threads"
+    assert threadtime.kind_of("mapwithstate-st") == "state background"
+    assert threadtime.kind_of("G1 Conc#0") == "GC" and threadtime.kind_of("python") == "other"
+    threads = threadtime.ThreadTimes(os.getpid(), 2)
+    if not threads.available():
+        pytest.skip("no /proc here (the benchmark then says 'not measured')")
+    threads.begin()
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:
+        pass
+    threads.end()
+    # This thread's CPU is counted, as "other" (a Python thread has the process's name).
+    assert threads.cpu[threadtime.OTHER] >= 0.2, threads.cpu
+    assert threads.elapsed >= 0.2
+    line = threads.summary("this test")
+    assert line.startswith("this test: ") and "other " in line and "run queue" in line, line
