@@ -173,9 +173,11 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                     threads.end()
             elif system.name == TIMERS_OURS.name and scenario.timers:
                 _log(f"{tag}: {system.name}")
+                threads.begin()
                 runs[system.name].append(connect_systems.ours_timers(
                     spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
                     scenario.timers.timed_keys))
+                threads.end()
         if pandas_directory:
             _log(f"{tag}: applyInPandasWithState (scaled down)")
             runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
