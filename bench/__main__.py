@@ -15,6 +15,7 @@ import tempfile
 import time
 import warnings
 from collections import defaultdict
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Dict, List, Optional
 
@@ -113,7 +114,6 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
                                           **tasktime.event_log_conf(events.directory)})
     try:
         spark = server.session()
-        server_jvm = threadtime.java_process(server.pid) if server.pid else None
         pandas_by_name = {s.name: s for s in plan.pandas}
         _warm_up_server(spark, plan, [s for s in plan.streaming if only is None or s.name in only],
                         work)
@@ -121,7 +121,7 @@ def _on_shared_server(plan: Suite, only: Optional[set], work: str,
             if only is None or scenario.name in only:
                 events.mark()
                 section = _streaming(spark, scenario, pandas_by_name.get(scenario.name), plan, work,
-                                     raw.setdefault(scenario.name, {}), events, server_jvm)
+                                     raw.setdefault(scenario.name, {}), events, server.pid)
                 sections.append(section)
                 print("\n" + section, flush=True)
         if only is None or plan.batch.name in only:
@@ -155,29 +155,25 @@ def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) ->
 
 def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], plan: Suite,
                work: str, raw: Dict[str, list], events: "tasktime.EventLog",
-               server_jvm: Optional[int]) -> str:
+               server_pid: Optional[int]) -> str:
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
-    threads = threadtime.ThreadTimes(server_jvm, os.cpu_count() or 1)
+    threads = threadtime.ThreadTimes(server_pid, os.cpu_count() or 1)
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
             if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
                 _log(f"{tag}: {system.name}")
-                if system.name == OURS.name:
-                    threads.begin()
-                runs[system.name].append(CONNECT_RUNNERS[system.name](
-                    spark, directory, _dir(work, tag, system.name)))
-                if system.name == OURS.name:
-                    threads.end()
+                with threads.measuring() if system.name == OURS.name else nullcontext():
+                    runs[system.name].append(CONNECT_RUNNERS[system.name](
+                        spark, directory, _dir(work, tag, system.name)))
             elif system.name == TIMERS_OURS.name and scenario.timers:
                 _log(f"{tag}: {system.name}")
-                threads.begin()
-                runs[system.name].append(connect_systems.ours_timers(
-                    spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
-                    scenario.timers.timed_keys))
-                threads.end()
+                with threads.measuring():
+                    runs[system.name].append(connect_systems.ours_timers(
+                        spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
+                        scenario.timers.timed_keys))
         if pandas_directory:
             _log(f"{tag}: applyInPandasWithState (scaled down)")
             runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(

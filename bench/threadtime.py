@@ -11,10 +11,10 @@ printed under each scenario's targets. Linux only; elsewhere (or without access)
 says so.
 """
 import os
-import subprocess
 import time
 from collections import Counter
-from typing import Dict, Optional, Tuple
+from contextlib import contextmanager
+from typing import Dict, Iterator, Optional, Tuple
 
 #: Thread kinds, by the start of the kernel's (15-character) thread name; the rest is "other".
 KINDS = (("task threads", ("Executor task",)),
@@ -31,24 +31,6 @@ def kind_of(thread_name: str) -> str:
         if thread_name.startswith(prefixes):
             return kind
     return OTHER
-
-
-def java_process(root_pid: int) -> Optional[int]:
-    """The JVM among ``root_pid`` and its descendants (spark-submit's launcher script execs or
-    forks it), or None."""
-    todo = [root_pid]
-    while todo:
-        pid = todo.pop()
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                executable = f.read().split(b"\0")[0]
-        except OSError:
-            continue
-        if os.path.basename(executable) == b"java":
-            return pid
-        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
-        todo += [int(p) for p in children.stdout.split()]
-    return None
 
 
 def _threads(pid: int) -> Dict[int, Tuple[str, float, float]]:
@@ -70,28 +52,27 @@ def _threads(pid: int) -> Dict[int, Tuple[str, float, float]]:
 
 
 class ThreadTimes:
-    """Sums, over the spans between :meth:`begin` and :meth:`end`, the CPU time of ``pid``'s
-    threads by kind and the run-queue wait of its task threads."""
+    """Sums, over the spans :meth:`measuring` wraps, the CPU time of ``pid``'s threads by kind
+    and the run-queue wait of its task threads."""
 
     def __init__(self, pid: Optional[int], cores: int) -> None:
         self.pid, self.cores = pid, cores
         self.cpu: Counter = Counter()
         self.task_wait = 0.0
         self.elapsed = 0.0
-        self._start: Optional[Tuple[float, Dict[int, Tuple[str, float, float]]]] = None
 
     def available(self) -> bool:
         return self.pid is not None and os.path.isdir(f"/proc/{self.pid}/task")
 
-    def begin(self) -> None:
-        if self.available():
-            self._start = (time.monotonic(), _threads(self.pid))
-
-    def end(self) -> None:
-        if self._start is None or not self.available():
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        if not self.available():
+            yield
             return
-        started, before = self._start
-        self._start = None
+        started, before = time.monotonic(), _threads(self.pid)
+        yield
+        if not self.available():
+            return
         self.elapsed += time.monotonic() - started
         for tid, (name, cpu, waited) in _threads(self.pid).items():
             _, cpu0, waited0 = before.get(tid, (name, 0.0, 0.0))
@@ -115,4 +96,3 @@ class ThreadTimes:
                 f"({100 * total / self.elapsed / self.cores:.0f}% of {self.cores} cores): {shares}; "
                 f"task threads waited {self.task_wait:.1f} s for a CPU (run queue) against "
                 f"{self.cpu['task threads']:.1f} s on one")
-

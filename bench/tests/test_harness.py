@@ -1,6 +1,11 @@
 """The benchmark harness's bookkeeping (bench/), without Spark: that a run's batches become the
 table rows the suite promises. Timings are never asserted; these numbers are made up."""
-from bench import report
+import os
+import time
+
+import pytest
+
+from bench import report, threadtime
 from bench.measure import figures, per_file
 from bench.scenarios import WARMUP, suite
 
@@ -72,12 +77,6 @@ def test_every_process_has_a_small_warm_up_input_without_targets():
 
 
 def test_thread_times_count_this_process_cpu_by_kind():
-    import os
-    import time
-
-    import pytest
-
-    from bench import threadtime
     assert threadtime.kind_of("C2 CompilerThre") == "JIT compilers"
     assert threadtime.kind_of("Executor task l") == "task threads"
     assert threadtime.kind_of("mapwithstate-st") == "state background"
@@ -85,11 +84,10 @@ def test_thread_times_count_this_process_cpu_by_kind():
     threads = threadtime.ThreadTimes(os.getpid(), 2)
     if not threads.available():
         pytest.skip("no /proc here (the benchmark then says 'not measured')")
-    threads.begin()
-    deadline = time.process_time() + 0.3
-    while time.process_time() < deadline:
-        pass
-    threads.end()
+    with threads.measuring():
+        deadline = time.process_time() + 0.3
+        while time.process_time() < deadline:
+            pass
     # This thread's CPU is counted, as "other" (a Python thread has the process's name).
     assert threads.cpu[threadtime.OTHER] >= 0.2, threads.cpu
     assert threads.elapsed >= 0.2
