@@ -71,8 +71,9 @@ final class DeltaChainStateMap private (
   private var readOnly = false
 
   /**
-   * The keys by time, for [[expiring]]: built on first use, kept up to date by every put while
-   * the map is writable, handed over to the copy, and dropped when stale entries pile up.
+   * The keys by time, for [[expiring]]: built on first need (a threshold past
+   * [[earliestTime]]), kept up to date by every put while the map is writable, handed over to
+   * the copy, and dropped when stale entries pile up.
    */
   private var index: ExpiryIndex = null
 
@@ -237,8 +238,14 @@ final class DeltaChainStateMap private (
     } else timeOfKeyBytes(hashOf(base, offset, length), base, offset, length)
   }
 
-  /** Through the expiry index on a writable map; a read-only map scans. */
+  /**
+   * Nothing, when `threshold` is not past [[earliestTime]]: with a timeout far longer than a
+   * batch interval, as is usual, no batch finds keys due, so none pays for an index. Otherwise
+   * through the expiry index on a writable map (built on first need, then kept up to date by
+   * every put), while a read-only map scans.
+   */
   override def expiring(threshold: Long): Iterator[StateEntry] = {
+    if (threshold <= earliestTime) return Iterator.empty
     if (readOnly) return super.expiring(threshold)
     if (index == null) index = buildIndex()
     val (times, keys) = index.due(threshold, bytes =>
@@ -254,7 +261,26 @@ final class DeltaChainStateMap private (
     }
   }
 
-  override def prepareExpiry(): Unit = if (!readOnly && index == null) index = buildIndex()
+  /**
+   * A lower bound of the times of this map's keys: the earliest of its layers' (see
+   * [[RowHashMap.earliestTime]]), `Long.MaxValue` when no key has a time. No key is due before
+   * it, so [[expiring]] needs neither its index nor a scan. An index, in turn, costs a copied
+   * key and a heap entry per put (and a rebuild every two or three batches under full churn),
+   * which is why it is built only once a threshold passes this bound rather than on the first
+   * [[prepareExpiry]].
+   */
+  def earliestTime: Long = {
+    var earliest = Long.MaxValue
+    var map = this
+    while (map != null) {
+      earliest = math.min(earliest, map.layer.earliestTime)
+      map = map.parent
+    }
+    earliest
+  }
+
+  /** Builds the expiry index now, if this writable map has none (for tests and benchmarks). */
+  private[state] def buildExpiryIndex(): Unit = if (!readOnly && index == null) index = buildIndex()
 
   /** Heap bytes of the expiry index, when this map has one (see [[memoryUsedBytes]]). */
   def expiryIndexBytes: Long = if (index == null) 0L else index.footprintBytes

@@ -19,8 +19,10 @@ import org.apache.spark.unsafe.Platform
  * over at least as many writes).
  *
  * The index is not checkpointed: the map files hold every key's time, and the index is rebuilt
- * from them with one pass the first time a loaded map is asked for expiring keys; a copy of the
- * map takes the index over, so a stream pays that pass once per load, not once per batch.
+ * from them with one pass the first time a loaded map is asked for expiring keys at a threshold
+ * some key may be due at (past the map's `earliestTime`; before that no index is kept at all); a
+ * copy of the map takes the index over, so a stream pays that pass once per load, not once per
+ * batch.
  *
  * Memory per entry: 8 bytes of time and a 4-byte reference in the heap arrays, plus the key's
  * own byte array (16 bytes of header and the key bytes, rounded up to 8).

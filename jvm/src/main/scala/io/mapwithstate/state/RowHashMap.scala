@@ -41,6 +41,8 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   /** Arena bytes that the records of the current slots need; the rest is garbage. */
   private var retainedBytes = 0L
   private var rebuilds = 0
+  /** The earliest time any live record was written with: see [[earliestTime]]. */
+  private var earliest = Long.MaxValue
 
   /** Changes whenever slots move, so that a scan over slot indexes can tell it was disturbed. */
   def layoutVersion: Int = rebuilds
@@ -55,6 +57,17 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
   /** Arena bytes that the current slots' records take up (garbage excluded). */
   def recordBytes: Long = retainedBytes
+
+  /**
+   * A lower bound of the times of this table's live keys: the earliest time a live record was
+   * ever written with ([[StateMap.NoTime]] aside), `Long.MaxValue` if none was. Records
+   * overwritten or removed since still count, so it only ever moves down; a table is rebuilt
+   * as a new one (a compaction) often enough to keep it close.
+   */
+  def earliestTime: Long = earliest
+
+  @inline private def noteTime(time: Long): Unit =
+    if (time != StateMap.NoTime && time < earliest) earliest = time
 
   /** Approximate heap bytes held: the slot arrays plus the arena's pages. */
   def footprintBytes: Long = capacity.toLong * BytesPerSlot + arena.footprintBytes
@@ -142,6 +155,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     val slot = makeRoomForOneMore(emptySlot)
     val address = appendRecord(keyBase, keyOffset, keyLength, stateBase, stateOffset, stateLength)
     occupyEmptySlot(slot, hash, flagged(address, removed = false, shadowsParent), updateTime)
+    noteTime(updateTime)
   }
 
   /**
@@ -184,6 +198,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     addresses(slot) =
       flagged(address, removed = false, (old & ShadowsParentFlag) != 0) | (old & TagBits)
     updateTimes(slot) = updateTime
+    noteTime(updateTime)
     vacuumIfWasteful()
   }
 
@@ -209,6 +224,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
           copyBytes(stateBase, stateOffset, page, target, stateLength)
         }
         updateTimes(slot) = updateTime
+        noteTime(updateTime)
         return
       }
     }

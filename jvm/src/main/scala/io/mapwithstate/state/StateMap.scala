@@ -93,9 +93,9 @@ abstract class StateMap {
 
   /**
    * Tells the map that [[expiring]] will be asked for (the operator has timeouts or timers): a
-   * map with an index may build it now, while it is cheapest — free on an empty map, and on a
-   * loaded one during the batch that loads it rather than in the first batch that looks for
-   * expired keys. Maps without an index ignore it.
+   * map whose index is kept in its store starts keeping it ([[StoreBackedStateMap]]). Maps
+   * without an index, or that build theirs only once a key can be due
+   * ([[DeltaChainStateMap]]), ignore it.
    */
   def prepareExpiry(): Unit = ()
 

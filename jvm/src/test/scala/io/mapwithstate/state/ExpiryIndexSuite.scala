@@ -75,10 +75,32 @@ class ExpiryIndexSuite extends AnyFunSuite {
   test("stale entries are bounded: the index is rebuilt when they outnumber the keys") {
     val map = StateMap.empty(1, 1)
     (0 until 100).foreach(k => map.put(longKey(k), longState(k), 1000L + k))
-    assert(map.expiring(0).isEmpty) // builds the index
+    map.buildExpiryIndex()
     for (t <- 1 to 200; k <- 0 until 100) map.put(longKey(k), longState(k), 2000L + t)
     assert(map.expiryIndexBytes < 64L * (2 * 100 + (1 << 12)))
     assert(longEntries(map.expiring(2201)).size === 100)
+  }
+
+  test("no index until a threshold passes the earliest time; loose bounds still answer right") {
+    val map = StateMap.empty(1, 1)
+    (0 until 1000).foreach(k => map.put(longKey(k), longState(k), 1000L + k))
+    assert(map.earliestTime === 1000L)
+    // Nothing can be due: no index is built, and puts add nothing to one.
+    assert(map.expiring(1000).isEmpty && map.expiryIndexBytes === 0L)
+    (0 until 1000).foreach(k => map.put(longKey(k), longState(k), 5000L + k))
+    assert(map.expiryIndexBytes === 0L)
+    // Every key was put again later: the bound (1000) is loose and nothing is due at 2000.
+    var next = map.copy()
+    next.put(longKey(5000), longState(1), StateMap.NoTime)
+    assert(next.earliestTime === 1000L && next.expiring(2000).isEmpty)
+    assert(next.expiryIndexBytes > 0L)
+    assert(longEntries(next.expiring(5002)) === Set((0L, 0L, 5000L), (1L, 1L, 5001L)))
+    // A compaction writes a new base: the bound is the live keys' earliest again.
+    next = next.compact()
+    assert(next.earliestTime === 5000L)
+    // A key without a time does not count, and a timer earlier than every key does.
+    next.put(longKey(7), longState(7), 10L)
+    assert(next.earliestTime === 10L && longEntries(next.expiring(11)) === Set((7L, 7L, 10L)))
   }
 
   test("a copy takes the index over; a read-only map still answers by scanning") {
@@ -96,7 +118,7 @@ class ExpiryIndexSuite extends AnyFunSuite {
     val map = StateMap.empty(1, 1)
     val n = 200000
     (0 until n).foreach(k => map.put(longKey(k), longState(k), 1000L + k))
-    assert(map.expiring(0).isEmpty) // builds the index
+    map.buildExpiryIndex()
     val perKey = map.expiryIndexBytes.toDouble / n
     // scalastyle:off println
     println(f"expiry index: $perKey%.1f bytes per key for $n BIGINT keys " +

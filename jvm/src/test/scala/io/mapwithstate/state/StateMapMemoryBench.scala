@@ -49,7 +49,7 @@ object StateMapMemoryBench {
 
     // The expiry index (timers and idle timeouts): heap before and after building it.
     val withoutIndex = usedHeap()
-    val indexTime = timed(map.prepareExpiry())
+    val indexTime = timed(map.buildExpiryIndex())
     val indexHeap = usedHeap() - withoutIndex
     println(f"  expiry index: ${indexHeap.toDouble / entries}%.1f bytes/key used heap, " +
       f"map's own count ${map.expiryIndexBytes.toDouble / entries}%.1f bytes/key; " +
