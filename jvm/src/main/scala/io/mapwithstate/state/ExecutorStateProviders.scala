@@ -1,6 +1,7 @@
 package io.mapwithstate.state
 
-import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledFuture, TimeUnit}
+import java.util.UUID
+import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, Executors, ScheduledFuture, TimeUnit}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 import scala.jdk.CollectionConverters._
@@ -61,7 +62,9 @@ object StoreCoordinator {
  * task that took it earlier still works on it costs that partition a reload at the next batch,
  * never a wrong state. Providers belong to one `SparkEnv`: the first task of a new one (a new
  * SparkContext in this JVM) unloads those of the old, as does the maintenance once the old one
- * is stopped.
+ * is stopped. And the first load of a new query run unloads the providers of stopped runs at
+ * once, by the same rule, rather than at the next round: they would count against its heap
+ * budget meanwhile (see `unloadStoppedRuns`).
  */
 object ExecutorStateProviders extends Logging {
 
@@ -81,6 +84,8 @@ object ExecutorStateProviders extends Logging {
     val reporting: java.util.Set[StateStoreProviderId] = ConcurrentHashMap.newKeySet()
     lazy val coordinator: StoreCoordinator = makeCoordinator(env)
     var maintenance: ScheduledFuture[_] = null
+    /** Query runs whose first load here swept the stopped runs' providers (or is sweeping). */
+    val runsSwept = new ConcurrentHashMap[UUID, CompletableFuture[Unit]]()
   }
 
   @volatile private var owner: Owner = null
@@ -117,8 +122,46 @@ object ExecutorStateProviders extends Logging {
       taken.takenAt = System.nanoTime()
       taken
     })
-    if (made) queueReport(o, id)
+    if (made) {
+      queueReport(o, id)
+      unloadStoppedRuns(o, id.queryRunId)
+    }
     loaded.provider
+  }
+
+  /**
+   * Once per query run, before the first task that loads one of its providers here goes on:
+   * unloads the providers of the other runs that have stopped. Maintenance would, but only at
+   * its next round (a minute by default), and until then they count against the new run's heap
+   * budget, which divides the heap among the partitions loaded ([[HeapBudget.defaultLimitBytes]]):
+   * a query stopped and started again in a notebook would have half its budget for a minute,
+   * and could fail for it. The coordinator forgets a run's partitions when it stops, so one
+   * partition per other run is asked about; only providers already reported count, since one
+   * whose report is still queued is nowhere yet while its run is running. Other tasks of the
+   * new run that load a provider meanwhile wait for the sweep rather than count the old ones.
+   */
+  private def unloadStoppedRuns(o: Owner, run: UUID): Unit = {
+    val mine = new CompletableFuture[Unit]()
+    val sweeping = o.runsSwept.putIfAbsent(run, mine)
+    if (sweeping != null) {
+      sweeping.join()
+      return
+    }
+    try {
+      val started = System.nanoTime()
+      val reported = o.providers.asScala.collect {
+        case (id, l) if id.queryRunId != run && l.reportedAt > 0 && !o.reporting.contains(id) =>
+          id
+      }.groupBy(_.queryRunId)
+      reported.values.foreach { ids =>
+        val where = try o.coordinator.whereActive(ids.head) catch {
+          case NonFatal(e) =>
+            logWarning(s"cannot ask the coordinator about ${ids.head}: ${e.getMessage}", e)
+            StoreCoordinator.Here
+        }
+        if (where == StoreCoordinator.Nowhere) ids.foreach(id => unloadIfIdle(o, id, started))
+      }
+    } finally mine.complete(())
   }
 
   /** `id`'s provider if it is loaded in this JVM (for tests). */
@@ -188,6 +231,8 @@ object ExecutorStateProviders extends Logging {
       retire(o)
       return
     }
+    // A run's sweep is forgotten with its last provider (a later load sweeps again, cheaply).
+    o.runsSwept.keySet.removeIf(run => !o.providers.keySet.asScala.exists(_.queryRunId == run))
     o.providers.forEach { (id, loaded) =>
       if (loaded.maintaining.compareAndSet(false, true)) StateBackgroundWorker.execute { () =>
         val started = System.nanoTime()

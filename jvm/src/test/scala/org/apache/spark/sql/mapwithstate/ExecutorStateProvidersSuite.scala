@@ -1,13 +1,8 @@
 package org.apache.spark.sql.mapwithstate
 
-import io.mapwithstate.{LocalSpark, MapWithState, StateSpec, TempDirs}
-import io.mapwithstate.execution.MapWithStateStreamExec
-import io.mapwithstate.functions._
+import io.mapwithstate.TempDirs
 import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
-import org.apache.spark.sql.Encoders
-import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
-import org.apache.spark.sql.execution.streaming.state.{StateStoreId, StateStoreProviderId}
-import org.apache.spark.sql.functions._
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId
 import org.apache.spark.sql.streaming.StreamingQuery
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
@@ -21,7 +16,7 @@ import org.scalatest.time.SpanSugar._
  * Spark's coordinator, closed when their query stops (by maintenance, every 200 ms here) or
  * after each task when the store conf says so.
  */
-class ExecutorStateProvidersSuite extends AnyFunSuite with LocalSpark with TempDirs {
+class ExecutorStateProvidersSuite extends AnyFunSuite with StateProviderQueries with TempDirs {
 
   private val MaintenanceInterval = "spark.sql.streaming.stateStore.maintenanceInterval"
   private val UnloadOnCommit = "spark.sql.streaming.stateStore.unloadOnCommit"
@@ -30,33 +25,6 @@ class ExecutorStateProvidersSuite extends AnyFunSuite with LocalSpark with TempD
     super.beforeAll()
     // Before the suite's first query: an executor's maintenance runs at its first store's interval.
     spark.conf.set(MaintenanceInterval, "200ms")
-  }
-
-  private val runningCount = StateSpec.function("n BIGINT",
-    update = struct((coalesce(state("n"), lit(0L)) + 1).as("n")),
-    emit = struct(col("value").as("word"), newState("n").as("n")))
-
-  /** A running count query on `checkpoint` and its input; `body` runs while it is active. */
-  private def withQuery(checkpoint: String)(body: (MemoryStream[String], StreamingQuery) => Unit)
-    : Unit = {
-    implicit val sqlContext: org.apache.spark.sql.SQLContext = spark.sqlContext
-    val input = MemoryStream[String](Encoders.STRING, sqlContext)
-    val query = MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
-      .writeStream.format("memory").queryName(s"counts_${System.nanoTime()}")
-      .outputMode("append").option("checkpointLocation", checkpoint).start()
-    try body(input, query) finally query.stop()
-  }
-
-  /** The provider ids of `query`'s mapWithState state partitions. */
-  private def partitions(query: StreamingQuery): Seq[StateStoreProviderId] = {
-    val execution = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution
-    val info = execution.executedPlan.collectFirst {
-      case op: MapWithStateStreamExec => op.stateInfo.get
-    }.getOrElse(fail("no mapWithState operator in the executed plan"))
-    (0 until info.numPartitions).map { p =>
-      StateStoreProviderId(StateStoreId(info.checkpointLocation, info.operatorId, p),
-        info.queryRunId)
-    }
   }
 
   private def counts(query: StreamingQuery): Seq[(String, Long)] =
