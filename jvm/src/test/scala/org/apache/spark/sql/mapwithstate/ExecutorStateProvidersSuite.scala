@@ -2,7 +2,6 @@ package org.apache.spark.sql.mapwithstate
 
 import io.mapwithstate.TempDirs
 import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId
 import org.apache.spark.sql.streaming.StreamingQuery
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
@@ -116,15 +115,7 @@ class ExecutorStateProvidersSuite extends AnyFunSuite with StateProviderQueries 
 
   test("a stopped query's partitions are unloaded by the next maintenance") {
     withDir { dir =>
-      var ids = Seq.empty[StateStoreProviderId]
-      var opened = 0
-      withQuery(new java.io.File(dir, "cp").getPath) { (input, query) =>
-        input.addData("a", "b", "a")
-        query.processAllAvailable()
-        ids = partitions(query)
-        assert(ids.forall(ExecutorStateProviders.isLoaded))
-        opened = DeltaChainStateStoreProvider.openProviders
-      }
+      val (ids, opened) = runStopped(new java.io.File(dir, "cp").getPath, "a", "b", "a")
       eventually(timeout(10.seconds)) {
         ids.foreach(id => assert(!ExecutorStateProviders.isLoaded(id), id))
         // Closed, not just forgotten (an earlier test's may be closed meanwhile too).

@@ -2,7 +2,6 @@ package org.apache.spark.sql.mapwithstate
 
 import io.mapwithstate.TempDirs
 import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
-import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 import org.scalatest.time.SpanSugar._
@@ -24,15 +23,7 @@ class NewQueryRunSuite extends AnyFunSuite with StateProviderQueries with TempDi
 
   test("a query stopped and a new one started: the old run's partitions go before its first batch") {
     withDir { dir =>
-      var first = Seq.empty[StateStoreProviderId]
-      var opened = 0
-      withQuery(new java.io.File(dir, "one").getPath) { (input, query) =>
-        input.addData("a", "b", "a")
-        query.processAllAvailable()
-        first = partitions(query)
-        assert(first.forall(ExecutorStateProviders.isLoaded))
-        opened = DeltaChainStateStoreProvider.openProviders
-      }
+      val (first, opened) = runStopped(new java.io.File(dir, "one").getPath, "a", "b", "a")
       // Stopped, and nothing but the next run unloads its partitions for ten minutes.
       Thread.sleep(300)
       assert(first.forall(ExecutorStateProviders.isLoaded))

@@ -3,6 +3,7 @@ package org.apache.spark.sql.mapwithstate
 import io.mapwithstate.{LocalSpark, MapWithState, StateSpec}
 import io.mapwithstate.execution.MapWithStateStreamExec
 import io.mapwithstate.functions._
+import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
 import org.apache.spark.sql.execution.streaming.state.{StateStoreId, StateStoreProviderId}
@@ -29,6 +30,23 @@ trait StateProviderQueries extends LocalSpark { self: AnyFunSuite =>
       .writeStream.format("memory").queryName(s"counts_${System.nanoTime()}")
       .outputMode("append").option("checkpointLocation", checkpoint).start()
     try body(input, query) finally query.stop()
+  }
+
+  /**
+   * Runs a query on `checkpoint` for one batch of `words`, then stops it: its partitions' ids,
+   * loaded here while it ran, and how many heap state providers this JVM had open then.
+   */
+  protected def runStopped(checkpoint: String, words: String*): (Seq[StateStoreProviderId], Int) = {
+    var ids = Seq.empty[StateStoreProviderId]
+    var opened = 0
+    withQuery(checkpoint) { (input, query) =>
+      input.addData(words: _*)
+      query.processAllAvailable()
+      ids = partitions(query)
+      assert(ids.forall(ExecutorStateProviders.isLoaded))
+      opened = DeltaChainStateStoreProvider.openProviders
+    }
+    (ids, opened)
   }
 
   /** The provider ids of `query`'s mapWithState state partitions. */
