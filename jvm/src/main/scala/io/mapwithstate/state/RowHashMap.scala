@@ -61,8 +61,8 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   /**
    * A lower bound of the times of this table's live keys: the earliest time a live record was
    * ever written with ([[StateMap.NoTime]] aside), `Long.MaxValue` if none was. Records
-   * overwritten or removed since still count, so it only ever moves down; a table is rebuilt
-   * as a new one (a compaction) often enough to keep it close.
+   * overwritten or removed since still count, so it only ever moves down (a growth keeps it);
+   * a compaction copies the live keys into a new table, whose bound is theirs again.
    */
   def earliestTime: Long = earliest
 
