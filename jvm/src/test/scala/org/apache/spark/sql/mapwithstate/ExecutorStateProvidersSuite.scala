@@ -2,7 +2,6 @@ package org.apache.spark.sql.mapwithstate
 
 import io.mapwithstate.TempDirs
 import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders}
-import org.apache.spark.sql.streaming.StreamingQuery
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 import org.scalatest.time.SpanSugar._
@@ -25,9 +24,6 @@ class ExecutorStateProvidersSuite extends AnyFunSuite with StateProviderQueries 
     // Before the suite's first query: an executor's maintenance runs at its first store's interval.
     spark.conf.set(MaintenanceInterval, "200ms")
   }
-
-  private def counts(query: StreamingQuery): Seq[(String, Long)] =
-    spark.table(query.name).collect().map(r => (r.getString(0), r.getLong(1))).toSeq.sorted
 
   test("a query's partitions stay loaded between micro-batches, located by the coordinator") {
     withDir { dir =>

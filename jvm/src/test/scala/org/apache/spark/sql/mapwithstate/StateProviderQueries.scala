@@ -49,6 +49,10 @@ trait StateProviderQueries extends LocalSpark { self: AnyFunSuite =>
     (ids, opened)
   }
 
+  /** What `query` (a [[withQuery]]) has emitted: (word, count) rows, sorted. */
+  protected def counts(query: StreamingQuery): Seq[(String, Long)] =
+    spark.table(query.name).collect().map(r => (r.getString(0), r.getLong(1))).toSeq.sorted
+
   /** The provider ids of `query`'s mapWithState state partitions. */
   protected def partitions(query: StreamingQuery): Seq[StateStoreProviderId] = {
     val execution = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution
