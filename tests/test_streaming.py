@@ -324,6 +324,75 @@ def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
         *[(f"w{k}", n) for k in range(8) for n in range(1, 17)])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_a_task_serving_several_partitions_retries_those_it_had_committed(
+        fresh_server, tmp_path, backend):
+    # In local mode a task serves a run of state partitions (local[2], 4 partitions: [0, 1] and
+    # [2, 3]). Only partitions 0 (one record) and 1 (three) get words here, so the injected
+    # failure (the first task to reach a partition's second record) comes in partition 1, after
+    # the same task committed partition 0's new version: the retry must make it again from
+    # the old one, neither lost nor counted twice.
+    marker = str(tmp_path / "failed-once")
+    candidates = fresh_server.createDataFrame([(f"w{i}",) for i in range(64)], "word STRING") \
+        .select("word", F.expr("pmod(hash(word), 4)").alias("p")).collect()
+    first = next(r.word for r in candidates if r.p == 0)
+    second = next(r.word for r in candidates if r.p == 1)
+    stream = Stream(str(tmp_path / "stream"))
+    stream.add(first, second, second, second)
+    result = map_with_state(stream.read(fresh_server), "word", running_count().backend(backend))
+    fresh_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
+    try:
+        stream.run_available_now(result)
+    finally:
+        fresh_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
+    assert os.path.exists(marker), "no task failed: the fault was not injected"
+    stream.add(first, second)
+    stream.run_available_now(result)
+    assert stream.results(fresh_server) == counts(
+        (first, 1), (first, 2), *[(second, n) for n in range(1, 5)])
+
+
+def test_a_foreach_batch_sink_gets_each_micro_batch_with_the_state_committed(spark, tmp_path):
+    # Spark checks, for a foreachBatch sink, that every state store of a micro-batch committed
+    # (spark.sql.streaming.stateStore.commitValidation.enabled); each partition's commit is
+    # reported to it, whatever the backend and however many partitions a task serves.
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.add("a", "c")
+    out = str(tmp_path / "batches")
+
+    def write(batch, batch_id):
+        batch.withColumn("batch", F.lit(batch_id)).write.mode("append").json(out)
+
+    query = map_with_state(stream.read(spark), "word", running_count()).writeStream \
+        .foreachBatch(write).option("checkpointLocation", stream.checkpoint) \
+        .trigger(availableNow=True).start()
+    query.awaitTermination()
+    rows = spark.read.schema("word STRING, n BIGINT, batch BIGINT").json(out).collect()
+    assert sorted(tuple(r) for r in rows) == sorted(
+        [("a", 1, 0), ("a", 2, 0), ("b", 1, 0), ("a", 3, 1), ("c", 1, 1)])
+
+
+def test_a_bad_coalesce_local_tasks_setting_names_the_setting(spark, tmp_path):
+    setting = "spark.mapwithstate.stateStore.coalesceLocalTasks"
+    stream = Stream(str(tmp_path))
+    stream.add("a")
+    spark.conf.set(setting, "sometimes")
+    try:
+        with pytest.raises(PySparkException) as failure:
+            stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    finally:
+        spark.conf.unset(setting)
+    assert f"{setting} must be true or false, got 'sometimes'" in str(failure.value)
+    spark.conf.set(setting, "false")  # a task per partition: the same answer
+    try:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    finally:
+        spark.conf.unset(setting)
+    assert stream.results(spark) == [("a", 1)]
+
+
 def test_the_failure_injector_is_inert_outside_testing_mode(spark, tmp_path):
     # Any client may set any conf: outside Spark's testing mode, no executor may act on it.
     marker = str(tmp_path / "must-not-exist")

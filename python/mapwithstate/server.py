@@ -8,6 +8,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -159,6 +160,9 @@ class LocalConnectServer:
     - it counts as started once it answered an authenticated request proving it is this server,
       so a port taken by another process is an error, never a session on someone else's server.
 
+    Its Python workers (a ``foreachBatch`` function, UDFs) run on this process's interpreter
+    unless ``PYSPARK_PYTHON`` says otherwise.
+
     :meth:`stop` (also run at interpreter exit) ends it.
 
     :param master: Spark's master, ``local[2]`` by default.
@@ -248,6 +252,9 @@ class LocalConnectServer:
         env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=_LOOPBACK,
                    SPARK_CONNECT_AUTHENTICATE_TOKEN=self._token)
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        # The server's Python workers run this client's code (a foreachBatch function, a UDF),
+        # which needs this interpreter's packages; Spark's own default is `python3` on the PATH.
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
         with open(self.log_path, "wb") as log:
             # stdin is a pipe whose write end only this process holds: when it dies the JVM
             # reads end of file and exits (ExitWithOwnerPlugin). spark-submit execs the JVM, so

@@ -35,6 +35,14 @@ object MapWithStateConf {
    */
   val Backend = "spark.mapwithstate.stateStore.backend"
 
+  /**
+   * In local mode (`local[n]`: one executor holds every state partition), whether a
+   * micro-batch's stateful stage runs a task per core, each serving a run of state partitions
+   * one after another, rather than a task per partition (default true). See
+   * [[execution.StateTaskGroups]].
+   */
+  val CoalesceLocalStoreTasks = "spark.mapwithstate.stateStore.coalesceLocalTasks"
+
   def backend(conf: SQLConf): String =
     conf.getConfString(Backend, state.StateBackend.MemoryName).trim.toLowerCase(java.util.Locale.ROOT)
 
@@ -66,6 +74,13 @@ object MapWithStateConf {
         }
         Some(bytes)
     }
+
+  def coalesceLocalStoreTasks(conf: SQLConf): Boolean = {
+    val text = conf.getConfString(CoalesceLocalStoreTasks, "true")
+    text.trim.toLowerCase(java.util.Locale.ROOT).toBooleanOption.getOrElse {
+      throw MapWithStateException(s"$CoalesceLocalStoreTasks must be true or false, got '$text'")
+    }
+  }
 
   private def positiveInt(conf: SQLConf, key: String, default: Int): Int = {
     val text = conf.getConfString(key, default.toString)

@@ -29,7 +29,8 @@ import org.apache.spark.sql.types.StructType
  * with the micro-batch's timestamp as its batch time.
  *
  * Records are clustered by key into the query's state partitions (Spark's stateful
- * distribution, so the partitioning never changes across restarts); each task opens its
+ * distribution, so the partitioning never changes across restarts); for each partition it
+ * serves (one, or in local mode a run of them: [[StateTaskGroups]]), a task opens the
  * partition's state store (a [[StateMapStore]] of the [[StateBackend]]: the version the
  * previous micro-batch committed, taking this one's writes) and runs the micro-batch as a
  * one-batch timeline through the [[PartitionRunner]] the batch operator uses too: the records,
@@ -81,8 +82,16 @@ case class MapWithStateStreamExec(
     clustered(keys) +: initialState.toSeq.map(s => clustered(s.output.take(keys.size)))
   }
 
-  override def outputPartitioning: Partitioning =
-    UnknownPartitioning(stateInfo.map(_.numPartitions).getOrElse(0))
+  /**
+   * The state partitions each task serves ([[StateTaskGroups]]), decided once on the driver:
+   * the RDD's partitions and `outputPartitioning` must agree.
+   */
+  @transient private lazy val taskGroups: Array[Array[Int]] = stateInfo match {
+    case Some(info) => StateTaskGroups.of(info.numPartitions, sparkContext, conf)
+    case None => Array.empty
+  }
+
+  override def outputPartitioning: Partitioning = UnknownPartitioning(taskGroups.length)
 
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
@@ -181,7 +190,7 @@ case class MapWithStateStreamExec(
 
     StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
       keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
-      backend.storeOptions, backend.storeSqlConfs, backend.usesColumnFamilies) {
+      backend.storeOptions, backend.storeSqlConfs, backend.usesColumnFamilies, taskGroups) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()
@@ -192,7 +201,7 @@ case class MapWithStateStreamExec(
           if (backend.readsFasterInKeyOrder) {
             new KeyOrderedRecords(records, runner.keyOrdinals, runner.keyTypes)
           } else records
-        runner.run(TaskContext.getPartitionId(), stateMap,
+        runner.run(store.id.partitionId, stateMap,
           TaskFailureInjection.around(ordered, failureMarker), initial, timeline, _ => batchTime,
           batchNumber, backend.heapLimitBytes) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)

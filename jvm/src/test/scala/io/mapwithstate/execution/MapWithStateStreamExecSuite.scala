@@ -1,9 +1,11 @@
 package io.mapwithstate.execution
 
+import scala.jdk.CollectionConverters._
+
 import io.mapwithstate.{LocalSpark, MapWithState, StateSpec, TempDirs}
 import io.mapwithstate.functions._
 import org.apache.spark.SparkEnv
-import org.apache.spark.sql.Encoders
+import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution, StreamingQueryWrapper}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
@@ -11,7 +13,8 @@ import org.scalatest.funsuite.AnyFunSuite
 
 /**
  * What the streaming operator ships to its tasks, in real micro-batches of a local session:
- * the operator without the plan below it, and one Hadoop configuration broadcast per query run.
+ * the operator without the plan below it, one Hadoop configuration broadcast per query run,
+ * and the state partitions each task serves.
  */
 class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempDirs {
 
@@ -21,25 +24,39 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
 
   /**
    * Runs the running count over `batches` as one query run on `checkpoint`, each batch a
-   * micro-batch; returns every emitted (word, n) and the query's execution.
+   * micro-batch; returns every emitted (word, n) and the query's execution. The first `done`
+   * batches are those an earlier run on the checkpoint processed: in the stream before the
+   * query starts, they are not run again.
    */
   private def run(
       checkpoint: String,
-      batches: Seq[Seq[String]]): (Seq[(String, Long)], StreamExecution) = {
+      batches: Seq[Seq[String]],
+      settings: Map[String, String] = Map.empty,
+      done: Int = 0): (Seq[(String, Long)], StreamExecution) = {
     val session = spark
     implicit val sqlContext: org.apache.spark.sql.SQLContext = session.sqlContext
     val input = MemoryStream[String](Encoders.STRING, sqlContext)
-    val sink = s"counts_${System.nanoTime()}"
-    val query = MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
-      .writeStream.format("memory").queryName(sink).outputMode("append")
-      .option("checkpointLocation", checkpoint).start()
+    batches.take(done).foreach(words => input.addData(words: _*))
+    // foreachBatch rather than the memory sink, which cannot restart from a checkpoint.
+    val emitted = new java.util.concurrent.ConcurrentLinkedQueue[(String, Long)]()
+    val before = settings.keys.map(k => k -> session.conf.getOption(k)).toMap
+    settings.foreach { case (k, v) => session.conf.set(k, v) }
+    val query = try {
+      MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
+        .writeStream.outputMode("append").option("checkpointLocation", checkpoint)
+        .foreachBatch { (batch: DataFrame, _: Long) =>
+          batch.collect().foreach(r => emitted.add((r.getString(0), r.getLong(1))))
+        }.start()
+    } finally before.foreach {
+      case (k, Some(v)) => session.conf.set(k, v)
+      case (k, None) => session.conf.unset(k)
+    }
     try {
-      batches.foreach { words =>
+      batches.drop(done).foreach { words =>
         input.addData(words: _*)
         query.processAllAvailable()
       }
-      val rows = session.table(sink).collect().map(r => (r.getString(0), r.getLong(1))).toSeq
-      (rows.sorted, query.asInstanceOf[StreamingQueryWrapper].streamingQuery)
+      (emitted.asScala.toSeq.sorted, query.asInstanceOf[StreamingQueryWrapper].streamingQuery)
     } finally query.stop()
   }
 
@@ -69,5 +86,50 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       assert(shipped.child == null && shipped.initialState == null)
       assert(shipped.function == operator.function && shipped.stateInfo == operator.stateInfo)
     }
+  }
+
+  test("in local mode a stateful stage runs a task per core, each serving a run of partitions") {
+    withDir { dir =>
+      val words = (0 until 24).map(i => s"w$i")
+      val batches = Seq(words, words.take(12))
+      val expected = (words.map(w => (w, 1L)) ++ words.take(12).map(w => (w, 2L))).sorted
+      val fourPartitions = Map("spark.sql.shuffle.partitions" -> "4")
+      val grouped = new java.io.File(dir, "grouped")
+      val (rows, execution) = run(grouped.getPath, batches, fourPartitions)
+      assert(rows == expected)
+      val operator = execution.lastExecution.executedPlan.collectFirst {
+        case op: MapWithStateStreamExec => op
+      }.get
+      // local[2]: two tasks over four state partitions, the plan saying so too.
+      assert(operator.stateInfo.get.numPartitions == 4)
+      assert(operator.execute().getNumPartitions == 2)
+      assert(operator.outputPartitioning.numPartitions == 2)
+      // Each partition keeps its own store: a delta per micro-batch (a version) per partition.
+      val state = new java.io.File(grouped, s"state/${MapWithStateStreamExec.OperatorId}")
+      assert((0 until 4).forall(p => (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
+
+      // Off: a task per partition, the same answer; the grouping may change across a restart.
+      val off = fourPartitions + (io.mapwithstate.MapWithStateConf.CoalesceLocalStoreTasks -> "false")
+      val (alone, perPartition) = run(new java.io.File(dir, "single").getPath, batches, off)
+      assert(alone == expected)
+      assert(perPartition.lastExecution.executedPlan.collectFirst {
+        case op: MapWithStateStreamExec => op.execute().getNumPartitions
+      }.contains(4))
+      // The restarted run emits the new micro-batch's rows only.
+      val (restarted, _) = run(grouped.getPath, batches ++ Seq(words.take(1)), off, done = 2)
+      assert(restarted == Seq(("w0", 3L)))
+    }
+  }
+
+  test("state task groups cover the partitions in order, in runs that differ by at most one") {
+    for (partitions <- 0 to 9; tasks <- 1 to 5) {
+      val groups = StateTaskGroups.split(partitions, tasks)
+      assert(groups.flatten.toSeq == (0 until partitions), s"$partitions over $tasks")
+      assert(groups.length == math.min(partitions, tasks))
+      if (groups.nonEmpty) assert(groups.map(_.length).max - groups.map(_.length).min <= 1)
+    }
+    assert(StateTaskGroups.split(4, 2).map(_.toSeq).toSeq == Seq(Seq(0, 1), Seq(2, 3)))
+    assert(StateTaskGroups.split(5, 2).map(_.toSeq).toSeq == Seq(Seq(0, 1, 2), Seq(3, 4)))
+    assert(StateTaskGroups.single(3).map(_.toSeq).toSeq == Seq(Seq(0), Seq(1), Seq(2)))
   }
 }

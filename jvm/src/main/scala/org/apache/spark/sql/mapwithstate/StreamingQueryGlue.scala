@@ -7,16 +7,17 @@ import scala.reflect.ClassTag
 
 import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders, StoreCoordinator}
 import org.apache.hadoop.conf.Configuration
-import org.apache.spark.{Partition, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{NarrowDependency, Partition, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 import org.apache.spark.sql.execution.streaming.runtime.{MicroBatchExecution, StreamExecution}
+import org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink
 import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateSchemaCompatibilityChecker, StateSchemaValidationResult, StateStore, StateStoreColFamilySchema, StateStoreConf, StateStoreCoordinatorRef, StateStoreId, StateStoreProvider, StateStoreProviderId}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
-import org.apache.spark.util.SerializableConfiguration
+import org.apache.spark.util.{CompletionIterator, SerializableConfiguration}
 
 /**
  * Everything mapWithState needs from Spark's streaming internals, which have no public hook for
@@ -28,7 +29,7 @@ import org.apache.spark.util.SerializableConfiguration
  *  - running a function over each partition with a state store of our own provider, without
  *    changing the provider the rest of the session uses (Spark's `StateStoreRDD`, with the
  *    Hadoop configuration broadcast once per query run), and the state store coordinator as
- *    an executor reaches it;
+ *    an executor reaches it (including the commits Spark counts for a `foreachBatch` sink);
  *  - checking the state schema against the one recorded in the checkpoint.
  */
 object StreamingQueryGlue {
@@ -77,13 +78,34 @@ object StreamingQueryGlue {
   }
 
   /**
+   * Whether the streaming query running on this thread has Spark check, at the end of the
+   * micro-batch, that every state store of the batch committed: Spark 4.1+ does for a
+   * `foreachBatch` sink (so that a function that reads only part of the batch's DataFrame fails
+   * instead of losing state), when `spark.sql.streaming.stateStore.commitValidation.enabled`
+   * is on (the default), counting the commits its own stores report. Checked in
+   * `MicroBatchExecution`'s batch run with the same sink and setting.
+   */
+  private def tracksStoreCommits(session: SparkSession): Boolean = {
+    val queryId = Option(session.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY))
+    queryId.flatMap(id => Option(session.sharedState.activeStreamingQueries.get(UUID.fromString(id))))
+      .exists {
+        case query: MicroBatchExecution =>
+          query.sink.isInstanceOf[ForeachBatchSink[_]] &&
+            session.sessionState.conf.stateStoreCommitValidationEnabled
+        case _ => false
+      }
+  }
+
+  /**
    * Runs `f` over each partition of `data` with the partition's state store, made by
    * `providerClass` whatever the session's provider is: the store conf comes from a clone of
    * the session state with just that setting (and the provider's `sqlConfs`) changed. As
    * Spark's `StateStoreRDD` does, a task loads its store (with `StateStore.get`, or for the heap
    * state from [[ExecutorStateProviders]]), prefers the executor the coordinator says has it
    * loaded, aborts it if the task ends uncommitted, and unloads it after the task when the
-   * store conf says so; see [[StoreTaskRDD]] for the differences.
+   * store conf says so; see [[StoreTaskRDD]] for the differences. A task serves the partitions
+   * of one of `groups` ([[io.mapwithstate.execution.StateTaskGroups]]) one after another, each
+   * with its own store; `f` learns a partition from its store's id.
    */
   def mapPartitionsWithStateStore[T: ClassTag, U: ClassTag](
       data: RDD[T],
@@ -93,14 +115,19 @@ object StreamingQueryGlue {
       valueSchema: StructType,
       providerClass: String,
       storeOptions: Map[String, String],
-      sqlConfs: Map[String, String] = Map.empty,
-      useColumnFamilies: Boolean = false)(
+      sqlConfs: Map[String, String],
+      useColumnFamilies: Boolean,
+      groups: Array[Array[Int]])(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] = {
     val sessionState = session.sessionState.clone(session)
     sessionState.conf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
     sqlConfs.foreach { case (k, v) => sessionState.conf.setConfString(k, v) }
     val sc = data.sparkContext
-    new StoreTaskRDD(data, sc.clean(f), info, keySchema, valueSchema, useColumnFamilies,
+    require(groups.flatten.sameElements(data.partitions.indices), s"state task groups " +
+      s"${groups.map(_.mkString("[", ",", "]")).mkString} do not cover ${data.partitions.length} " +
+      "partitions in order")
+    new StoreTaskRDD(data, groups, sc.clean(f), info, keySchema, valueSchema, useColumnFamilies,
+      tracksStoreCommits(session),
       new StateStoreConf(sessionState.conf, storeOptions),
       HadoopConfBroadcasts.of(sc, info.queryRunId, sessionState.newHadoopConf()),
       Some(session.streams.stateStoreCoordinator))
@@ -114,35 +141,54 @@ object StreamingQueryGlue {
    * driver, before the batch's job could start (async-profiler, wall clock, on the stream
    * execution thread), and each batch's tasks then read a new broadcast.
    *
-   * Unlike Spark's, it never looks for a read store opened earlier in the task (Spark's
-   * `StateStoreThreadLocalTracker`): a mapWithState task opens exactly one store. And a store of
+   * Unlike Spark's, a task may serve several state partitions (its [[StoreTaskPartition]]'s
+   * members, read through a narrow dependency as Spark's `CoalescedRDD` reads its parents'):
+   * each member's store is opened once the previous member's output is exhausted, which is when
+   * `f`'s output commits it. It never looks for a read store opened earlier in the task (Spark's
+   * `StateStoreThreadLocalTracker`): each member opens exactly one store. And a store of
    * the heap state's provider comes from [[ExecutorStateProviders]], which keeps its providers
    * loaded as `StateStore` does but reports them to the coordinator once per load (and again
    * from maintenance when needed), without the task waiting.
    */
   private class StoreTaskRDD[T: ClassTag, U: ClassTag](
       data: RDD[T],
+      groups: Array[Array[Int]],
       f: (StateStore, Iterator[T]) => Iterator[U],
       info: StatefulOperatorStateInfo,
       keySchema: StructType,
       valueSchema: StructType,
       useColumnFamilies: Boolean,
+      reportCommits: Boolean,
       storeConf: StateStoreConf,
       hadoopConf: Broadcast[SerializableConfiguration],
       @transient coordinator: Option[StateStoreCoordinatorRef])
-    extends RDD[U](data) {
+    extends RDD[U](data.context, Seq(new NarrowDependency[T](data) {
+      override def getParents(partitionId: Int): Seq[Int] = groups(partitionId).toSeq
+    })) {
 
     private def providerId(partition: Partition): StateStoreProviderId = StateStoreProviderId(
       StateStoreId(info.checkpointLocation, info.operatorId, partition.index), info.queryRunId)
 
-    override protected def getPartitions: Array[Partition] = data.partitions
+    override protected def getPartitions: Array[Partition] = {
+      val parents = firstParent[T].partitions
+      groups.zipWithIndex.map { case (members, i) =>
+        StoreTaskPartition(i, members.map(parents(_))): Partition
+      }
+    }
 
     override def getPreferredLocations(partition: Partition): Seq[String] =
-      coordinator.flatMap(_.getLocation(providerId(partition))).toSeq
+      partition.asInstanceOf[StoreTaskPartition].members.iterator
+        .flatMap(m => coordinator.flatMap(_.getLocation(providerId(m))))
+        .take(1).toSeq
 
-    override def compute(partition: Partition, context: TaskContext): Iterator[U] = {
+    override def compute(partition: Partition, context: TaskContext): Iterator[U] =
+      partition.asInstanceOf[StoreTaskPartition].members.iterator
+        .flatMap(member => computeMember(member, context))
+
+    /** `f` over one state partition's input, with its store. */
+    private def computeMember(partition: Partition, context: TaskContext): Iterator[U] = {
       val id = providerId(partition)
-      val input = data.iterator(partition, context)
+      val input = firstParent[T].iterator(partition, context)
       val ckptId = info.stateStoreCkptIds.map(_(partition.index).head)
       val ours = storeConf.providerClass == classOf[DeltaChainStateStoreProvider].getName
       val store = if (ours) {
@@ -165,9 +211,20 @@ object StreamingQueryGlue {
         }
       }
       context.addTaskCompletionListener[Unit](_ => if (!store.hasCommitted) store.abort())
-      f(store, input)
+      val output = f(store, input)
+      // Our heap stores do not report their commits to the coordinator as Spark's do; when
+      // Spark counts them, each partition's commit is reported once its output is done (a
+      // RocksDB store may report too: the coordinator counts a partition once).
+      if (!reportCommits) output else CompletionIterator[U, Iterator[U]](output,
+        if (store.hasCommitted) {
+          StateStoreCoordinatorRef.forExecutor(SparkEnv.get)
+            .reportStateStoreCommit(id, info.storeVersion + 1, StateStoreId.DEFAULT_STORE_NAME)
+        })
     }
   }
+
+  /** A task of [[StoreTaskRDD]]: the input partitions (state partitions) it serves, in order. */
+  private case class StoreTaskPartition(index: Int, members: Array[Partition]) extends Partition
 
   /**
    * The driver's state store coordinator, as Spark's `StateStore` reaches it from an executor,
