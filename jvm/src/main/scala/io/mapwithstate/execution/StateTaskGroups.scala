@@ -32,15 +32,13 @@ object StateTaskGroups {
    */
   def split(partitions: Int, tasks: Int): Array[Array[Int]] = {
     require(partitions >= 0 && tasks >= 1, s"cannot split $partitions partitions into $tasks tasks")
-    val n = math.min(tasks, math.max(partitions, 1))
-    val (base, extra) = (partitions / n, partitions % n)
-    var next = 0
+    val n = math.min(tasks, partitions)
+    // Run i starts after the i larger runs (up to `extra` of them) and the smaller ones before.
+    val (base, extra) = if (n == 0) (0, 0) else (partitions / n, partitions % n)
     Array.tabulate(n) { i =>
-      val size = base + (if (i < extra) 1 else 0)
-      val run = Array.range(next, next + size)
-      next += size
-      run
-    }.filter(_.nonEmpty)
+      val start = i * base + math.min(i, extra)
+      Array.range(start, start + base + (if (i < extra) 1 else 0))
+    }
   }
 
   /** The groups of a stage over `partitions` state partitions in this session (on the driver). */

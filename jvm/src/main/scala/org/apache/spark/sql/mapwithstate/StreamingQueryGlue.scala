@@ -49,14 +49,7 @@ object StreamingQueryGlue {
    */
   def plannedMicroBatch(session: SparkSession, operatorId: Long): Option[PlannedMicroBatch] = {
     val sc = session.sparkContext
-    val queryId = Option(sc.getLocalProperty(StreamExecution.QUERY_ID_KEY)).getOrElse {
-      return None
-    }
-    val query = session.sharedState.activeStreamingQueries.get(UUID.fromString(queryId))
-    if (query == null) {
-      throw new IllegalStateException(s"streaming query $queryId is planning a micro-batch " +
-        "but is not among the active streaming queries")
-    }
+    val (queryId, query) = runningQuery(session).getOrElse(return None)
     val execution = query.lastExecution
     val batchId = Option(sc.getLocalProperty(MicroBatchExecution.BATCH_ID_KEY)).map(_.toLong)
     if (execution == null || !batchId.contains(execution.currentBatchId)) {
@@ -85,16 +78,27 @@ object StreamingQueryGlue {
    * is on (the default), counting the commits its own stores report. Checked in
    * `MicroBatchExecution`'s batch run with the same sink and setting.
    */
-  private def tracksStoreCommits(session: SparkSession): Boolean = {
-    val queryId = Option(session.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY))
-    queryId.flatMap(id => Option(session.sharedState.activeStreamingQueries.get(UUID.fromString(id))))
-      .exists {
-        case query: MicroBatchExecution =>
-          query.sink.isInstanceOf[ForeachBatchSink[_]] &&
-            session.sessionState.conf.stateStoreCommitValidationEnabled
-        case _ => false
+  private def tracksStoreCommits(session: SparkSession): Boolean =
+    runningQuery(session).exists {
+      case (_, query: MicroBatchExecution) =>
+        query.sink.isInstanceOf[ForeachBatchSink[_]] &&
+          session.sessionState.conf.stateStoreCommitValidationEnabled
+      case _ => false
+    }
+
+  /**
+   * The streaming query running on this thread (its id and execution), or None when none is.
+   * A streaming query runs each micro-batch on its own thread, with its id in a local property.
+   */
+  private def runningQuery(session: SparkSession): Option[(String, StreamExecution)] =
+    Option(session.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)).map { queryId =>
+      val query = session.sharedState.activeStreamingQueries.get(UUID.fromString(queryId))
+      if (query == null) {
+        throw new IllegalStateException(s"streaming query $queryId is running a micro-batch " +
+          "but is not among the active streaming queries")
       }
-  }
+      (queryId, query)
+    }
 
   /**
    * Runs `f` over each partition of `data` with the partition's state store, made by
@@ -217,8 +221,7 @@ object StreamingQueryGlue {
       // RocksDB store may report too: the coordinator counts a partition once).
       if (!reportCommits) output else CompletionIterator[U, Iterator[U]](output,
         if (store.hasCommitted) {
-          StateStoreCoordinatorRef.forExecutor(SparkEnv.get)
-            .reportStateStoreCommit(id, info.storeVersion + 1, StateStoreId.DEFAULT_STORE_NAME)
+          executorCoordinatorRef(SparkEnv.get).reportStateStoreCommit(id, info.storeVersion + 1, StateStoreId.DEFAULT_STORE_NAME)
         })
     }
   }
@@ -226,12 +229,27 @@ object StreamingQueryGlue {
   /** A task of [[StoreTaskRDD]]: the input partitions (state partitions) it serves, in order. */
   private case class StoreTaskPartition(index: Int, members: Array[Partition]) extends Partition
 
+  /** This JVM's reference to the driver's coordinator, and the SparkEnv it was set up in. */
+  private var coordinatorRef: (SparkEnv, StateStoreCoordinatorRef) = _
+
+  /**
+   * The driver's state store coordinator as this executor reaches it, set up once per SparkEnv
+   * (as Spark's `StateStoreProvider.coordinatorRef` is): setting up a reference asks the driver
+   * whether the endpoint exists, a round trip that a commit report must not pay each time.
+   */
+  private def executorCoordinatorRef(env: SparkEnv): StateStoreCoordinatorRef = synchronized {
+    if (coordinatorRef == null || !(coordinatorRef._1 eq env)) {
+      coordinatorRef = (env, StateStoreCoordinatorRef.forExecutor(env))
+    }
+    coordinatorRef._2
+  }
+
   /**
    * The driver's state store coordinator, as Spark's `StateStore` reaches it from an executor,
    * for the heap state's own registry of loaded providers ([[ExecutorStateProviders]]).
    */
   private def storeCoordinator(env: SparkEnv): StoreCoordinator = {
-    val ref = StateStoreCoordinatorRef.forExecutor(env)
+    val ref = executorCoordinatorRef(env)
     val executor = env.blockManager.blockManagerId
     new StoreCoordinator {
       // Without the executor's other providers: which of them to unload is maintenance's call.
