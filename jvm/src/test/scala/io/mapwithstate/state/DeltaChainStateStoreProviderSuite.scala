@@ -22,7 +22,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
   private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100,
       snapshotDeltaBytes: Long = DeltaChainStateStoreProvider.DefaultSnapshotDeltaBytes,
       deltaChainThreshold: Int = StateMap.DefaultDeltaChainThreshold,
-      snapshotDeltaRatio: Double = DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio)
+      snapshotDeltaRatio: Double = DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio,
+      partition: Int = 0)
     : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
@@ -32,7 +33,7 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
         DeltaChainStateStoreProvider.DeltaChainThresholdOption -> deltaChainThreshold.toString,
         DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString))
     val p = new DeltaChainStateStoreProvider
-    p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
+    p.init(StateStoreId(root.getAbsolutePath, 1000L, partition), keySchema, stateSchema,
       NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
     p
   }
@@ -256,6 +257,29 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       assert(compactedBases > 0, "no batch ran on a background compaction")
       // What the files say is the same.
       assert(contents(provider(root), 60) == model)
+    }
+  }
+
+  test("the partitions of a query start compacting their long chains on different turns") {
+    // Each partition gains a layer per version; the default threshold (20) starts background
+    // compactions at 15 layers, and on a partition's turn from 12.
+    def startOf(partition: Int): (Long, Int) = {
+      var start: Option[(Long, Int)] = None
+      withDir { root =>
+        val p = provider(root, snapshotInterval = 1000, partition = partition)
+        start = (0 until 20).iterator.map { v =>
+          commitVersions(p, v + 1, from = v)
+          (v + 1L, p.load(v + 1).deltaChainLength, p.compactionPending)
+        }.collectFirst { case (version, length, true) => (version, length) }
+      }
+      start.getOrElse(fail(s"partition $partition started no compaction in 20 versions"))
+    }
+    // Runs of consecutive partitions (one executor in local mode) and every fourth partition
+    // (a cluster of four executors may hold those) alike.
+    Seq(0 to 3, 4 to 7, Seq(0, 4, 8, 12), Seq(1, 3, 5, 7)).foreach { partitions =>
+      val starts = partitions.map(startOf)
+      assert(starts.map(_._1).distinct.size == partitions.size, s"$partitions: $starts")
+      starts.foreach { case (_, length) => assert(length >= 12 && length <= 15, s"$starts") }
     }
   }
 
