@@ -379,11 +379,18 @@ final class DeltaChainStateMap private (
    * of the state, as under full churn) a new single-layer base, as [[compact]] makes.
    */
   def compactedChain(): DeltaChainStateMap = {
+    // The lowest layer with entries stands for the base when every layer below it is empty: a
+    // query's first version is a layer over an empty one (version 0), and treating that as
+    // the base made the query's first compaction copy every key.
     var bottom = this
-    while (bottom.parent != null) bottom = bottom.parent
+    var map = this
+    while (map != null) {
+      if (map.layer.usedSlotCount > 0) bottom = map
+      map = map.parent
+    }
     val baseEntries = bottom.layer.usedSlotCount.toLong
     val upperEntries = chainEntries - baseEntries
-    if (deltaChainLength >= 2 && 2L * upperEntries <= baseEntries) {
+    if (deltaChainLength - bottom.deltaChainLength >= 2 && 2L * upperEntries <= baseEntries) {
       mergedAbove(bottom, upperEntries.toInt).freeze()
     } else {
       compact().freeze()
@@ -391,7 +398,8 @@ final class DeltaChainStateMap private (
   }
 
   /**
-   * A node over `bottom` (this chain's base) with the contents of this chain in one layer:
+   * A node over `bottom` (this chain's base, or its lowest layer with entries when the ones
+   * below are empty) with the contents of this chain in one layer:
    * the layers above `bottom` merged top first, as [[compact]] merges the whole chain. A key
    * the base has live keeps its shadow flag, and its removal stays a tombstone; a removal of a
    * key the base does not have hides nothing once the layers above are merged, and is dropped.
@@ -438,8 +446,9 @@ final class DeltaChainStateMap private (
    * read-only, so that the two never diverge.
    */
   def rebased(from: DeltaChainStateMap, base: DeltaChainStateMap): Option[DeltaChainStateMap] = {
-    require(base.deltaChainLength <= 1 && base.size == from.size,
-      s"a rebase needs a compacted chain with ${from.size} keys, got $base")
+    require(base.size == from.size && (base.parent == null || from.chainHolds(base.parent)),
+      s"a rebase needs a compacted chain with ${from.size} keys, over a layer of the chain " +
+        s"it replaces, got $base")
     rebasedChain(from, base).map { top =>
       if (top ne base) top.readOnly = readOnly
       top.index = index
@@ -447,6 +456,13 @@ final class DeltaChainStateMap private (
       readOnly = true
       top
     }
+  }
+
+  /** Whether `node` is this map or one of the layers below it. */
+  private def chainHolds(node: DeltaChainStateMap): Boolean = {
+    var map = this
+    while (map != null && (map ne node)) map = map.parent
+    map != null
   }
 
   private def rebasedChain(

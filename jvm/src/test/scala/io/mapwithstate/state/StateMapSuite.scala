@@ -405,6 +405,37 @@ class StateMapSuite extends AnyFunSuite {
       ref.collect { case (k, (_, t)) if t < time / 2 => k }.toSet)
   }
 
+  test("a first version over an empty base is the base its small upper layers merge over") {
+    // As a new query's state: version 0 is empty, version 1 a layer of every key over it.
+    val empty = StateMap.empty(1, 1, 100)
+    val first = empty.copy()
+    val ref = mutable.HashMap[Long, (Long, Long)]()
+    for (k <- 0L until 4000L) { first.put(longKey(k), longState(k), 1); ref(k) = (k, 1L) }
+    var map = first.copy()
+    for (round <- 2 to 6) {
+      for (k <- round * 100L until round * 100L + 50) {
+        map.put(longKey(k), longState(-k), round); ref(k) = (-k, round.toLong)
+      }
+      map.remove(longKey(round)); ref.remove(round)
+      if (round < 6) map = map.copy()
+    }
+    val committed = map
+    val chain = committed.compactedChain()
+    // The layers above the first version merged into one over it: not a copy of every key.
+    assert(chain.parentMap eq first, chain.toDebugString)
+    assert(chain.deltaChainLength === 2)
+    assert(longContents(chain) === ref)
+    val next = committed.copy()
+    next.put(longKey(5000), longState(5000), 7)
+    val rebased = next.rebased(committed, chain).get
+    assert(rebased.deltaChainLength === 3)
+    assert(longContents(rebased) === (ref + (5000L -> (5000L, 7L))))
+    assert(rebased.size === ref.size + 1)
+    // A chain whose layers are all empty has nothing to merge over: a full compaction.
+    val allEmpty = StateMap.empty(1, 1, 100).copy().copy().copy()
+    assert(allEmpty.compactedChain().deltaChainLength === 0)
+  }
+
   test("a removed key is dropped unless a lower layer has it") {
     val base = StateMap.empty(1, 1)
     base.put(longKey(1), longState(1), 1)
