@@ -3,6 +3,7 @@ orphan JVM, and no session on a server that is not its own. Checked from the ope
 (its socket and process tables), not from what the server says about itself."""
 import ipaddress
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -93,8 +94,32 @@ def test_the_token_and_settings_are_not_on_the_command_line(server):
         assert "spark.sql.shuffle.partitions" not in text
         assert "spark.connect" not in text and "mapwithstate.connect" not in text
     properties = cmdline[cmdline.index("--properties-file") + 1]
-    assert stat.S_IMODE(os.stat(properties).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(properties)).st_mode) == 0o700
+    # Read at launch, and gone once the server started: settings can hold secrets.
+    assert not os.path.exists(properties)
+    # While it exists (the launch), only this user can read it.
+    written = server._write_properties()
+    try:
+        assert written == properties
+        assert stat.S_IMODE(os.stat(written).st_mode) == 0o600
+    finally:
+        os.remove(written)
+
+
+def test_stop_removes_the_servers_directory_and_a_failed_start_keeps_its_log():
+    server = mws.LocalConnectServer()
+    directory = os.path.dirname(server.log_path)
+    assert os.path.isfile(server.log_path)
+    assert os.listdir(directory) == ["server.log"]
+    server.stop()
+    assert not os.path.exists(directory)
+    # A start that fails points to its log, which stays; its settings do not.
+    with pytest.raises(RuntimeError, match="exited with code") as failed:
+        mws.LocalConnectServer(conf={"spark.driver.memory": "not-a-size"})
+    log = failed.value.args[0].split("its log (")[1].split(")")[0]
+    assert os.path.isfile(log)
+    assert os.listdir(os.path.dirname(log)) == ["server.log"]
+    shutil.rmtree(os.path.dirname(log))
 
 
 def test_a_taken_port_is_a_clear_error(server):

@@ -154,7 +154,7 @@ class LocalConnectServer:
       bound to the loopback address;
     - it requires a random token, made per server and carried by :attr:`url`;
     - the token travels in the JVM's environment and the settings in a file only this user can
-      read, so neither shows in ``ps``;
+      read, so neither shows in ``ps``; the file is removed once the server has started;
     - the JVM ends when this Python process ends, however it ends (``kill -9`` included): it
       watches a pipe this process holds open;
     - it counts as started once it answered an authenticated request proving it is this server,
@@ -163,7 +163,8 @@ class LocalConnectServer:
     Its Python workers (a ``foreachBatch`` function, UDFs) run on this process's interpreter
     unless ``PYSPARK_PYTHON`` says otherwise.
 
-    :meth:`stop` (also run at interpreter exit) ends it.
+    :meth:`stop` (also run at interpreter exit) ends it and removes its temporary directory,
+    log included; a server that failed to start keeps it, for the log its error names.
 
     :param master: Spark's master, ``local[2]`` by default.
     :param conf: Spark settings for the server.
@@ -184,6 +185,7 @@ class LocalConnectServer:
         self._token = secrets.token_urlsafe(32)
         self._server_id = secrets.token_hex(16)
         self._process: Optional[subprocess.Popen] = None
+        self._started = False
         self._last_probe_error: Optional[Exception] = None
         self._dir = tempfile.mkdtemp(prefix="mapwithstate-server-")  # mode 0700
         self.log_path = os.path.join(self._dir, "server.log")
@@ -235,8 +237,11 @@ class LocalConnectServer:
             _SERVER_ID_KEY: self._server_id,
         }
 
+    def _properties_path(self) -> str:
+        return os.path.join(self._dir, "server.properties")
+
     def _write_properties(self) -> str:
-        path = os.path.join(self._dir, "server.properties")
+        path = self._properties_path()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as f:
             for key, value in self._settings().items():
@@ -274,6 +279,10 @@ class LocalConnectServer:
                     f"the Spark Connect server exited with code {code} while starting; its log "
                     f"({self.log_path}) ends with:\n{tail}")
             if self._answers():
+                # spark-submit read the settings at launch; they may hold secrets (a user's
+                # credentials in a Hadoop setting), so they do not stay on disk.
+                self._remove_properties()
+                self._started = True
                 return
             time.sleep(0.5)
         self.stop()
@@ -334,6 +343,15 @@ class LocalConnectServer:
                 process.wait()
         elif process.stdin is not None:
             process.stdin.close()
+        self._remove_properties()
+        if self._started:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _remove_properties(self) -> None:
+        try:
+            os.remove(self._properties_path())
+        except FileNotFoundError:
+            pass
 
     def __enter__(self) -> "LocalConnectServer":
         return self
