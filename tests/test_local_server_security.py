@@ -106,22 +106,6 @@ def test_the_token_and_settings_are_not_on_the_command_line(server):
         os.remove(written)
 
 
-def test_stop_removes_the_servers_directory_and_a_failed_start_keeps_its_log():
-    server = mws.LocalConnectServer()
-    directory = os.path.dirname(server.log_path)
-    assert os.path.isfile(server.log_path)
-    assert os.listdir(directory) == ["server.log"]
-    server.stop()
-    assert not os.path.exists(directory)
-    # A start that fails points to its log, which stays; its settings do not.
-    with pytest.raises(RuntimeError, match="exited with code") as failed:
-        mws.LocalConnectServer(conf={"spark.driver.memory": "not-a-size"})
-    log = failed.value.args[0].split("its log (")[1].split(")")[0]
-    assert os.path.isfile(log)
-    assert os.listdir(os.path.dirname(log)) == ["server.log"]
-    shutil.rmtree(os.path.dirname(log))
-
-
 def test_a_taken_port_is_a_clear_error(server):
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
@@ -132,6 +116,31 @@ def test_a_taken_port_is_a_clear_error(server):
     # Another Connect server on the port: refused too, never a session on it.
     with pytest.raises(OSError, match=f"port {server.port} on 127.0.0.1 is in use"):
         mws.LocalConnectServer(port=server.port)
+
+
+def test_stop_removes_the_servers_directory_unless_its_log_is_needed():
+    server = mws.LocalConnectServer()
+    directory = os.path.dirname(server.log_path)
+    assert os.path.isfile(server.log_path)
+    assert os.listdir(directory) == ["server.log"]
+    server.stop()
+    assert not os.path.exists(directory)
+    # A server that ended on its own keeps its log (and not its settings).
+    crashed = mws.LocalConnectServer()
+    os.kill(crashed.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while crashed.running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    crashed.stop()
+    assert os.listdir(os.path.dirname(crashed.log_path)) == ["server.log"]
+    shutil.rmtree(os.path.dirname(crashed.log_path))
+    # A start that fails points to its log, which stays.
+    with pytest.raises(RuntimeError, match="exited with code") as failed:
+        mws.LocalConnectServer(conf={"spark.driver.memory": "not-a-size"})
+    log = failed.value.args[0].split("its log (")[1].split(")")[0]
+    assert os.path.isfile(log)
+    assert os.listdir(os.path.dirname(log)) == ["server.log"]
+    shutil.rmtree(os.path.dirname(log))
 
 
 _OWNER = textwrap.dedent("""

@@ -164,7 +164,7 @@ class LocalConnectServer:
     unless ``PYSPARK_PYTHON`` says otherwise.
 
     :meth:`stop` (also run at interpreter exit) ends it and removes its temporary directory,
-    log included; a server that failed to start keeps it, for the log its error names.
+    log included; a server that failed to start, or ended on its own, keeps its log.
 
     :param master: Spark's master, ``local[2]`` by default.
     :param conf: Spark settings for the server.
@@ -330,11 +330,13 @@ class LocalConnectServer:
         return self._process is not None and self._process.poll() is None
 
     def stop(self) -> None:
-        """Stops the server (and its Spark) and waits for it to exit."""
+        """Stops the server (and its Spark) and waits for it to exit. Its temporary directory
+        goes too, unless it never started or had ended on its own: then its log stays."""
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
+        running = process.poll() is None
+        if running:
             process.stdin.close()  # the JVM's watchdog sees end of file and exits cleanly
             try:
                 process.wait(timeout=30)
@@ -344,7 +346,7 @@ class LocalConnectServer:
         elif process.stdin is not None:
             process.stdin.close()
         self._remove_properties()
-        if self._started:
+        if self._started and running:
             shutil.rmtree(self._dir, ignore_errors=True)
 
     def _remove_properties(self) -> None:
