@@ -130,7 +130,13 @@ object StreamingQueryGlue {
     require(groups.flatten.sameElements(data.partitions.indices), s"state task groups " +
       s"${groups.map(_.mkString("[", ",", "]")).mkString} do not cover ${data.partitions.length} " +
       "partitions in order")
-    new StoreTaskRDD(data, groups, sc.clean(f), info, keySchema, valueSchema, useColumnFamilies,
+    // `f` is not run through `sc.clean`, as Spark's `StateStoreRDD` does with its function: our
+    // one caller's function is a compiled lambda with nothing for the cleaner to null out, and
+    // the cleaner's check (reading class files with ASM, then serializing the function and the
+    // operator it captures) took ~3-4 ms of every micro-batch on the stream execution thread
+    // (async-profiler, S1), before the batch's job could start. Serializing the stage's tasks
+    // still fails clearly on anything unserializable.
+    new StoreTaskRDD(data, groups, f, info, keySchema, valueSchema, useColumnFamilies,
       tracksStoreCommits(session),
       new StateStoreConf(sessionState.conf, storeOptions),
       HadoopConfBroadcasts.of(sc, info.queryRunId, sessionState.newHadoopConf()),
