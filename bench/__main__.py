@@ -160,6 +160,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
     threads = threadtime.ThreadTimes(server_pid, os.cpu_count() or 1)
+    jvm_event_logs: List[str] = []
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
@@ -180,8 +181,9 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                 spark, pandas_directory, _dir(work, tag, PANDAS.name)))
         jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
+        jvm_event_logs.append(_dir(work, tag, "jvm-eventlog"))
         jvm_conf = {**SPARK_CONF, "spark.jars": mws.jar_path(),
-                    **tasktime.event_log_conf(_dir(work, tag, "jvm-eventlog"))}
+                    **tasktime.event_log_conf(jvm_event_logs[-1])}
         if plan.warm_up is not None:
             jvm_conf[WARM_UP_CONF] = _data(plan.warm_up)
         if scenario.timers:
@@ -210,6 +212,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
+    lines.append(_others_wall_over_cpu(scenario, jvm_event_logs))
     # Not a target: what the tasks' waiting above was made of (bench/threadtime.py).
     lines.append(threads.summary("ours' Connect server while ours ran (all its batches)"))
     # With timers a stateful system's output rows are its expired keys: shown, not assumed.
@@ -217,6 +220,20 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
                                    expired_column=expired)
             + "\n" + report.targets(lines))
+
+
+def _others_wall_over_cpu(scenario: Scenario, event_logs: List[str]) -> str:
+    """Not a target: the spark-submit systems' post-shuffle stages' task wall ÷ CPU time in the
+    same batches as ours' figure, to tell a store that waits from a process whose threads wait."""
+    phase = scenario.phases[0]
+    figures = []
+    for system in (s for s in scenario.systems if s.runs_on == "jvm"):
+        value = tasktime.ratio(tasktime.post_shuffle_times(log, system.name, phase.batches)
+                               for log in event_logs)
+        if value is not None:  # DStream's jobs carry no streaming.sql.batchId
+            figures.append(f"{system.label} {value:.2f}×")
+    return ("for comparison, the post-shuffle stage's task wall time ÷ task CPU time "
+            f"({phase.label}, spark-submit): " + (", ".join(figures) or "not measured"))
 
 
 def _big_state(scenario: Scenario, work: str, raw: Dict[str, list]) -> str:

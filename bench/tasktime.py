@@ -5,13 +5,21 @@ batch latencies alone do not show.
 The Connect server writes an uncompressed event log (``spark.eventLog.*`` in every system's
 conf, so all pay the same); for a scenario, the stages whose RDDs carry the operator's scope
 (``MapWithStateStream``) and whose job carries a measured ``streaming.sql.batchId`` are summed:
-``Executor Run Time`` (ms) over ``Executor CPU Time`` (ns)."""
+``Executor Run Time`` (ms) over ``Executor CPU Time`` (ns).
+
+For comparison, not as a target, the same ratio of the spark-submit systems' post-shuffle
+stages (the floor's shuffle read and projection, flatMapGroupsWithState's stateful stage): their
+event logs tell the systems apart by the local property :data:`SYSTEM_PROPERTY`, which
+bench/jvm's BenchMain sets around each measured query. A floor whose tasks wait as much as ours
+says the waiting is the process's (JIT compilers, GC, two cores), not the state store's."""
 import glob
 import json
 import os
-from typing import Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 OPERATOR_SCOPE = "MapWithStateStream"
+#: The local property naming a spark-submit system's measured query (bench/jvm's BenchMain).
+SYSTEM_PROPERTY = "mapwithstate.bench.system"
 
 
 def event_log_conf(directory: str) -> Dict[str, str]:
@@ -37,28 +45,61 @@ class EventLog:
 
     def wall_over_cpu(self, batch_ids: Iterable[int]) -> Optional[float]:
         """Over the stateful stages of the given batches since :meth:`mark`; None if none."""
-        path, wanted = self._file(), set(batch_ids)
+        path = self._file()
         if path is None:
             return None
-        stages: set = set()
-        run_ms = cpu_ns = 0
-        with open(path, "rb") as f:
-            f.seek(self.offset)
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a line still being written
-                kind = event.get("Event")
-                if kind == "SparkListenerStageSubmitted":
-                    info, props = event["Stage Info"], event.get("Properties") or {}
-                    batch = props.get("streaming.sql.batchId")
-                    ours = any(OPERATOR_SCOPE in (rdd.get("Scope") or "")
-                               for rdd in info.get("RDD Info", []))
-                    if ours and batch is not None and int(batch) in wanted:
-                        stages.add(info["Stage ID"])
-                elif kind == "SparkListenerTaskEnd" and event.get("Stage ID") in stages:
-                    metrics = event.get("Task Metrics") or {}
-                    run_ms += metrics.get("Executor Run Time", 0)
-                    cpu_ns += metrics.get("Executor CPU Time", 0)
-        return run_ms / (cpu_ns / 1e6) if cpu_ns else None
+        wanted = set(batch_ids)
+
+        def ours(info: dict, props: dict) -> bool:
+            batch = props.get("streaming.sql.batchId")
+            return (batch is not None and int(batch) in wanted
+                    and any(OPERATOR_SCOPE in (rdd.get("Scope") or "")
+                            for rdd in info.get("RDD Info", [])))
+        return ratio([_task_times(path, self.offset, ours)])
+
+
+def post_shuffle_times(directory: str, system: str, batch_ids: Iterable[int]) -> Tuple[int, int]:
+    """(task run ms, task CPU ns) of ``system``'s post-shuffle stages (those with a parent
+    stage) in the given batches, from the one event log in a spark-submit's ``directory``."""
+    wanted = set(batch_ids)
+
+    def post_shuffle(info: dict, props: dict) -> bool:
+        batch = props.get("streaming.sql.batchId")
+        return (props.get(SYSTEM_PROPERTY) == system and batch is not None
+                and int(batch) in wanted and bool(info.get("Parent IDs")))
+    return _task_times(max(glob.glob(os.path.join(directory, "*")), key=os.path.getmtime,
+                           default=None), 0, post_shuffle)
+
+
+def ratio(times: Iterable[Tuple[int, int]]) -> Optional[float]:
+    """Summed task run time ÷ summed task CPU time; None without CPU time."""
+    pairs = list(times)
+    run_ms, cpu_ns = sum(t[0] for t in pairs), sum(t[1] for t in pairs)
+    return run_ms / (cpu_ns / 1e6) if cpu_ns else None
+
+
+def _task_times(path: Optional[str], offset: int,
+                chosen: Callable[[dict, dict], bool]) -> Tuple[int, int]:
+    """(run ms, CPU ns) summed over the tasks of the stages ``chosen(stage info, properties)``
+    picks, in the event log ``path`` from ``offset`` on."""
+    if path is None:
+        return 0, 0
+    stages: set = set()
+    run_ms = cpu_ns = 0
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line still being written
+            kind = event.get("Event")
+            if kind == "SparkListenerStageSubmitted":
+                info = event["Stage Info"]
+                if chosen(info, event.get("Properties") or {}):
+                    stages.add(info["Stage ID"])
+            elif kind == "SparkListenerTaskEnd" and event.get("Stage ID") in stages:
+                metrics = event.get("Task Metrics") or {}
+                run_ms += metrics.get("Executor Run Time", 0)
+                cpu_ns += metrics.get("Executor CPU Time", 0)
+    return run_ms, cpu_ns

@@ -1,11 +1,12 @@
 """The benchmark harness's bookkeeping (bench/), without Spark: that a run's batches become the
 table rows the suite promises. Timings are never asserted; these numbers are made up."""
+import json
 import os
 import time
 
 import pytest
 
-from bench import report, threadtime
+from bench import report, tasktime, threadtime
 from bench.measure import figures, per_file
 from bench.scenarios import WARMUP, suite
 
@@ -93,3 +94,30 @@ def test_thread_times_count_this_process_cpu_by_kind():
     assert threads.elapsed >= 0.2
     line = threads.summary("this test")
     assert line.startswith("this test: ") and "other " in line and "run queue" in line, line
+
+
+def test_task_times_sum_the_chosen_stages_of_measured_batches(tmp_path):
+    def stage(stage_id, batch, parents, scope="", system=None):
+        props = {"streaming.sql.batchId": str(batch)}
+        if system:
+            props[tasktime.SYSTEM_PROPERTY] = system
+        return {"Event": "SparkListenerStageSubmitted", "Properties": props,
+                "Stage Info": {"Stage ID": stage_id, "Parent IDs": parents,
+                               "RDD Info": [{"Scope": scope}]}}
+
+    def task(stage_id, run_ms, cpu_ms):
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": stage_id,
+                "Task Metrics": {"Executor Run Time": run_ms, "Executor CPU Time": cpu_ms * 10**6}}
+
+    events = [stage(1, 3, [], system="floor"), task(1, 500, 100),          # map stage: not counted
+              stage(2, 3, [1], system="floor"), task(2, 30, 20), task(2, 30, 10),
+              stage(3, 0, [1], system="floor"), task(3, 900, 1),           # unmeasured batch
+              stage(4, 3, [1], system="fmgws-hdfs"), task(4, 40, 40),
+              stage(5, 3, [1], scope='{"name":"MapWithStateStream"}'), task(5, 80, 40)]
+    log = tmp_path / "app-1"
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n{\"Event\": \"half a li")
+    assert tasktime.post_shuffle_times(str(tmp_path), "floor", [3, 4]) == (60, 30 * 10**6)
+    assert tasktime.ratio([tasktime.post_shuffle_times(str(tmp_path), "floor", [3])] * 2) == 2.0
+    assert tasktime.ratio([tasktime.post_shuffle_times(str(tmp_path), "dstream", [3])]) is None
+    ours = tasktime.EventLog(str(tmp_path))
+    assert ours.wall_over_cpu([3]) == 2.0

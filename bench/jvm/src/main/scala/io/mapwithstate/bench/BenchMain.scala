@@ -24,6 +24,8 @@ import org.apache.spark.sql.streaming.OutputMode
 object BenchMain {
 
   val WarmUpConf = "spark.mapwithstate.bench.warmUp"
+  /** The local property naming the system of a measured query's jobs (bench/tasktime.py). */
+  val SystemProperty = "mapwithstate.bench.system"
 
   def main(args: Array[String]): Unit = {
     require(args.length >= 4, "usage: BenchMain <input dir> <work dir> <results file> <system>...")
@@ -39,9 +41,13 @@ object BenchMain {
       }
       args.drop(3).zipWithIndex.foreach { case (system, i) =>
         val dir = new File(work, s"$i-$system").getPath
+        // Names the measured query's jobs in the event log (bench/tasktime.py); its stream
+        // execution thread inherits this thread's local properties when the query starts.
+        spark.sparkContext.setLocalProperty(SystemProperty, system)
         val outcome =
           try Right(run(spark, system, input, dir))
           catch { case e: Exception => Left(s"${e.getClass.getSimpleName}: ${e.getMessage}") }
+          finally spark.sparkContext.setLocalProperty(SystemProperty, null)
         append(results, Json.result(system, outcome))
       }
     } finally spark.stop()
