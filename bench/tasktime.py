@@ -35,40 +35,23 @@ class EventLog:
         self.directory = directory
         self.offset = 0
 
-    def _file(self) -> Optional[str]:
-        files = sorted(glob.glob(os.path.join(self.directory, "*")), key=os.path.getmtime)
-        return files[-1] if files else None
-
     def mark(self) -> None:
-        path = self._file()
+        path = _newest(self.directory)
         self.offset = os.path.getsize(path) if path else 0
 
     def wall_over_cpu(self, batch_ids: Iterable[int]) -> Optional[float]:
         """Over the stateful stages of the given batches since :meth:`mark`; None if none."""
-        path = self._file()
-        if path is None:
-            return None
-        wanted = set(batch_ids)
-
         def ours(info: dict, props: dict) -> bool:
-            batch = props.get("streaming.sql.batchId")
-            return (batch is not None and int(batch) in wanted
-                    and any(OPERATOR_SCOPE in (rdd.get("Scope") or "")
-                            for rdd in info.get("RDD Info", [])))
-        return ratio([_task_times(path, self.offset, ours)])
+            return any(OPERATOR_SCOPE in (rdd.get("Scope") or "") for rdd in info.get("RDD Info", []))
+        return ratio([_task_times(_newest(self.directory), self.offset, batch_ids, ours)])
 
 
 def post_shuffle_times(directory: str, system: str, batch_ids: Iterable[int]) -> Tuple[int, int]:
     """(task run ms, task CPU ns) of ``system``'s post-shuffle stages (those with a parent
     stage) in the given batches, from the one event log in a spark-submit's ``directory``."""
-    wanted = set(batch_ids)
-
     def post_shuffle(info: dict, props: dict) -> bool:
-        batch = props.get("streaming.sql.batchId")
-        return (props.get(SYSTEM_PROPERTY) == system and batch is not None
-                and int(batch) in wanted and bool(info.get("Parent IDs")))
-    return _task_times(max(glob.glob(os.path.join(directory, "*")), key=os.path.getmtime,
-                           default=None), 0, post_shuffle)
+        return props.get(SYSTEM_PROPERTY) == system and bool(info.get("Parent IDs"))
+    return _task_times(_newest(directory), 0, batch_ids, post_shuffle)
 
 
 def ratio(times: Iterable[Tuple[int, int]]) -> Optional[float]:
@@ -78,12 +61,18 @@ def ratio(times: Iterable[Tuple[int, int]]) -> Optional[float]:
     return run_ms / (cpu_ns / 1e6) if cpu_ns else None
 
 
-def _task_times(path: Optional[str], offset: int,
+def _newest(directory: str) -> Optional[str]:
+    """The application's event log: the newest file in ``directory``, if any."""
+    return max(glob.glob(os.path.join(directory, "*")), key=os.path.getmtime, default=None)
+
+
+def _task_times(path: Optional[str], offset: int, batch_ids: Iterable[int],
                 chosen: Callable[[dict, dict], bool]) -> Tuple[int, int]:
-    """(run ms, CPU ns) summed over the tasks of the stages ``chosen(stage info, properties)``
-    picks, in the event log ``path`` from ``offset`` on."""
+    """(run ms, CPU ns) summed over the tasks of the stages of the given micro-batches that
+    ``chosen(stage info, properties)`` picks, in the event log ``path`` from ``offset`` on."""
     if path is None:
         return 0, 0
+    wanted = set(batch_ids)
     stages: set = set()
     run_ms = cpu_ns = 0
     with open(path, "rb") as f:
@@ -95,8 +84,9 @@ def _task_times(path: Optional[str], offset: int,
                 continue  # a line still being written
             kind = event.get("Event")
             if kind == "SparkListenerStageSubmitted":
-                info = event["Stage Info"]
-                if chosen(info, event.get("Properties") or {}):
+                info, props = event["Stage Info"], event.get("Properties") or {}
+                batch = props.get("streaming.sql.batchId")
+                if batch is not None and int(batch) in wanted and chosen(info, props):
                     stages.add(info["Stage ID"])
             elif kind == "SparkListenerTaskEnd" and event.get("Stage ID") in stages:
                 metrics = event.get("Task Metrics") or {}
