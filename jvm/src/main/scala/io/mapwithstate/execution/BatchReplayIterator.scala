@@ -34,7 +34,8 @@ class BatchReplayIterator(
   // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]).
   private val input: scala.collection.BufferedIterator[InternalRow] =
     if (updater.prefetches) {
-      new ReadAheadRecords(records, ReadAheadRecords.GroupSize, updater.prefetch)
+      new ReadAheadRecords(records, ReadAheadRecords.GroupSize,
+        (group, count) => updater.prefetch(group, count))
     } else {
       records.buffered
     }

@@ -19,7 +19,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 final class ReadAheadRecords(
     input: Iterator[InternalRow],
     groupSize: Int,
-    readAhead: (Array[InternalRow], Int) => Unit)
+    readAhead: ReadAheadRecords.ReadAhead)
   extends scala.collection.BufferedIterator[InternalRow] {
 
   private var group = new Array[InternalRow](groupSize)
@@ -50,7 +50,7 @@ final class ReadAheadRecords(
       group(count) = copied(group(count), input.next())
       count += 1
     }
-    if (count > 0) readAhead(group, count)
+    if (count > 0) readAhead.group(group, count)
     count > 0
   }
 
@@ -64,6 +64,14 @@ final class ReadAheadRecords(
 }
 
 object ReadAheadRecords {
+  /**
+   * What reads ahead for a group: the first `count` rows of `records`. Not a Scala function,
+   * whose `(AnyRef, Int)` signature is not specialized and boxes the count on every call.
+   */
+  trait ReadAhead {
+    def group(records: Array[InternalRow], count: Int): Unit
+  }
+
   /** Records per group: enough loads in flight to cover a miss, few enough to stay cached. */
   val GroupSize = 16
 }

@@ -55,6 +55,17 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   /** Slots a delta must carry: live keys, and tombstones that hide a parent's key. */
   def liveOrTombstoneCount: Int = usedSlots - droppableSlots
 
+  /** Whether every used slot holds a live key (none removed): O(slots), one sequential read. */
+  def allUsedSlotsLive: Boolean = {
+    var live = 0
+    var slot = 0
+    while (slot < capacity) {
+      if (addresses(slot) > 0) live += 1
+      slot += 1
+    }
+    live == usedSlots
+  }
+
   /** Arena bytes that the current slots' records take up (garbage excluded). */
   def recordBytes: Long = retainedBytes
 

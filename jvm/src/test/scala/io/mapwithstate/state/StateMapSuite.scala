@@ -405,6 +405,64 @@ class StateMapSuite extends AnyFunSuite {
       ref.collect { case (k, (_, t)) if t < time / 2 => k }.toSet)
   }
 
+  test("under full churn the top layer alone is the compacted chain, with no record copied") {
+    // Every key written each batch, as S2: each layer shadows every layer below it.
+    val keys = 3000L
+    var map = StateMap.empty(1, 1, 100).copy()
+    var ref = Map.empty[Long, (Long, Long)]
+    for (batch <- 1 to 4) {
+      for (k <- 0L until keys) map.put(longKey(k), longState(k * batch), batch)
+      ref = (0L until keys).map(k => k -> (k * batch, batch.toLong)).toMap
+      if (batch < 4) map = map.copy()
+    }
+    val committed = map
+    val chain = committed.compactedChain()
+    assert(chain.deltaChainLength === 0, chain.toDebugString)
+    assert(chain.size === keys)
+    assert(longContents(chain) === ref)
+    // It is the top layer itself, over nothing: the three shadowed layers are gone.
+    assert(chain.layer eq committed.layer)
+    assert(chain.parentMap === null)
+    assert(chain.memoryUsedBytes < committed.memoryUsedBytes)
+
+    // The next batch writes over it, as the provider rebases a running batch; the committed
+    // map, which shares the layer, keeps its contents.
+    val next = committed.copy()
+    next.put(longKey(1), longState(-1), 5)
+    next.remove(longKey(2))
+    next.put(longKey(keys), longState(keys), 5)
+    val rebased = next.rebased(committed, chain).get
+    val expected = ref - 2L + (1L -> (-1L, 5L)) + (keys -> (keys, 5L))
+    assert(rebased.deltaChainLength === 1)
+    assert(longContents(rebased) === expected)
+    assert(rebased.size === keys)
+    assert(longContents(committed) === ref)
+    assert(longContents(chain) === ref)
+    // The removal hides the base's key in the next delta, as over any base.
+    val replica = readDelta(writeDelta(rebased), readSnapshot(writeSnapshot(chain), 1, 1))
+    assert(longContents(replica) === expected)
+
+    // A copy that compacts takes the same way out: its base is the top layer, not a copy.
+    val churned = StateMap.empty(1, 1, 2).copy()
+    for (k <- 0L until keys) churned.put(longKey(k), longState(k), 1)
+    val second = churned.copy()
+    for (k <- 0L until keys) second.put(longKey(k), longState(-k), 2)
+    val third = second.copy() // the chain reached its threshold of 2
+    assert(third.deltaChainLength === 1)
+    assert(third.parentMap.layer eq second.layer)
+    assert(third.parentMap.parentMap === null)
+    assert(longContents(third) === (0L until keys).map(k => k -> (-k, 2L)).toMap)
+
+    // A top layer with a removed key is not the whole chain: a compaction copies as before.
+    val withRemoval = second.copy()
+    for (k <- 0L until keys) withRemoval.put(longKey(k), longState(k), 3)
+    withRemoval.remove(longKey(0))
+    val compacted = withRemoval.compactedChain()
+    assert(compacted.deltaChainLength === 0)
+    assert(!(compacted.layer eq withRemoval.layer))
+    assert(longContents(compacted) === (1L until keys).map(k => k -> (k, 3L)).toMap)
+  }
+
   test("a first version over an empty base is the base its small upper layers merge over") {
     // As a new query's state: version 0 is empty, version 1 a layer of every key over it.
     val empty = StateMap.empty(1, 1, 100)
