@@ -463,6 +463,29 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(compacted) === (1L until keys).map(k => k -> (k, 3L)).toMap)
   }
 
+  test("a copy's layer is sized for the smaller of the last two batches' writes") {
+    def batch(map: StateMap, keys: Long, time: Long): Unit =
+      for (k <- 0L until keys) map.put(longKey(k), longState(time), time)
+    // Full churn: from the third version on, each layer takes its batch without growing.
+    var map = StateMap.empty(1, 1, 100).copy()
+    for (v <- 1 to 5) {
+      val grewBefore = map.layer.layoutVersion
+      batch(map, 5000, v)
+      if (v >= 3) assert(map.layer.layoutVersion === grewBefore, s"version $v's layer grew")
+      map = map.copy()
+    }
+    assert(map.layer.slotCapacity === RowHashMap.capacityFor(5000))
+    // A large first batch, then small ones: no layer after it is sized for the large one.
+    val small = StateMap.empty(1, 1, 100).copy()
+    batch(small, 20000, 1)
+    val second = small.copy()
+    assert(second.layer.slotCapacity < RowHashMap.capacityFor(100))
+    batch(second, 50, 2)
+    val third = second.copy()
+    assert(third.layer.slotCapacity < RowHashMap.capacityFor(100))
+    assert(longContents(third).size === 20000)
+  }
+
   test("a first version over an empty base is the base its small upper layers merge over") {
     // As a new query's state: version 0 is empty, version 1 a layer of every key over it.
     val empty = StateMap.empty(1, 1, 100)
