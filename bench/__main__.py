@@ -2,7 +2,7 @@
 command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
-applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
+the stateless floor as a comparison, applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
 the systems round by round (A B A B …) so that drift on a shared machine hits them alike,
 and prints one markdown table per scenario, also written to bench/results/latest.md."""
 import argparse
@@ -26,7 +26,7 @@ import pyspark  # noqa: E402
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime, threadtime  # noqa: E402
 from bench.rss import high_water_bytes  # noqa: E402
-from bench.systems import (FLOOR, GROUP_BY, GROUPS, OURS, OURS_HEAP, OURS_ROCKSDB,  # noqa: E402
+from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP, OURS_ROCKSDB,  # noqa: E402
                            PANDAS, PER_RECORD, TIMERS_OURS)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
@@ -58,7 +58,8 @@ TIMER_CONF = "spark.mapwithstate.bench.timers"
 WARM_UP_CONF = "spark.mapwithstate.bench.warmUp"
 #: The streaming systems run through the Connect server (applyInPandasWithState aside: it runs
 #: on a scaled-down input).
-CONNECT_RUNNERS = {OURS.name: connect_systems.ours, GROUPS.name: connect_systems.groups,
+CONNECT_RUNNERS = {OURS.name: connect_systems.ours, FLOOR_CONNECT.name: connect_systems.floor,
+                   GROUPS.name: connect_systems.groups,
                    PER_RECORD.name: connect_systems.per_record_count_sum}
 #: S6 grows state for a long time on a small heap; its queries may run this long.
 BIG_STATE_MAX_SECONDS = 3600
@@ -212,7 +213,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
-    lines.append(_others_wall_over_cpu(scenario, jvm_event_logs))
+    lines.append(_others_wall_over_cpu(scenario, jvm_event_logs, events))
     # Not a target: what the tasks' waiting above was made of (bench/threadtime.py).
     lines.append(threads.summary("ours' Connect server while ours ran (all its batches)"))
     # With timers a stateful system's output rows are its expired keys: shown, not assumed.
@@ -222,18 +223,24 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
             + "\n" + report.targets(lines))
 
 
-def _others_wall_over_cpu(scenario: Scenario, event_logs: List[str]) -> str:
-    """Not a target: the spark-submit systems' post-shuffle stages' task wall ÷ CPU time in the
-    same batches as ours' figure, to tell a store that waits from a process whose threads wait."""
+def _others_wall_over_cpu(scenario: Scenario, event_logs: List[str],
+                          events: "tasktime.EventLog") -> str:
+    """Not a target: the other systems' post-shuffle stages' task wall ÷ CPU time in the same
+    batches as ours' figure (the floor on the Connect server, then the spark-submit systems), to
+    tell a store that waits from a process whose threads wait."""
     phase = scenario.phases[0]
     figures = []
+    if FLOOR_CONNECT in scenario.systems:
+        value = events.post_shuffle_wall_over_cpu(connect_systems.FLOOR_QUERY, phase.batches)
+        figures.append(f"{FLOOR_CONNECT.label} " + ("not measured" if value is None
+                                                    else f"{value:.2f}×"))
     for system in (s for s in scenario.systems if s.runs_on == "jvm"):
         value = tasktime.ratio(tasktime.post_shuffle_times(log, system.name, phase.batches)
                                for log in event_logs)
         if value is not None:  # DStream's jobs carry no streaming.sql.batchId
             figures.append(f"{system.label} {value:.2f}×")
     return ("for comparison, the post-shuffle stage's task wall time ÷ task CPU time "
-            f"({phase.label}, spark-submit): " + (", ".join(figures) or "not measured"))
+            f"({phase.label}): " + (", ".join(figures) or "not measured"))
 
 
 def _big_state(scenario: Scenario, work: str, raw: Dict[str, list]) -> str:

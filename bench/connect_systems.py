@@ -47,6 +47,22 @@ def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
         return Outcome.failed(e)
 
 
+#: The Connect floor's query name: its jobs' descriptions start with it (see bench/tasktime.py).
+FLOOR_QUERY = "bench-stateless-floor"
+
+
+def floor(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    """bench/jvm's StatelessFloor on the Connect server: the same files shuffled by key and
+    projected, with no state, in the process ours runs in."""
+    try:
+        return Outcome(_stream(spark, directory, checkpoint, "append",
+                               lambda source: source.repartition("key").select(
+                                   "key", (F.col("value") + 1).alias("count")),
+                               query_name=FLOOR_QUERY))
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return Outcome.failed(e)
+
+
 def timer_spec(step_ms: int, timed_keys: int) -> StateSpec:
     """S4's workload, as bench/jvm's TimerCount: a record adds to its key's count and sets its
     timer ``(key % 100 + 1) × step_ms`` after the batch (a day for keys from ``timed_keys``
@@ -189,7 +205,8 @@ def _last_batch(query) -> int:
 
 def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: str,
             build: Callable[[DataFrame], DataFrame], trigger_ms: Optional[int] = None,
-            progress: Optional[list] = None, max_seconds: int = MAX_QUERY_SECONDS) -> List[Batch]:
+            progress: Optional[list] = None, max_seconds: int = MAX_QUERY_SECONDS,
+            query_name: Optional[str] = None) -> List[Batch]:
     """As bench/jvm/.../StreamingRun.scala: one file per batch, AvailableNow (or, with
     ``trigger_ms``, a processing-time trigger until every file has had its batch), the noop
     sink, per-batch numbers from StreamingQueryProgress (also appended to ``progress``, failed
@@ -197,6 +214,8 @@ def _stream(spark: SparkSession, directory: str, checkpoint: str, output_mode: s
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
     writer = (build(source).writeStream.format("noop").outputMode(output_mode)
               .option("checkpointLocation", checkpoint))
+    if query_name:
+        writer = writer.queryName(query_name)
     writer = (writer.trigger(processingTime=f"{trigger_ms} milliseconds") if trigger_ms
               else writer.trigger(availableNow=True))
     query = writer.start()

@@ -10,8 +10,9 @@ conf, so all pay the same); for a scenario, the stages whose RDDs carry the oper
 For comparison, not as a target, the same ratio of the spark-submit systems' post-shuffle
 stages (the floor's shuffle read and projection, flatMapGroupsWithState's stateful stage): their
 event logs tell the systems apart by the local property :data:`SYSTEM_PROPERTY`, which
-bench/jvm's BenchMain sets around each measured query. A floor whose tasks wait as much as ours
-says the waiting is the process's (JIT compilers, GC, two cores), not the state store's."""
+bench/jvm's BenchMain sets around each measured query; and of the floor run on the Connect
+server itself, told apart by its query's name. A floor whose tasks wait as much as ours says the
+waiting is the process's (JIT compilers, GC, two cores), not the state store's."""
 import glob
 import json
 import os
@@ -20,6 +21,8 @@ from typing import Callable, Dict, Iterable, Optional, Tuple
 OPERATOR_SCOPE = "MapWithStateStream"
 #: The local property naming a spark-submit system's measured query (bench/jvm's BenchMain).
 SYSTEM_PROPERTY = "mapwithstate.bench.system"
+#: The local property holding a job's description; a streaming query's begins with its name.
+JOB_DESCRIPTION = "spark.job.description"
 
 
 def event_log_conf(directory: str) -> Dict[str, str]:
@@ -44,6 +47,15 @@ class EventLog:
         def ours(info: dict, props: dict) -> bool:
             return any(OPERATOR_SCOPE in (rdd.get("Scope") or "") for rdd in info.get("RDD Info", []))
         return ratio([_task_times(_newest(self.directory), self.offset, batch_ids, ours)])
+
+    def post_shuffle_wall_over_cpu(self, query_name: str, batch_ids: Iterable[int]) -> Optional[float]:
+        """Over the post-shuffle stages of the query named ``query_name`` (its jobs' descriptions
+        start with the name: Spark's ``StreamExecution``), in the given batches since
+        :meth:`mark`; None if none."""
+        def named(info: dict, props: dict) -> bool:
+            return (bool(info.get("Parent IDs"))
+                    and (props.get(JOB_DESCRIPTION) or "").startswith(query_name))
+        return ratio([_task_times(_newest(self.directory), self.offset, batch_ids, named)])
 
 
 def post_shuffle_times(directory: str, system: str, batch_ids: Iterable[int]) -> Tuple[int, int]:

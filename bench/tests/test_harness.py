@@ -97,8 +97,10 @@ def test_thread_times_count_this_process_cpu_by_kind():
 
 
 def test_task_times_sum_the_chosen_stages_of_measured_batches(tmp_path):
-    def stage(stage_id, batch, parents, scope="", system=None):
+    def stage(stage_id, batch, parents, scope="", system=None, description=None):
         props = {"streaming.sql.batchId": str(batch)}
+        if description:
+            props[tasktime.JOB_DESCRIPTION] = description
         if system:
             props[tasktime.SYSTEM_PROPERTY] = system
         return {"Event": "SparkListenerStageSubmitted", "Properties": props,
@@ -113,7 +115,10 @@ def test_task_times_sum_the_chosen_stages_of_measured_batches(tmp_path):
               stage(2, 3, [1], system="floor"), task(2, 30, 20), task(2, 30, 10),
               stage(3, 0, [1], system="floor"), task(3, 900, 1),           # unmeasured batch
               stage(4, 3, [1], system="fmgws-hdfs"), task(4, 40, 40),
-              stage(5, 3, [1], scope='{"name":"MapWithStateStream"}'), task(5, 80, 40)]
+              stage(5, 3, [1], scope='{"name":"MapWithStateStream"}'), task(5, 80, 40),
+              stage(6, 3, [], description="q\nid = 1\nbatch = 3"), task(6, 700, 1),  # map stage
+              stage(7, 3, [6], description="q\nid = 1\nbatch = 3"), task(7, 90, 30),
+              stage(8, 3, [6], description="other\nid = 2\nbatch = 3"), task(8, 900, 1)]
     log = tmp_path / "app-1"
     log.write_text("\n".join(json.dumps(e) for e in events) + "\n{\"Event\": \"half a li")
     assert tasktime.post_shuffle_times(str(tmp_path), "floor", [3, 4]) == (60, 30 * 10**6)
@@ -121,3 +126,5 @@ def test_task_times_sum_the_chosen_stages_of_measured_batches(tmp_path):
     assert tasktime.ratio([tasktime.post_shuffle_times(str(tmp_path), "dstream", [3])]) is None
     ours = tasktime.EventLog(str(tmp_path))
     assert ours.wall_over_cpu([3]) == 2.0
+    assert ours.post_shuffle_wall_over_cpu("q", [3]) == 3.0
+    assert ours.post_shuffle_wall_over_cpu("q", [4]) is None
