@@ -53,8 +53,7 @@ class EventLog:
         start with the name: Spark's ``StreamExecution``), in the given batches since
         :meth:`mark`; None if none."""
         def named(info: dict, props: dict) -> bool:
-            return (bool(info.get("Parent IDs"))
-                    and (props.get(JOB_DESCRIPTION) or "").startswith(query_name))
+            return _post_shuffle(info) and (props.get(JOB_DESCRIPTION) or "").startswith(query_name)
         return ratio([_task_times(_newest(self.directory), self.offset, batch_ids, named)])
 
 
@@ -62,7 +61,7 @@ def post_shuffle_times(directory: str, system: str, batch_ids: Iterable[int]) ->
     """(task run ms, task CPU ns) of ``system``'s post-shuffle stages (those with a parent
     stage) in the given batches, from the one event log in a spark-submit's ``directory``."""
     def post_shuffle(info: dict, props: dict) -> bool:
-        return props.get(SYSTEM_PROPERTY) == system and bool(info.get("Parent IDs"))
+        return props.get(SYSTEM_PROPERTY) == system and _post_shuffle(info)
     return _task_times(_newest(directory), 0, batch_ids, post_shuffle)
 
 
@@ -71,6 +70,11 @@ def ratio(times: Iterable[Tuple[int, int]]) -> Optional[float]:
     pairs = list(times)
     run_ms, cpu_ns = sum(t[0] for t in pairs), sum(t[1] for t in pairs)
     return run_ms / (cpu_ns / 1e6) if cpu_ns else None
+
+
+def _post_shuffle(info: dict) -> bool:
+    """Whether a stage reads a shuffle: it has a parent stage."""
+    return bool(info.get("Parent IDs"))
 
 
 def _newest(directory: str) -> Optional[str]:

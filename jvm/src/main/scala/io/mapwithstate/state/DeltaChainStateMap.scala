@@ -217,8 +217,9 @@ final class DeltaChainStateMap private (
   override def copy(): DeltaChainStateMap = {
     readOnly = true
     val base = if (shouldCompact) topLayerAlone.getOrElse(compact().freeze()) else this
+    val entries = nextLayerEntries
     val next = new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, base,
-      nextLayerEntries, nextLayerEntries * 32L, null)
+      entries, entries * 32L, null)
     // The copy has this map's contents, so this map's index is valid for it; this map, now
     // read-only, needs none (a retried batch copies it again and rebuilds one).
     next.index = index
@@ -424,12 +425,15 @@ final class DeltaChainStateMap private (
    */
   private def topLayerAlone: Option[DeltaChainStateMap] = {
     if (parent == null || layer.usedSlotCount != liveKeys || !layer.allUsedSlotsLive) None
-    else {
-      val alone = new DeltaChainStateMap(
-        keyNumFields, stateNumFields, deltaChainThreshold, null, 0, 0L, layer)
-      alone.liveKeys = liveKeys
-      Some(alone.freeze())
-    }
+    else Some(withLayerOver(null))
+  }
+
+  /** A read-only node with this map's layer (shared, not copied) and size, over `below`. */
+  private def withLayerOver(below: DeltaChainStateMap): DeltaChainStateMap = {
+    val node = new DeltaChainStateMap(
+      keyNumFields, stateNumFields, deltaChainThreshold, below, 0, 0L, layer)
+    node.liveKeys = liveKeys
+    node.freeze()
   }
 
   /**
@@ -504,13 +508,7 @@ final class DeltaChainStateMap private (
       from: DeltaChainStateMap, base: DeltaChainStateMap): Option[DeltaChainStateMap] = {
     if (this eq from) Some(base)
     else if (parent == null) None
-    else parent.rebasedChain(from, base).map { newParent =>
-      val node = new DeltaChainStateMap(
-        keyNumFields, stateNumFields, deltaChainThreshold, newParent, 0, 0L, layer)
-      node.liveKeys = liveKeys
-      node.readOnly = true
-      node
-    }
+    else parent.rebasedChain(from, base).map(withLayerOver)
   }
 
   /**
