@@ -78,7 +78,7 @@ class BatchReplayIterator(
     nextEmitted += 1
   } else phase match {
     case Records =>
-      if (input.hasNext && timeline.batchOf(recordTime(input.head)) == batch) {
+      if (input.hasNext && inThisBatch(input.head)) {
         val record = input.next()
         if (isLate(record)) updater.dropLateRow()
         else {
@@ -131,8 +131,9 @@ class BatchReplayIterator(
     case None => false
   }
 
-  private def recordTime(row: InternalRow): Long = {
-    if (timeline.size == 1 && !timeline.fromData) return timeline.times(0)
-    batchTimeOf(row)
-  }
+  /** Whether a record belongs to the current batch: every record does, in a one-batch run. */
+  private val oneBatch = timeline.size == 1 && !timeline.fromData
+
+  private def inThisBatch(row: InternalRow): Boolean =
+    oneBatch || timeline.batchOf(batchTimeOf(row)) == batch
 }

@@ -1,6 +1,7 @@
 package io.mapwithstate.state
 
 import java.io.{DataInputStream, DataOutputStream, EOFException, IOException}
+import java.nio.ByteBuffer
 import java.util.zip.CRC32
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
@@ -307,22 +308,28 @@ object StateMapSerde {
   private final class ChecksummedWriter(out: DataOutputStream) {
     private val crc = new CRC32
     private val buffer = new Array[Byte](WriteBufferBytes)
+    // Big-endian stores of a whole field at once (one store each), not a byte at a time.
+    private val fields = ByteBuffer.wrap(buffer)
     private var buffered = 0
 
     def writeInt(value: Int): Unit = {
       if (buffer.length - buffered < 4) flushBuffer()
-      putBigEndian(value.toLong, 4)
+      fields.putInt(buffered, value)
+      buffered += 4
     }
 
     def writeLong(value: Long): Unit = {
       if (buffer.length - buffered < 8) flushBuffer()
-      putBigEndian(value, 8)
+      fields.putLong(buffered, value)
+      buffered += 8
     }
 
     def writeRecordHeader(keyLength: Int, stateLength: Int, updateTime: Long): Unit = {
-      writeInt(keyLength)
-      writeInt(stateLength)
-      writeLong(updateTime)
+      if (buffer.length - buffered < RecordHeaderBytes) flushBuffer()
+      fields.putInt(buffered, keyLength)
+      fields.putInt(buffered + 4, stateLength)
+      fields.putLong(buffered + 8, updateTime)
+      buffered += RecordHeaderBytes
     }
 
     def writeRow(row: UnsafeRow): Unit =
@@ -330,6 +337,19 @@ object StateMapSerde {
 
     /** Copies bytes from an Unsafe address (on or off heap). */
     def writeBytes(base: AnyRef, unsafeOffset: Long, length: Int): Unit = {
+      if (length <= SmallCopyBytes && (length & 7) == 0 && buffer.length - buffered >= length) {
+        // A record's rows are a few words: copied a word at a time, they skip the checks and
+        // the call that Unsafe.copyMemory costs on every copy, which for rows this small cost
+        // more than the copying.
+        var i = 0
+        while (i < length) {
+          Platform.putLong(buffer, Platform.BYTE_ARRAY_OFFSET + buffered + i,
+            Platform.getLong(base, unsafeOffset + i))
+          i += 8
+        }
+        buffered += length
+        return
+      }
       var done = 0
       while (done < length) {
         if (buffered == buffer.length) flushBuffer()
@@ -360,15 +380,6 @@ object StateMapSerde {
       crc.update(buffer, 0, buffered)
       buffered = 0
     }
-
-    private def putBigEndian(value: Long, bytes: Int): Unit = {
-      var i = 0
-      while (i < bytes) {
-        buffer(buffered + i) = (value >>> (8 * (bytes - 1 - i))).toByte
-        i += 1
-      }
-      buffered += bytes
-    }
   }
 
   /**
@@ -378,7 +389,8 @@ object StateMapSerde {
    */
   private final class ChecksummedReader(in: DataInputStream, what: String) {
     private val crc = new CRC32
-    private val scratch = new Array[Byte](16)
+    private val scratch = new Array[Byte](RecordHeaderBytes)
+    private val scratchFields = ByteBuffer.wrap(scratch)
     private var recordsRead = 0
     private var expectedRecords = -1
 
@@ -440,10 +452,10 @@ object StateMapSerde {
     def nextRecord(read: Int, expected: Int): Boolean = {
       recordsRead = read
       expectedRecords = expected
-      readFully(scratch, 0, 16)
-      keyLength = getInt(0)
-      stateLength = getInt(4)
-      updateTime = getLong(8)
+      readFully(scratch, 0, RecordHeaderBytes)
+      keyLength = scratchFields.getInt(0)
+      stateLength = scratchFields.getInt(4)
+      updateTime = scratchFields.getLong(8)
       if (keyLength == EndOfRecords) {
         if (read != expected) {
           throw corrupt(s"ends after $read records, its header announced $expected")
@@ -492,15 +504,8 @@ object StateMapSerde {
 
     def readInt(): Int = {
       readFully(scratch, 0, 4)
-      getInt(0)
+      scratchFields.getInt(0)
     }
-
-    private def getInt(at: Int): Int =
-      ((scratch(at) & 0xff) << 24) | ((scratch(at + 1) & 0xff) << 16) |
-        ((scratch(at + 2) & 0xff) << 8) | (scratch(at + 3) & 0xff)
-
-    private def getLong(at: Int): Long =
-      (getInt(at).toLong << 32) | (getInt(at + 4) & 0xffffffffL)
 
     private def readBytes(length: Int): Unit = {
       var done = 0
@@ -532,6 +537,10 @@ object StateMapSerde {
 
   private val ReadChunkBytes = 1 << 20
   private val WriteBufferBytes = 1 << 16
+  /** A record header: int keyLength, int stateLength, long updateTime. */
+  private val RecordHeaderBytes = 16
+  /** Rows up to this size are copied into the write buffer a word at a time. */
+  private val SmallCopyBytes = 256
   /** Slots whose records [[writeDelta]] locates before copying any of them. */
   private val DeltaRun = 32
 }
