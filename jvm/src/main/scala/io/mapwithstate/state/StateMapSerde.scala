@@ -1,7 +1,7 @@
 package io.mapwithstate.state
 
 import java.io.{DataInputStream, DataOutputStream, EOFException, IOException}
-import java.nio.ByteBuffer
+import java.nio.ByteOrder
 import java.util.zip.CRC32
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
@@ -308,27 +308,25 @@ object StateMapSerde {
   private final class ChecksummedWriter(out: DataOutputStream) {
     private val crc = new CRC32
     private val buffer = new Array[Byte](WriteBufferBytes)
-    // Big-endian stores of a whole field at once (one store each), not a byte at a time.
-    private val fields = ByteBuffer.wrap(buffer)
     private var buffered = 0
 
     def writeInt(value: Int): Unit = {
       if (buffer.length - buffered < 4) flushBuffer()
-      fields.putInt(buffered, value)
+      putInt(buffered, value)
       buffered += 4
     }
 
     def writeLong(value: Long): Unit = {
       if (buffer.length - buffered < 8) flushBuffer()
-      fields.putLong(buffered, value)
+      putLong(buffered, value)
       buffered += 8
     }
 
     def writeRecordHeader(keyLength: Int, stateLength: Int, updateTime: Long): Unit = {
       if (buffer.length - buffered < RecordHeaderBytes) flushBuffer()
-      fields.putInt(buffered, keyLength)
-      fields.putInt(buffered + 4, stateLength)
-      fields.putLong(buffered + 8, updateTime)
+      putInt(buffered, keyLength)
+      putInt(buffered + 4, stateLength)
+      putLong(buffered + 8, updateTime)
       buffered += RecordHeaderBytes
     }
 
@@ -375,6 +373,15 @@ object StateMapSerde {
       out.flush()
     }
 
+    // Whole-field big-endian stores: one store each, where a byte at a time was eight.
+    private def putInt(at: Int, value: Int): Unit =
+      Platform.putInt(buffer, Platform.BYTE_ARRAY_OFFSET + at,
+        if (NativeLittleEndian) Integer.reverseBytes(value) else value)
+
+    private def putLong(at: Int, value: Long): Unit =
+      Platform.putLong(buffer, Platform.BYTE_ARRAY_OFFSET + at,
+        if (NativeLittleEndian) java.lang.Long.reverseBytes(value) else value)
+
     private def flushBuffer(): Unit = {
       out.write(buffer, 0, buffered)
       crc.update(buffer, 0, buffered)
@@ -390,7 +397,6 @@ object StateMapSerde {
   private final class ChecksummedReader(in: DataInputStream, what: String) {
     private val crc = new CRC32
     private val scratch = new Array[Byte](RecordHeaderBytes)
-    private val scratchFields = ByteBuffer.wrap(scratch)
     private var recordsRead = 0
     private var expectedRecords = -1
 
@@ -453,9 +459,9 @@ object StateMapSerde {
       recordsRead = read
       expectedRecords = expected
       readFully(scratch, 0, RecordHeaderBytes)
-      keyLength = scratchFields.getInt(0)
-      stateLength = scratchFields.getInt(4)
-      updateTime = scratchFields.getLong(8)
+      keyLength = getInt(0)
+      stateLength = getInt(4)
+      updateTime = getLong(8)
       if (keyLength == EndOfRecords) {
         if (read != expected) {
           throw corrupt(s"ends after $read records, its header announced $expected")
@@ -504,7 +510,17 @@ object StateMapSerde {
 
     def readInt(): Int = {
       readFully(scratch, 0, 4)
-      scratchFields.getInt(0)
+      getInt(0)
+    }
+
+    private def getInt(at: Int): Int = {
+      val word = Platform.getInt(scratch, Platform.BYTE_ARRAY_OFFSET + at)
+      if (NativeLittleEndian) Integer.reverseBytes(word) else word
+    }
+
+    private def getLong(at: Int): Long = {
+      val word = Platform.getLong(scratch, Platform.BYTE_ARRAY_OFFSET + at)
+      if (NativeLittleEndian) java.lang.Long.reverseBytes(word) else word
     }
 
     private def readBytes(length: Int): Unit = {
@@ -541,6 +557,8 @@ object StateMapSerde {
   private val RecordHeaderBytes = 16
   /** Rows up to this size are copied into the write buffer a word at a time. */
   private val SmallCopyBytes = 256
+  /** The files are big-endian; Platform's loads and stores are in the machine's order. */
+  private val NativeLittleEndian = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
   /** Slots whose records [[writeDelta]] locates before copying any of them. */
   private val DeltaRun = 32
 }
