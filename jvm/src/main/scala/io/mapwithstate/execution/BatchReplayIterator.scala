@@ -39,6 +39,8 @@ class BatchReplayIterator(
     } else {
       records.buffered
     }
+  // A streaming micro-batch: every record is in the one batch, none needs its time looked up.
+  private val oneBatch = timeline.size == 1 && !timeline.fromData
   private var batch = 0
   private var phase: Phase = Records
   private var pending: UnsafeRow = null
@@ -132,8 +134,6 @@ class BatchReplayIterator(
   }
 
   /** Whether a record belongs to the current batch: every record does, in a one-batch run. */
-  private val oneBatch = timeline.size == 1 && !timeline.fromData
-
   private def inThisBatch(row: InternalRow): Boolean =
     oneBatch || timeline.batchOf(batchTimeOf(row)) == batch
 }

@@ -373,14 +373,9 @@ object StateMapSerde {
       out.flush()
     }
 
-    // Whole-field big-endian stores: one store each, where a byte at a time was eight.
-    private def putInt(at: Int, value: Int): Unit =
-      Platform.putInt(buffer, Platform.BYTE_ARRAY_OFFSET + at,
-        if (NativeLittleEndian) Integer.reverseBytes(value) else value)
+    private def putInt(at: Int, value: Int): Unit = putBigEndianInt(buffer, at, value)
 
-    private def putLong(at: Int, value: Long): Unit =
-      Platform.putLong(buffer, Platform.BYTE_ARRAY_OFFSET + at,
-        if (NativeLittleEndian) java.lang.Long.reverseBytes(value) else value)
+    private def putLong(at: Int, value: Long): Unit = putBigEndianLong(buffer, at, value)
 
     private def flushBuffer(): Unit = {
       out.write(buffer, 0, buffered)
@@ -513,15 +508,9 @@ object StateMapSerde {
       getInt(0)
     }
 
-    private def getInt(at: Int): Int = {
-      val word = Platform.getInt(scratch, Platform.BYTE_ARRAY_OFFSET + at)
-      if (NativeLittleEndian) Integer.reverseBytes(word) else word
-    }
+    private def getInt(at: Int): Int = getBigEndianInt(scratch, at)
 
-    private def getLong(at: Int): Long = {
-      val word = Platform.getLong(scratch, Platform.BYTE_ARRAY_OFFSET + at)
-      if (NativeLittleEndian) java.lang.Long.reverseBytes(word) else word
-    }
+    private def getLong(at: Int): Long = getBigEndianLong(scratch, at)
 
     private def readBytes(length: Int): Unit = {
       var done = 0
@@ -559,6 +548,25 @@ object StateMapSerde {
   private val SmallCopyBytes = 256
   /** The files are big-endian; Platform's loads and stores are in the machine's order. */
   private val NativeLittleEndian = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
+
+  // A file's fields, each one load or store and a byte swap, where a byte at a time was eight.
+  private def putBigEndianInt(bytes: Array[Byte], at: Int, value: Int): Unit =
+    Platform.putInt(bytes, Platform.BYTE_ARRAY_OFFSET + at,
+      if (NativeLittleEndian) Integer.reverseBytes(value) else value)
+
+  private def putBigEndianLong(bytes: Array[Byte], at: Int, value: Long): Unit =
+    Platform.putLong(bytes, Platform.BYTE_ARRAY_OFFSET + at,
+      if (NativeLittleEndian) java.lang.Long.reverseBytes(value) else value)
+
+  private def getBigEndianInt(bytes: Array[Byte], at: Int): Int = {
+    val word = Platform.getInt(bytes, Platform.BYTE_ARRAY_OFFSET + at)
+    if (NativeLittleEndian) Integer.reverseBytes(word) else word
+  }
+
+  private def getBigEndianLong(bytes: Array[Byte], at: Int): Long = {
+    val word = Platform.getLong(bytes, Platform.BYTE_ARRAY_OFFSET + at)
+    if (NativeLittleEndian) java.lang.Long.reverseBytes(word) else word
+  }
   /** Slots whose records [[writeDelta]] locates before copying any of them. */
   private val DeltaRun = 32
 }
