@@ -59,8 +59,9 @@ case class PartitionRunner(
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
       heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
-    val compiled = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
+    val lease = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
       keyOrdinals, keyTypes, TaskContext.get())
+    val compiled = lease.function
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, inputWidth,
@@ -83,6 +84,8 @@ case class PartitionRunner(
       metrics.numTimedOutKeys += updater.timedOutKeys
       metrics.numLateRowsDropped.foreach(_ += updater.lateRowsDropped)
       done
+      // The next partition of the task (if it serves several) runs on the same instance.
+      lease.release()
     }
   }
 

@@ -32,7 +32,8 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       checkpoint: String,
       batches: Seq[Seq[String]],
       settings: Map[String, String] = Map.empty,
-      done: Int = 0): (Seq[(String, Long)], StreamExecution) = {
+      done: Int = 0,
+      spec: StateSpec = runningCount): (Seq[(String, Long)], StreamExecution) = {
     val session = spark
     implicit val sqlContext: org.apache.spark.sql.SQLContext = session.sqlContext
     val input = MemoryStream[String](Encoders.STRING, sqlContext)
@@ -42,7 +43,7 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
     val before = settings.keys.map(k => k -> session.conf.getOption(k)).toMap
     settings.foreach { case (k, v) => session.conf.set(k, v) }
     val query = try {
-      MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
+      MapWithState.mapWithState(input.toDF(), Seq(col("value")), spec)
         .writeStream.outputMode("append").option("checkpointLocation", checkpoint)
         .foreachBatch { (batch: DataFrame, _: Long) =>
           batch.collect().foreach(r => emitted.add((r.getString(0), r.getLong(1))))
@@ -118,6 +119,26 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       // The restarted run emits the new micro-batch's rows only.
       val (restarted, _) = run(grouped.getPath, batches ++ Seq(words.take(1)), off, done = 2)
       assert(restarted == Seq(("w0", 3L)))
+    }
+  }
+
+  test("a task serving several partitions compiles the state function once, not once each") {
+    withDir { dir =>
+      // A function no earlier query compiled, so the pool has no idle instance of it.
+      val function = StateSpec.function("n BIGINT",
+        update = struct((coalesce(state("n"), lit(0L)) + 1).as("n")),
+        emit = struct(col("value").as("word"), newState("n").as("count_once")))
+      val words = (0 until 40).map(i => s"w$i")
+      val before = CompiledStateFunctionPool.compilations
+      val (rows, execution) = run(new java.io.File(dir, "cp").getPath, Seq(words, words),
+        Map("spark.sql.shuffle.partitions" -> "8"), spec = function)
+      assert(rows == (words.map((_, 1L)) ++ words.map((_, 2L))).sorted)
+      assert(execution.lastExecution.executedPlan.collectFirst {
+        case op: MapWithStateStreamExec => op.execute().getNumPartitions
+      }.contains(2))
+      // Two tasks (local[2]) of four partitions each: at most one instance per task.
+      val compiled = CompiledStateFunctionPool.compilations - before
+      assert(compiled >= 1 && compiled <= 2, s"$compiled instances compiled")
     }
   }
 
