@@ -181,12 +181,16 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
   /**
    * Makes `store`'s map the committed state at `store.version + 1`, durably: its delta file
-   * only. A snapshot that falls due goes to the background writer.
+   * only (made durable here, or, when the task defers its closes, before the task ends). A
+   * snapshot that falls due goes to the background writer.
    */
   private[state] def commit(store: DeltaChainStateStore): Long = {
     val newVersion = store.version + 1
     val map = store.stateMap
-    val bytes = files.write(files.deltaFile(newVersion))(out => StateMapSerde.writeDelta(map, out))
+    // In a task over several partitions, the delta's fsync and rename run while the task goes
+    // on to the next partition; the task ends once they are done (see DeferredCloses).
+    val bytes = files.write(files.deltaFile(newVersion), DeferredCloses.active)(
+      out => StateMapSerde.writeDelta(map, out))
     val due = synchronized {
       remember(newVersion, map)
       deltaBytesSinceSnapshot.tailMap(newVersion, true).clear() // a re-run version's old sizes

@@ -44,21 +44,32 @@ class StateCheckpointFiles(
 
   /**
    * Writes `path` atomically with `body` and returns its size in bytes (capped at
-   * Int.MaxValue); a failed write leaves no file behind.
+   * Int.MaxValue); a failed write leaves no file behind. With `closes`, the file's bytes are
+   * written here but made durable and visible (its close: fsync and rename) in the background,
+   * and `closes.awaitAll()` says when, or why not.
    */
-  def write(path: Path)(body: DataOutputStream => Unit): Long = {
+  def write(path: Path, closes: Option[DeferredCloses] = None)(
+      body: DataOutputStream => Unit): Long = {
     checkWritable(path)
     val raw = fileManager.createAtomic(path, true)
+    def failed(e: Throwable): IOException = {
+      raw.cancel()
+      new IOException(s"cannot write mapWithState state file $path: ${e.getMessage}", e)
+    }
     try {
       val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
       body(out)
       out.flush()
-      raw.close()
+      closes match {
+        case None => raw.close()
+        case Some(deferred) =>
+          deferred.defer(path) { () =>
+            try raw.close() catch { case NonFatal(e) => throw failed(e) }
+          }
+      }
       out.size().toLong
     } catch {
-      case NonFatal(e) =>
-        raw.cancel()
-        throw new IOException(s"cannot write mapWithState state file $path: ${e.getMessage}", e)
+      case NonFatal(e) => throw failed(e)
     }
   }
 

@@ -4,6 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.{LocalSpark, MapWithState, StateSpec, TempDirs}
 import io.mapwithstate.functions._
+import io.mapwithstate.state.DeferredCloses
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution, StreamingQueryWrapper}
@@ -96,8 +97,12 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       val expected = (words.map(w => (w, 1L)) ++ words.take(12).map(w => (w, 2L))).sorted
       val fourPartitions = Map("spark.sql.shuffle.partitions" -> "4")
       val grouped = new java.io.File(dir, "grouped")
+      val deferredBefore = DeferredCloses.deferredCount
       val (rows, execution) = run(grouped.getPath, batches, fourPartitions)
       assert(rows == expected)
+      // Each partition's delta was made durable in the background while its task went on, and
+      // the task waited for them before its output counted (the files are all there below).
+      assert(DeferredCloses.deferredCount - deferredBefore == 4 * 2)
       val operator = execution.lastExecution.executedPlan.collectFirst {
         case op: MapWithStateStreamExec => op
       }.get
@@ -111,8 +116,11 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
 
       // Off: a task per partition, the same answer; the grouping may change across a restart.
       val off = fourPartitions + (io.mapwithstate.MapWithStateConf.CoalesceLocalStoreTasks -> "false")
+      val singleBefore = DeferredCloses.deferredCount
       val (alone, perPartition) = run(new java.io.File(dir, "single").getPath, batches, off)
       assert(alone == expected)
+      // A task of one partition has nothing to go on to: its commit makes its delta durable.
+      assert(DeferredCloses.deferredCount == singleBefore)
       assert(perPartition.lastExecution.executedPlan.collectFirst {
         case op: MapWithStateStreamExec => op.execute().getNumPartitions
       }.contains(4))

@@ -1,9 +1,11 @@
 package io.mapwithstate.state
 
 import java.io.{File, IOException, RandomAccessFile}
+import java.util.concurrent.{CountDownLatch, TimeUnit}
 
 import io.mapwithstate.TempDirs
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
@@ -145,6 +147,45 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       assert(contents(p, 2) == expected(2))
       commitVersions(p, 3)
       assert(contents(provider(root), 3) == expected(3))
+    }
+  }
+
+  test("a delta written through the provider with closes deferred is durable once awaited, " +
+    "and a failed close fails the wait naming the file and leaves the version to be re-run") {
+    withDir { root =>
+      val p = provider(root)
+      val dir = partitionDir(root)
+      val closes = DeferredCloses.begin()
+      try {
+        commitVersions(p, 2)
+        closes.awaitAll()
+        assert(dir.list().toSet.filter(_.endsWith(".delta")) == Set("1.delta", "2.delta"))
+        assert(dir.list().forall(!_.endsWith(".tmp")))
+
+        // Version 3's close fails: its temporary file is gone before the rename.
+        val store = p.getStore(2, None, false, false).asInstanceOf[DeltaChainStateStore]
+        store.stateMap.put(row(3), row(3), 30L)
+        // Keep every close thread busy first, so version 3's close is still queued below.
+        val hold = new CountDownLatch(1)
+        val holders = (1 to DeferredCloses.Threads).map(_ => new DeferredCloses(1))
+        holders.foreach(_.defer(new Path("/hold"))(() => hold.await(10, TimeUnit.SECONDS)))
+        val before = DeferredCloses.deferredCount
+        store.commit()
+        assert(DeferredCloses.deferredCount == before + 1)
+        dir.listFiles().filter(_.getName.endsWith(".tmp")).foreach(f => assert(f.delete()))
+        hold.countDown()
+        holders.foreach(_.awaitAll())
+        val e = intercept[IOException](closes.awaitAll())
+        assert(e.getMessage.contains("3.delta"), e.getMessage)
+        assert(!new File(dir, "3.delta").exists())
+        assert(dir.list().forall(!_.endsWith(".tmp")))
+      } finally DeferredCloses.end(closes)
+      assert(DeferredCloses.active.isEmpty)
+
+      // The re-run of version 3 (a retried task) starts from version 2 and writes it again.
+      commitVersions(p, 3, from = 2)
+      val reloaded = provider(root)
+      assert(contents(reloaded, 3) == expected(3))
     }
   }
 

@@ -5,7 +5,7 @@ import java.util.UUID
 import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 
-import io.mapwithstate.state.{DeltaChainStateStoreProvider, ExecutorStateProviders, StoreCoordinator}
+import io.mapwithstate.state.{DeferredCloses, DeltaChainStateStoreProvider, ExecutorStateProviders, StoreCoordinator}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{NarrowDependency, Partition, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
@@ -154,8 +154,11 @@ object StreamingQueryGlue {
    * Unlike Spark's, a task may serve several state partitions (its [[StoreTaskPartition]]'s
    * members, read through a narrow dependency as Spark's `CoalescedRDD` reads its parents'):
    * each member's store is opened once the previous member's output is exhausted, which is when
-   * `f`'s output commits it. It never looks for a read store opened earlier in the task (Spark's
-   * `StateStoreThreadLocalTracker`): each member opens exactly one store. And a store of
+   * `f`'s output commits it; the commit's delta file is made durable in the background
+   * ([[io.mapwithstate.state.DeferredCloses]]) while the next member runs, and the task's
+   * output ends once every member's delta is durable. It never looks for a read store opened
+   * earlier in the task (Spark's `StateStoreThreadLocalTracker`): each member opens exactly one
+   * store. And a store of
    * the heap state's provider comes from [[ExecutorStateProviders]], which keeps its providers
    * loaded as `StateStore` does but reports them to the coordinator once per load (and again
    * from maintenance when needed), without the task waiting.
@@ -192,8 +195,20 @@ object StreamingQueryGlue {
         .take(1).toSeq
 
     override def compute(partition: Partition, context: TaskContext): Iterator[U] =
-      partition.asInstanceOf[StoreTaskPartition].members.iterator
-        .flatMap(member => computeMember(member, context))
+      partition.asInstanceOf[StoreTaskPartition].members match {
+        case Array(member) => computeMember(member, context)
+        case members =>
+          // Each member's delta is made durable (fsync, rename) while the next member's records
+          // run; the output ends, and so can count, only once every one of them is durable. A
+          // task that fails or stops early still waits for them, and fails if one failed.
+          val closes = DeferredCloses.begin()
+          context.addTaskCompletionListener[Unit] { _ =>
+            DeferredCloses.end(closes)
+            closes.awaitAll()
+          }
+          CompletionIterator[U, Iterator[U]](
+            members.iterator.flatMap(member => computeMember(member, context)), closes.awaitAll())
+      }
 
     /** `f` over one state partition's input, with its store. */
     private def computeMember(partition: Partition, context: TaskContext): Iterator[U] = {
