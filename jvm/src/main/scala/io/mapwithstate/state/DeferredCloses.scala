@@ -24,8 +24,8 @@ import org.apache.hadoop.fs.Path
  * At most [[MaxPending]] closes of one task are under way: a later one first waits for the
  * oldest, so a task over many partitions (200, Spark's default, on two cores) keeps a bounded
  * number of open files and buffers. The closes run on a few daemon threads shared by the JVM
- * ([[Threads]]): several fsyncs in flight at once cost a journaling file system little more
- * than one, as it commits them together.
+ * ([[Threads]]), so that one slow close does not hold up the closes of the partitions after it
+ * or of the executor's other tasks.
  *
  * Used from one task's thread (its `defer`s and `awaitAll`s), and from its completion listener.
  */
