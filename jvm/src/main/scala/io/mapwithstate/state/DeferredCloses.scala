@@ -108,9 +108,10 @@ object DeferredCloses {
   /** How many closes this JVM has deferred (for tests). */
   def deferredCount: Long = deferred.get()
 
+  /** A close's own error when it names the file (a state file's close does), else one that does. */
   private def failureOf(path: Path, cause: Throwable): IOException = cause match {
     case e: IOException if e.getMessage != null && e.getMessage.contains(path.toString) => e
-    case e => new IOException(s"cannot write mapWithState state file $path: ${e.getMessage}", e)
+    case e => StateCheckpointFiles.writeFailure(path, e)
   }
 
   private val threadNumber = new AtomicInteger()

@@ -54,7 +54,7 @@ class StateCheckpointFiles(
     val raw = fileManager.createAtomic(path, true)
     def failed(e: Throwable): IOException = {
       raw.cancel()
-      new IOException(s"cannot write mapWithState state file $path: ${e.getMessage}", e)
+      writeFailure(path, e)
     }
     try {
       val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
@@ -115,6 +115,10 @@ object StateCheckpointFiles {
   val DeltaSuffix = ".delta"
   val SnapshotSuffix = ".snapshot"
   private val BufferSize = 1 << 16
+
+  /** The error of a state file that could not be written (or made durable): it names the file. */
+  def writeFailure(path: Path, cause: Throwable): IOException =
+    new IOException(s"cannot write mapWithState state file $path: ${cause.getMessage}", cause)
 }
 
 /**
