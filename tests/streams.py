@@ -9,6 +9,8 @@ import json
 import os
 
 OUTPUT_SCHEMA = "word STRING, n BIGINT"
+# The first bytes of the heap backend's delta files (StateMapSerde.DeltaMagic).
+MAPWITHSTATE_DELTA_MAGIC = b"MWSD"
 
 
 class Stream:
@@ -51,6 +53,15 @@ class Stream:
 
     def results(self, spark, schema=OUTPUT_SCHEMA):
         return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
+
+
+def state_kept_by_sparks_provider(checkpoint, operator=0):
+    """Whether the query's Spark stateful operator ``operator`` (e.g. a streaming aggregation
+    beside map_with_state) wrote its state as delta files of the session's provider, Spark's
+    HDFS one, and none in map_with_state's own format."""
+    deltas = glob.glob(os.path.join(checkpoint, "state", str(operator), "*", "*.delta"))
+    return bool(deltas) and all(open(d, "rb").read(4) != MAPWITHSTATE_DELTA_MAGIC
+                                for d in deltas)
 
 
 def counts(*expected):

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_groups_with_state
 from mapwithstate import functions as S
 from replay import by_batch, expected_by_batch, replay_input
-from streams import Stream
+from streams import Stream, state_kept_by_sparks_provider
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -120,6 +120,29 @@ def test_update_mode_into_a_sink(spark, tmp_path):
         .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start()
     query.awaitTermination()
     assert rows(spark.table("groups_update")) == sorted(r for b in MAP_ANSWERS for r in b)
+
+
+def test_streaming_plus_aggregation_in_complete_mode(spark, tmp_path):
+    """The suite's "streaming + aggregation": the group function's rows (appended), counted
+    per key by a streaming aggregation whose whole result table each micro-batch writes
+    (complete mode), the query restarted from its checkpoint before each batch."""
+    stream = Stream(str(tmp_path))
+    answers = []
+    for i, words in enumerate(STREAM_BATCHES):
+        stream.add(*words)
+        counted = map_groups_with_state(stream.read(spark), "word", map_running_count()) \
+            .groupBy("word").count()
+        name = f"groups_then_count_{i}"
+        counted.writeStream.format("memory").queryName(name).outputMode("complete") \
+            .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True) \
+            .start().awaitTermination()
+        answers.append(rows(spark.table(name)))
+    # The rows emitted so far per key: a's "-1" on removal counts too.
+    assert answers == [[("a", 1)], [("a", 2), ("b", 1)], [("a", 3), ("b", 2)],
+                       [("a", 4), ("b", 2), ("c", 1)]]
+    # The aggregation (operator 0) keeps its state in the session's provider, Spark's HDFS
+    # one, not in the store map_groups_with_state chose for its own.
+    assert state_kept_by_sparks_provider(stream.checkpoint)
 
 
 def test_multiple_output_rows_per_group(spark):

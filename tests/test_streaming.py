@@ -15,7 +15,7 @@ import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from specs import running_count
-from streams import Stream, corrupt, counts
+from streams import Stream, corrupt, counts, state_kept_by_sparks_provider
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -156,9 +156,28 @@ def test_complete_mode_is_refused_at_start(spark, tmp_path):
             .option("checkpointLocation", stream.checkpoint).start()
 
 
-def test_complete_mode_is_refused_even_after_an_aggregation(spark, tmp_path):
+def test_an_aggregation_over_its_rows_may_write_complete_mode(spark, tmp_path):
+    """A streaming aggregation after map_with_state owns the result table, so the query may
+    write it whole each micro-batch, as Spark lets flatMapGroupsWithState (append) feed one;
+    one query run over three micro-batches."""
     stream = Stream(str(tmp_path))
-    result = map_with_state(stream.read(spark), "word", running_count()).groupBy("word").count()
+    for words in (["a", "b", "a"], ["a"], ["c", "b"]):
+        stream.add(*words)
+    # How many times each word's count reached each n: every n once per word up to its count.
+    result = map_with_state(stream.read(spark), "word", running_count()).groupBy("n").count()
+    result.writeStream.format("memory").queryName("mws_agg_complete").outputMode("complete") \
+        .option("checkpointLocation", stream.checkpoint).trigger(availableNow=True).start() \
+        .awaitTermination()
+    assert sorted(tuple(r) for r in spark.table("mws_agg_complete").collect()) == \
+        [(1, 3), (2, 2), (3, 1)]
+    # The aggregation keeps its state in the session's provider, not in the operator's store.
+    assert state_kept_by_sparks_provider(stream.checkpoint)
+
+
+def test_complete_mode_is_refused_with_an_aggregation_only_before_it(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    counted = stream.read(spark).groupBy("word").count()
+    result = map_with_state(counted, "word", running_count())
     with pytest.raises(PySparkException, match=r"supports outputMode\('append'\) and "
                                                r"outputMode\('update'\) \(the same rows\), not 'complete'"):
         result.writeStream.format("memory").queryName("mws_agg").outputMode("complete") \
@@ -437,3 +456,28 @@ def test_checkpoint_files_are_written_without_hadoop_crc_files(spark, tmp_path):
     assert "offsets/0" in written and "commits/0" in written
     assert any(name.endswith("1.delta") for name in written)
     assert [name for name in written if name.endswith(".crc")] == []
+
+
+def test_a_union_beside_it_does_not_shift_its_state_partitions(spark, tmp_path):
+    """Spark's SPARK-29438 case: map_with_state on the right of a union whose left side has
+    another number of partitions after a restart, so the union's task numbers for the right
+    side move; each key's state must stay with its state partition."""
+    left, right = Stream(str(tmp_path / "left")), Stream(str(tmp_path / "right"))
+
+    def run(left_partitions):
+        plain = left.read(spark).repartition(left_partitions) \
+            .select("word", F.lit(0).cast("bigint").alias("n"))
+        left.run_available_now(
+            plain.union(map_with_state(right.read(spark), "word", running_count())))
+        return left.results(spark)
+
+    left.add("input1-a")
+    right.add("input2-a")
+    first = run(2)
+    assert first == [("input1-a", 0), ("input2-a", 1)]
+    left.add("input1-a")
+    right.add("input2-a", "input2-b")
+    new = run(3)
+    for row in first:
+        new.remove(row)
+    assert new == [("input1-a", 0), ("input2-a", 2), ("input2-b", 1)]

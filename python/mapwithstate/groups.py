@@ -46,7 +46,9 @@ def map_groups_with_state(
 
     Arguments and output kinds are those of :func:`mapwithstate.map_with_state`, without
     ``value`` and ``order_by``: the whole group is in scope. Streams accept
-    ``outputMode("append")`` and ``outputMode("update")`` (the same rows).
+    ``outputMode("append")`` and ``outputMode("update")`` (the same rows), and
+    ``outputMode("complete")`` when a streaming aggregation follows (Spark's
+    flatMapGroupsWithState in append mode followed by ``groupBy().count()``).
 
     >>> from pyspark.sql import functions as F
     >>> from mapwithstate import StateSpec, map_groups_with_state, functions as S

@@ -1,7 +1,7 @@
 package io.mapwithstate.plan
 
 import io.mapwithstate.MapWithStateException
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, LogicalPlan}
 import org.apache.spark.sql.catalyst.streaming.WriteToStream
 import org.apache.spark.sql.streaming.OutputMode
 
@@ -14,7 +14,11 @@ import org.apache.spark.sql.streaming.OutputMode
  * map_with_state adds rows per micro-batch and never retracts them — the emitted records, or
  * the state snapshot stamped with its batch time — so the append mode fits, and the update
  * mode too, with the same rows (as flatMapGroupsWithState allows both, for sinks that require
- * update); complete, which re-emits a whole result table per micro-batch, does not. Its state
+ * update); complete, which re-emits a whole result table per micro-batch, does not — unless a
+ * streaming aggregation follows: then the result table is the aggregation's, over the rows
+ * map_with_state appended, and every mode Spark allows that aggregation is ours to allow too,
+ * as Spark allows flatMapGroupsWithState in append mode before an aggregation (its
+ * FlatMapGroupsWithStateSuite's "streaming + aggregation" runs in complete mode). Its state
  * lives under one fixed operator id, so a query holds at most one map_with_state.
  */
 object StreamingWriteCheck extends (LogicalPlan => Unit) {
@@ -28,14 +32,24 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
       }
       val name = if (operators.exists(_.groups)) "map_groups_with_state" else "map_with_state"
       if (operators.nonEmpty && write.outputMode != OutputMode.Append() &&
-          write.outputMode != OutputMode.Update()) {
+          write.outputMode != OutputMode.Update() && !aggregatesAfter(write.inputQuery)) {
         throw MapWithStateException(
           s"$name over a stream supports outputMode('append') and outputMode('update') (the " +
             s"same rows), not '${write.outputMode.toString.toLowerCase}': output='emitted' " +
             "adds the records each micro-batch emits and output='snapshots' the whole state " +
             "after each micro-batch, stamped with its batch_time; neither is a result table " +
-            "to rewrite whole")
+            "to rewrite whole (a streaming aggregation after it is, and may be written in " +
+            "complete mode)")
       }
     case _ =>
+  }
+
+  /** Whether a streaming aggregation in `plan` reads the rows of a map_with_state. */
+  private def aggregatesAfter(plan: LogicalPlan): Boolean = plan.exists {
+    case a: Aggregate => a.child.exists {
+      case m: MapWithState => m.child.isStreaming
+      case _ => false
+    }
+    case _ => false
   }
 }

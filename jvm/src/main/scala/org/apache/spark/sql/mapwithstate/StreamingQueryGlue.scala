@@ -102,8 +102,8 @@ object StreamingQueryGlue {
 
   /**
    * Runs `f` over each partition of `data` with the partition's state store, made by
-   * `providerClass` whatever the session's provider is: the store conf comes from a clone of
-   * the session state with just that setting (and the provider's `sqlConfs`) changed. As
+   * `providerClass` whatever the session's provider is: the store conf comes from a copy of
+   * the session's SQL conf with just that setting (and the provider's `sqlConfs`) changed. As
    * Spark's `StateStoreRDD` does, a task loads its store (with `StateStore.get`, or for the heap
    * state from [[ExecutorStateProviders]]), prefers the executor the coordinator says has it
    * loaded, aborts it if the task ends uncommitted, and unloads it after the task when the
@@ -123,9 +123,13 @@ object StreamingQueryGlue {
       useColumnFamilies: Boolean,
       groups: Array[Array[Int]])(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] = {
-    val sessionState = session.sessionState.clone(session)
-    sessionState.conf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
-    sqlConfs.foreach { case (k, v) => sessionState.conf.setConfString(k, v) }
+    // A copy of the session's conf: a cloned SessionState shares its session's SQLConf (Spark
+    // 4.x), so setting the provider there would hand it to every stateful operator planned
+    // after this one in the query (a streaming aggregation over our rows would keep its state
+    // in our store), and to the offset log's record of the query's conf.
+    val storeSqlConf = session.sessionState.conf.clone()
+    storeSqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
+    sqlConfs.foreach { case (k, v) => storeSqlConf.setConfString(k, v) }
     val sc = data.sparkContext
     require(groups.flatten.sameElements(data.partitions.indices), s"state task groups " +
       s"${groups.map(_.mkString("[", ",", "]")).mkString} do not cover ${data.partitions.length} " +
@@ -138,8 +142,8 @@ object StreamingQueryGlue {
     // still fails clearly on anything unserializable.
     new StoreTaskRDD(data, groups, f, info, keySchema, valueSchema, useColumnFamilies,
       tracksStoreCommits(session),
-      new StateStoreConf(sessionState.conf, storeOptions),
-      HadoopConfBroadcasts.of(sc, info.queryRunId, sessionState.newHadoopConf()),
+      new StateStoreConf(storeSqlConf, storeOptions),
+      HadoopConfBroadcasts.of(sc, info.queryRunId, session.sessionState.newHadoopConf()),
       Some(session.streams.stateStoreCoordinator))
   }
 
