@@ -145,6 +145,8 @@ def test_initial_state_with_duplicate_keys(spark):
     message = error_of(map_with_state(words(spark), key="word",
                                       spec=running_count().initial_state(initial)))
     assert "initial_state has more than one row for the key (a)" in message
+    # Spark's own words for it (FlatMapGroupsWithStateWithInitialStateSuite), for its users.
+    assert "contained multiple rows(state) with the same key" in message
     assert_still_serving(spark)
 
 

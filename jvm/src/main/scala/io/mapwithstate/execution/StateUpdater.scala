@@ -213,7 +213,9 @@ class StateUpdater(
     if (map.get(key) != null) {
       throw MapWithStateException(
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
-          "one initial state")
+          "one initial state (as Spark says: the initial state provided contained multiple " +
+          "rows(state) with the same key. Make sure to de-duplicate the initial state before " +
+          "passing it)")
     }
     map.put(key, state, if (timers) StateMap.clampTimer(time) else time)
     if (budget != null) budget.afterWrite(map)
