@@ -173,20 +173,69 @@ def test_empty_or_null_array_emits_nothing(spark):
 
 def test_initial_state_with_groups(spark, tmp_path):
     """flatMapGroupsWithState with an initial state: keys start from it, in batch and in a
-    stream's first batch."""
+    stream's first batch, and a key of it with no records there is called with none."""
     initial = spark.createDataFrame([("a", 1), ("c", 1)], "word STRING, count BIGINT")
     spec = flat_running_count().initial_state(initial)
     df = spark.createDataFrame([("a",), ("b",), ("b",)], "word STRING")
-    # a: 1 + 1 = 2; b: 2; c has no records, no call
-    assert rows(map_groups_with_state(df, "word", spec)) == [("a", "2"), ("b", "2")]
+    # a: 1 + 1 = 2; b: 2; c: 1 + 0 records
+    assert rows(map_groups_with_state(df, "word", spec)) == \
+        [("a", "2"), ("b", "2"), ("c", "1")]
 
     stream = Stream(str(tmp_path))
     stream.add("a", "b", "b")
     stream.add("a", "c")
     stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
-    # batch 1: a→2, b→2; batch 2: a reaches 3 (removed, nothing), c → 2
+    # batch 1: a→2, b→2, c→1; batch 2: a reaches 3 (removed, nothing), c → 2
     assert stream.results(spark, "word STRING, n STRING") == \
-        [("a", "2"), ("b", "2"), ("c", "2")]
+        [("a", "2"), ("b", "2"), ("c", "1"), ("c", "2")]
+
+
+def initial_state_all_cases_spec(initial):
+    """FlatMapGroupsWithStateWithInitialStateSuite's function without timeouts: the count
+    (state, or 0, plus the values) is emitted, and kept as the state unless the key says
+    "NoUpdate"."""
+    return StateSpec.function(
+        "count BIGINT",
+        update=F.when(~F.col("word").contains("NoUpdate"), F.struct(count().alias("count"))),
+        emit=F.struct(F.col("word"), count().cast("string").alias("n")),
+    ).initial_state(initial)
+
+
+INITIAL_STATE_ALL_CASES = [("keyInStateAndData-1", 1), ("keyInStateAndData-2", 2),
+                           ("keyNoUpdate", 2), ("keyOnlyInState-1", 1)]
+INITIAL_STATE_FIRST_ANSWER = [("keyInStateAndData-1", "1"), ("keyInStateAndData-2", "3"),
+                              ("keyNoUpdate", "2"), ("keyOnlyInData", "1"),
+                              ("keyOnlyInState-1", "1")]
+
+
+def test_initial_state_all_cases_in_batch(spark):
+    """The suite's "initial state - batch mode": every key of the initial state is called,
+    with its records or with none."""
+    initial = spark.createDataFrame(INITIAL_STATE_ALL_CASES, "word STRING, count BIGINT")
+    df = spark.createDataFrame([("keyOnlyInData",), ("keyInStateAndData-2",)], "word STRING")
+    spec = initial_state_all_cases_spec(initial)
+    assert rows(map_groups_with_state(df, "word", spec)) == INITIAL_STATE_FIRST_ANSWER
+
+
+def test_initial_state_all_cases_in_a_stream(spark, tmp_path):
+    """The suite's "initial state - all cases": in the first micro-batch every key of the
+    initial state is called, with its records or none; later batches and a restart do not
+    apply it again. State rows as Spark counts them (5 in all, 4 updated: not keyNoUpdate)."""
+    initial = spark.createDataFrame(INITIAL_STATE_ALL_CASES, "word STRING, count BIGINT")
+    spec = initial_state_all_cases_spec(initial)
+    stream = Stream(str(tmp_path))
+    stream.add("keyOnlyInData", "keyInStateAndData-2")
+    stream.add("keyInStateAndData-1")
+    query = stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
+    first, second = query.recentProgress[0], query.recentProgress[1]
+    assert (first.stateOperators[0].numRowsTotal, first.stateOperators[0].numRowsUpdated) == \
+        (5, 4)
+    assert (second.stateOperators[0].numRowsTotal, second.stateOperators[0].numRowsUpdated) == \
+        (5, 1)
+    stream.add("keyInStateAndData-1")
+    stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
+    assert stream.results(spark, "word STRING, n STRING") == sorted(
+        INITIAL_STATE_FIRST_ANSWER + [("keyInStateAndData-1", "2"), ("keyInStateAndData-1", "3")])
 
 
 def test_aggregates_of_many_kinds_with_the_state(spark):

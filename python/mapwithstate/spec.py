@@ -89,7 +89,10 @@ class StateSpec:
     def initial_state(self, df: "DataFrame", timeout_at: Optional[str] = None) -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
         first batch. With ``timeout_at`` (a column name of ``df``, a TIMESTAMP; null for
-        none) each key also starts with that timer."""
+        none) each key also starts with that timer. :func:`map_with_state` only seeds the
+        state with it, as a DStream's ``mapWithState`` does; :func:`map_groups_with_state`
+        also calls each of its keys in the first batch, with no records if it has none there
+        (aggregates over no rows), as ``flatMapGroupsWithState`` does."""
         from pyspark.sql import DataFrame as AnyDataFrame
 
         if not isinstance(df, AnyDataFrame):

@@ -7,7 +7,8 @@ import org.apache.spark.sql.types.TimestampType
 /**
  * Runs the batches of one partition, in batch-time order, as a DStream's mapWithState would
  * have run them live: for each batch of the [[BatchTimeline]], its records go through the state
- * function; then the keys the [[TimeoutPolicy]] times out in that batch get their last call;
+ * function (in the first batch, then a group function's initial-state keys that had no
+ * records); then the keys the [[TimeoutPolicy]] times out in that batch get their last call;
  * with snapshot output, the whole state follows each batch. A streaming micro-batch is a
  * one-batch timeline; a batch replay's timeline comes from the data.
  *
@@ -47,6 +48,9 @@ class BatchReplayIterator(
   // The rows after the first that the last call emitted (an array emit), from this index on.
   private var nextEmitted = 0
   private var timingOut: Iterator[(UnsafeRow, UnsafeRow)] = Iterator.empty
+  // The initial state's keys a group function calls without records at the end of the first
+  // batch's records (see StateUpdater.initialKeysWithoutRecords); null until then.
+  private var withoutRecords: Iterator[UnsafeRow] = null
   private var snapshotRows: Iterator[InternalRow] = Iterator.empty
 
   private val batchTimeRow = new SpecificInternalRow(Seq(TimestampType))
@@ -87,6 +91,11 @@ class BatchReplayIterator(
           pending = updater.processRecord(record, time)
           nextEmitted = 1
         }
+      } else if (batch == 0 && withoutRecords == null) {
+        withoutRecords = updater.initialKeysWithoutRecords()
+      } else if (batch == 0 && withoutRecords.hasNext) {
+        pending = updater.callWithoutRecords(withoutRecords.next(), time)
+        nextEmitted = 1
       } else {
         phase = Timeouts
         timingOut = timeouts.threshold(firstBatch + batch, time, timeline.watermarkAt(batch)) match {

@@ -63,6 +63,7 @@ trait MapWithStateExecBase extends SparkPlan {
       timingOutValues = timingOutValues.toSeq.flatMap { row =>
         values.zipWithIndex.map { case (v, i) => ordinal(v) -> row.get(i, v.dataType) }
       },
+      groups = timingOutValues.isDefined,
       metrics = PartitionMetrics(
         numOutputRows = longMetric("numOutputRows"),
         numUpdatedStateRows = longMetric("numUpdatedStateRows"),

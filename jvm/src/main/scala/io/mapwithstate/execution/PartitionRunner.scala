@@ -28,6 +28,8 @@ import org.apache.spark.sql.types.DataType
  * @param timeouts       which keys time out in which batch
  * @param lateRows       with event-time timers, where the event time is in the input rows
  * @param timingOutValues the value columns of a timing-out call (ordinal, value); others null
+ * @param groups         a group function: the initial state's keys are called in the first
+ *                       batch, with no records if they have none there
  */
 case class PartitionRunner(
     function: StateFunction,
@@ -39,7 +41,8 @@ case class PartitionRunner(
     timeouts: TimeoutPolicy,
     metrics: PartitionMetrics,
     lateRows: Option[Int] = None,
-    timingOutValues: Seq[(Int, Any)] = Nil) {
+    timingOutValues: Seq[(Int, Any)] = Nil,
+    groups: Boolean = false) {
 
   /**
    * The output of one partition.
@@ -66,7 +69,7 @@ case class PartitionRunner(
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, inputWidth,
       timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
-      heapLimit.map(new HeapBudget(partition, _)))
+      heapLimit.map(new HeapBudget(partition, _)), callsInitialKeys = groups)
     loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
 
     val snapshot = snapshotLayout.map { layout =>

@@ -1,5 +1,7 @@
 package io.mapwithstate.execution
 
+import scala.jdk.CollectionConverters._
+
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
@@ -35,6 +37,10 @@ import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
  * @param timingOutValues the value columns of a timing-out call that are not null: a group
  *                        function's aggregates over no records (ordinal, value)
  * @param heapBudget      checked as writes grow the map (a heap map), or None (a map off the heap)
+ * @param callsInitialKeys whether every key of the initial state is called in the first batch,
+ *                        with no records if it has none there (a group function: Spark's
+ *                        flatMapGroupsWithState calls each key of its initial state in the
+ *                        first batch; a DStream's mapWithState only seeds the state with it)
  */
 class StateUpdater(
     val map: StateMap,
@@ -43,13 +49,14 @@ class StateUpdater(
     refreshesIdleKeys: Boolean,
     timers: Boolean = false,
     timingOutValues: Seq[(Int, Any)] = Nil,
-    heapBudget: Option[HeapBudget] = None) {
+    heapBudget: Option[HeapBudget] = None,
+    callsInitialKeys: Boolean = false) {
 
   // Null when there is no budget: checked on every write, so no Option on the hot path.
   private val budget: HeapBudget = heapBudget.orNull
 
-  /** The input of a timing-out call: the key columns, and null for every value column. */
-  private val timingOutInput = new GenericInternalRow(inputWidth)
+  /** The input of a call with no records (see [[noRecordsInput]]). */
+  private val noRecordsRow = new GenericInternalRow(inputWidth)
 
   private val keyOrdinals = function.keyOrdinals
   private val keyTypes = function.keyTypes
@@ -64,6 +71,12 @@ class StateUpdater(
 
   /** With timers: the keys called for data in the batch under way, which do not time out in it. */
   private val calledForData = new java.util.HashSet[UnsafeRow]()
+
+  /**
+   * With `callsInitialKeys`: the initial state's keys that no record has called yet, until
+   * [[initialKeysWithoutRecords]] takes them (null: none to look for).
+   */
+  private var initialKeysNotCalled: java.util.HashSet[UnsafeRow] = null
 
   /** Starts a batch whose watermark is `batchWatermark`. */
   def startBatch(batchWatermark: Long): Unit = {
@@ -96,6 +109,7 @@ class StateUpdater(
   /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = function.key(record)
+    if (initialKeysNotCalled != null) initialKeysNotCalled.remove(key)
     val before = map.get(key)
     if (timers) return callWithTimers(key, record, before, timingOut = false, batchTime)
     function.setContext(record, before, timingOut = false, batchTime, watermark = watermark)
@@ -152,20 +166,47 @@ class StateUpdater(
    * is then removed; with timers, the call's `remove`, `update` and `timeout_at` decide.
    */
   def timeOut(key: UnsafeRow, state: UnsafeRow, batchTime: Long): UnsafeRow = {
-    var i = 0
-    while (i < inputWidth) { timingOutInput.setNullAt(i); i += 1 }
-    timingOutValues.foreach { case (o, v) => timingOutInput.update(o, v) }
-    keyOrdinals.zipWithIndex.foreach { case (o, k) =>
-      timingOutInput.update(o, key.get(k, keyTypes(k)))
-    }
+    val input = noRecordsInput(key)
     timedOutKeys += 1
-    if (timers) return callWithTimers(key, timingOutInput, state, timingOut = true, batchTime)
-    function.setContext(timingOutInput, state, timingOut = true, batchTime, watermark = watermark)
+    if (timers) return callWithTimers(key, input, state, timingOut = true, batchTime)
+    function.setContext(input, state, timingOut = true, batchTime, watermark = watermark)
     val emitted = function.emit(null)
     map.remove(key)
     removedKeys += 1
     emitted
   }
+
+  /**
+   * The input of a call with no records for `key`: its key columns, the aggregates over no
+   * records of a group function, null for every other column. Valid until the next call.
+   */
+  private def noRecordsInput(key: UnsafeRow): InternalRow = {
+    var i = 0
+    while (i < inputWidth) { noRecordsRow.setNullAt(i); i += 1 }
+    timingOutValues.foreach { case (o, v) => noRecordsRow.update(o, v) }
+    keyOrdinals.zipWithIndex.foreach { case (o, k) =>
+      noRecordsRow.update(o, key.get(k, keyTypes(k)))
+    }
+    noRecordsRow
+  }
+
+  /**
+   * The initial state's keys that no record called in the first batch (with
+   * `callsInitialKeys`; else none), each to be called once by [[callWithoutRecords]]. Taken
+   * once, at the end of the first batch's records: records after that no longer look for them.
+   */
+  def initialKeysWithoutRecords(): Iterator[UnsafeRow] = {
+    val keys = initialKeysNotCalled
+    initialKeysNotCalled = null
+    if (keys == null) Iterator.empty else keys.iterator().asScala
+  }
+
+  /**
+   * Calls the function for `key` as for a group with no records (not timing out): update,
+   * remove, emit and timer as for a record; returns the first row it emits, or null.
+   */
+  def callWithoutRecords(key: UnsafeRow, batchTime: Long): UnsafeRow =
+    processRecord(noRecordsInput(key), batchTime)
 
   /**
    * One call of a function with timers, for a record or a timing-out key: remove, update and
@@ -219,6 +260,10 @@ class StateUpdater(
     }
     map.put(key, state, if (timers) StateMap.clampTimer(time) else time)
     if (budget != null) budget.afterWrite(map)
+    if (callsInitialKeys) {
+      if (initialKeysNotCalled == null) initialKeysNotCalled = new java.util.HashSet[UnsafeRow]()
+      initialKeysNotCalled.add(key.copy())
+    }
   }
 
   /** Drops a record that came after the watermark had passed it (event-time timers). */

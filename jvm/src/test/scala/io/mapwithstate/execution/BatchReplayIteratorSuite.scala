@@ -20,7 +20,9 @@ import org.scalatest.funsuite.AnyFunSuite
 class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   private val stateType = new StructType().add("n", LongType)
 
-  private def updater(refreshesIdleKeys: Boolean, timers: Boolean = false): StateUpdater = {
+  private def updater(
+      refreshesIdleKeys: Boolean, timers: Boolean = false, callsInitialKeys: Boolean = false)
+    : StateUpdater = {
     val key = AttributeReference("k", StringType)()
     val ts = AttributeReference("ts", TimestampType)()
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
@@ -42,7 +44,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys,
-      timers)
+      timers, callsInitialKeys = callsInitialKeys)
   }
 
   private def record(key: String, time: Long): InternalRow =
@@ -133,6 +135,25 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       None, () => ()).map(_.getBoolean(2)).toList
     assert(scanned === Seq(true))
     assert(u.map.size === 0)
+  }
+
+  test("a group function's initial-state keys without records are called once, first batch") {
+    val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
+    def loaded(callsInitialKeys: Boolean): StateUpdater = {
+      val u = updater(refreshesIdleKeys = false, callsInitialKeys = callsInitialKeys)
+      Seq("a" -> 5L, "c" -> 7L).foreach { case (k, n) =>
+        u.loadInitialState(keyRow(k), stateRow(n), 10)
+      }
+      u
+    }
+    val records = Seq(record("a", 10), record("b", 10), record("c", 20))
+    // After the first batch's records: c, which had none in it, is called (its count + 1, as
+    // this function counts calls); a was called for its record, and is not called again.
+    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(true))) ===
+      Seq(("a", 6, false, 10), ("b", 1, false, 10), ("c", 8, false, 10), ("c", 9, false, 20)))
+    // A per-record function (a DStream's mapWithState) only seeds the state.
+    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(false))) ===
+      Seq(("a", 6, false, 10), ("b", 1, false, 10), ("c", 8, false, 20)))
   }
 
   test("snapshots follow each batch: batch time, key, state") {
