@@ -8,6 +8,7 @@ is ``emit`` (an array of structs for several rows, null for none).
 """
 import json
 import os
+from datetime import datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
@@ -254,6 +255,28 @@ def test_aggregates_of_many_kinds_with_the_state(spark):
         ("b", 1, 5, 5, 5.0, "w", ["w"], 5, False)]
 
 
+def test_initial_state_with_processing_time_timers(spark):
+    """The suite's "initial state - processing time timeout", replayed at 1 s and 12 s: the
+    initial state's key c is called in the first batch (count 2, no records), arms its timer
+    like a, and both time out at 12 s while b is called for its record."""
+    t0 = datetime(2026, 1, 1)
+    count = F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
+    spec = StateSpec.function(
+        "count BIGINT",
+        update=F.when(~S.is_timing_out(), F.struct(count.alias("count"))),
+        remove=S.is_timing_out(),
+        emit=F.struct(F.col("word"),
+                      F.when(S.is_timing_out(), F.lit(-1)).otherwise(S.new_state("count"))
+                      .alias("n"), S.batch_time().alias("t")),
+        timeout_at=F.when(~S.is_timing_out(), S.batch_time() + F.expr("INTERVAL 10 SECONDS")),
+    ).initial_state(spark.createDataFrame([("c", 2)], "word STRING, count BIGINT"))
+    at = [t0 + timedelta(seconds=s) for s in (1, 12)]
+    df = spark.createDataFrame([("a", at[0]), ("b", at[1])], "word STRING, ts TIMESTAMP")
+    out = map_groups_with_state(df, "word", spec, batch_time="ts")
+    assert sorted(tuple(r) for r in out.collect()) == sorted([
+        ("a", 1, at[0]), ("c", 2, at[0]), ("a", -1, at[1]), ("b", 1, at[1]), ("c", -1, at[1])])
+
+
 def test_timing_out_calls_see_aggregates_over_no_records(spark):
     df = replay_input(spark, [["a", "a"], [], [], ["b"]])
     spec = StateSpec.function(
@@ -305,7 +328,6 @@ def test_map_with_state_emits_an_array_too(spark):
 def test_group_function_with_processing_time_timers(spark):
     # Aggregates and timers together: each key re-arms a 1-second timer on every call; a key
     # whose timer passed gets one call with empty aggregates, emits -1 and is removed.
-    from datetime import datetime, timedelta
     t0 = datetime(2026, 1, 1)
     rows = [("a", t0), ("a", t0), ("b", t0 + timedelta(seconds=1)), ("b", t0 + timedelta(seconds=3))]
     df = spark.createDataFrame(rows, "word STRING, ts TIMESTAMP")
