@@ -54,6 +54,8 @@ final class StateSpec private (
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
    * batch (of a stream: its first batch only; a restarted query continues from its checkpoint).
+   * mapWithState only seeds the state with it; mapGroupsWithState also calls each of its keys
+   * in that first batch, with no records if it has none there, as flatMapGroupsWithState does.
    */
   def initialState(df: DataFrame): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")

@@ -124,9 +124,9 @@ object StreamingQueryGlue {
       groups: Array[Array[Int]])(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] = {
     // A copy of the session's conf: a cloned SessionState shares its session's SQLConf (Spark
-    // 4.x), so setting the provider there would hand it to every stateful operator planned
-    // after this one in the query (a streaming aggregation over our rows would keep its state
-    // in our store), and to the offset log's record of the query's conf.
+    // 4.3's BaseSessionStateBuilder), so setting the provider there would hand it to every
+    // stateful operator planned after this one in the micro-batch (a streaming aggregation
+    // over our rows would keep its state in our store).
     val storeSqlConf = session.sessionState.conf.clone()
     storeSqlConf.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, providerClass)
     sqlConfs.foreach { case (k, v) => storeSqlConf.setConfString(k, v) }
