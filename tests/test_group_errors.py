@@ -65,9 +65,9 @@ def test_value_and_order_by_are_not_arguments(spark):
         map_groups_with_state(words(spark), "word", StateSpec.function("n BIGINT"), value="x")
 
 
-def test_complete_mode_is_refused_at_start_unless_an_aggregation_follows(spark, tmp_path):
-    # An aggregation before the group function is not one after it (which could be written
-    # whole: see test_group_functions' "streaming + aggregation").
+def test_complete_mode_is_refused_with_an_aggregation_only_before_it(spark, tmp_path):
+    # An aggregation before the group function is not one after it, whose result table could
+    # be written whole (test_group_functions' "streaming + aggregation").
     source = spark.readStream.schema("word STRING").json(str(tmp_path)).groupBy("word").count()
     spec = StateSpec.function("n BIGINT", update=F.struct(F.count("*").alias("n")),
                               emit=F.struct(F.col("word"), F.count("*").alias("n")))
