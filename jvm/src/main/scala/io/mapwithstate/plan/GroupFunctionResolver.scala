@@ -100,7 +100,10 @@ class GroupFunctionResolver(session: SparkSession) {
         case NonFatal(err) =>
           throw new MapWithStateException(s"$what: ${MapWithStateException.describe(err)}", err)
       }
-    val resolved = analyzed match {
+    // The aggregates are evaluated by this plugin too (GroupAggregation), so they take the
+    // same rewrites as the rest (count_if, bool_and and the like are placeholders).
+    val resolved = (if (analyzed.resolved) ExecutableExpressions(session, analyzed, what)
+                    else analyzed) match {
       case Project(Seq(Alias(r, _)), _: LocalRelation) if analyzed.resolved => Some(r)
       case Aggregate(Nil, Seq(Alias(r, _)), _: LocalRelation, _) if analyzed.resolved => Some(r)
       case _ => None

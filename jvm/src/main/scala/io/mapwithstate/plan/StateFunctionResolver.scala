@@ -102,7 +102,9 @@ class StateFunctionResolver(session: SparkSession) {
   }
 
   private[plan] def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
-    Analysis.analyze(session, Project(Seq(Alias(e, what)()), LocalRelation(input)), what) match {
+    val analyzed =
+      Analysis.analyze(session, Project(Seq(Alias(e, what)()), LocalRelation(input)), what)
+    ExecutableExpressions(session, analyzed, what) match {
       case Project(Seq(Alias(resolved, _)), _) => resolved
       case other =>
         throw new IllegalStateException(s"unexpected analyzed state function plan:\n$other")
