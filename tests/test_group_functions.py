@@ -191,15 +191,15 @@ def test_initial_state_with_groups(spark, tmp_path):
         [("a", "2"), ("b", "2"), ("c", "1"), ("c", "2")]
 
 
-def initial_state_all_cases_spec(initial):
-    """FlatMapGroupsWithStateWithInitialStateSuite's function without timeouts: the count
-    (state, or 0, plus the values) is emitted, and kept as the state unless the key says
-    "NoUpdate"."""
+def initial_state_all_cases_spec(initial, timeout_at=None, domain="processing_time"):
+    """FlatMapGroupsWithStateWithInitialStateSuite's function: the count (state, or 0, plus
+    the values) is emitted, and kept as the state unless the key says "NoUpdate"."""
     return StateSpec.function(
         "count BIGINT",
         update=F.when(~F.col("word").contains("NoUpdate"), F.struct(count().alias("count"))),
         emit=F.struct(F.col("word"), count().cast("string").alias("n")),
-    ).initial_state(initial)
+        timeout_at=timeout_at,
+    ).timeout_domain(domain).initial_state(initial)
 
 
 INITIAL_STATE_ALL_CASES = [("keyInStateAndData-1", 1), ("keyInStateAndData-2", 2),
@@ -216,6 +216,30 @@ def test_initial_state_all_cases_in_batch(spark):
     df = spark.createDataFrame([("keyOnlyInData",), ("keyInStateAndData-2",)], "word STRING")
     spec = initial_state_all_cases_spec(initial)
     assert rows(map_groups_with_state(df, "word", spec)) == INITIAL_STATE_FIRST_ANSWER
+
+
+@pytest.mark.parametrize("domain", ["processing_time", "event_time"])
+def test_initial_state_all_cases_in_batch_with_timers(spark, domain):
+    """The suite's "initial state - batch mode - timeout ProcessingTimeTimeout / EventTimeTimeout":
+    over a batch, timers may be set in either domain, with no watermark for event time, and
+    change no answer."""
+    initial = spark.createDataFrame(INITIAL_STATE_ALL_CASES, "word STRING, count BIGINT")
+    df = spark.createDataFrame([("keyOnlyInData",), ("keyInStateAndData-2",)], "word STRING")
+    base = S.batch_time() if domain == "processing_time" else F.timestamp_seconds(F.lit(0))
+    spec = initial_state_all_cases_spec(initial, base + F.expr("INTERVAL 1 HOUR"), domain)
+    assert rows(map_groups_with_state(df, "word", spec)) == INITIAL_STATE_FIRST_ANSWER
+
+
+def test_event_time_timers_over_a_batch_without_a_watermark(spark):
+    """The suite's "mapGroupsWithState - batch" (SPARK-20792): an event-time timer set over a
+    batch Dataset, which has no watermark, is no error; the state starts empty."""
+    df = spark.createDataFrame([("a",), ("a",), ("b",)], "word STRING")
+    spec = StateSpec.function(
+        "n INT", update=F.struct(F.lit(10).alias("n")),
+        emit=F.struct(F.col("word"), F.count("*").alias("size"), S.state_exists().alias("had")),
+        timeout_at=F.timestamp_seconds(F.lit(0)) + F.expr("INTERVAL 1 HOUR"),
+    ).timeout_domain("event_time")
+    assert rows(map_groups_with_state(df, "word", spec)) == [("a", 2, False), ("b", 1, False)]
 
 
 def test_initial_state_all_cases_in_a_stream(spark, tmp_path):

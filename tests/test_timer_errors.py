@@ -1,4 +1,6 @@
 """Bad timer arguments get a clear error naming the argument, and the server keeps serving."""
+import pytest
+from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_with_state
@@ -25,9 +27,13 @@ def test_timeout_at_with_timeout_is_refused(spark):
     assert_still_serving(spark)
 
 
-def test_event_time_without_a_watermark_is_refused(spark):
+def test_event_time_without_a_watermark_is_refused_over_a_stream(spark, tmp_path):
     event = spec(timeout_at=S.batch_time()).timeout_domain("event_time")
-    message = error_of(map_with_state(words(spark), key="word", spec=event))
+    stream = spark.readStream.schema("word STRING").json(str(tmp_path))
+    with pytest.raises(PySparkException) as info:
+        map_with_state(stream, key="word", spec=event).writeStream.format("noop") \
+            .option("checkpointLocation", str(tmp_path / "ck")).start().stop()
+    message = str(info.value)
     assert "timeout_domain('event_time')" in message and "withWatermark" in message
     assert_still_serving(spark)
 

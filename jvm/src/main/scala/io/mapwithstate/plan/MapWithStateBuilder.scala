@@ -35,7 +35,7 @@ class MapWithStateBuilder(session: SparkSession) {
     val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
     val spec = request.spec
     val watermark = watermarkOf(request.watermark, input)
-    val domain = timerDomain(spec, watermark.isDefined)
+    val domain = timerDomain(spec, watermark.isDefined, input.isStreaming)
     val eventTimeColumn = watermark.map(_._1)
 
     // One child projects what the operator reads: the key and value columns, then the batch
@@ -115,10 +115,13 @@ class MapWithStateBuilder(session: SparkSession) {
 
   /**
    * Timers: `timeout_at` with its domain, refused beside the idle `timeout` (two models of
-   * expiry for one key would disagree on when its state goes). The event-time domain needs a
-   * watermark, which only `withWatermark` on the input gives.
+   * expiry for one key would disagree on when its state goes). Over a stream the event-time
+   * domain needs a watermark, which only `withWatermark` on the input gives; over a batch, as
+   * with flatMapGroupsWithState on a Dataset, timers may be set without one (and then never
+   * fire: no watermark passes them).
    */
-  private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean): Option[TimerDomain] = {
+  private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean, streaming: Boolean)
+    : Option[TimerDomain] = {
     if (spec.timeout.isDefined && spec.timeoutAt.isDefined) {
       throw MapWithStateException(
         "timeout and timeout_at cannot be used together: timeout removes keys idle for a " +
@@ -131,10 +134,10 @@ class MapWithStateBuilder(session: SparkSession) {
             "'event_time'")
       }
     }.getOrElse(TimerDomain.ProcessingTime)
-    if (domain == TimerDomain.EventTime && !hasWatermark) {
+    if (domain == TimerDomain.EventTime && !hasWatermark && streaming) {
       throw MapWithStateException(
-        "timeout_domain('event_time') needs an event-time watermark, but the input has none: " +
-          "call withWatermark(column, delay) on the input first")
+        "timeout_domain('event_time') needs an event-time watermark, but the input stream has " +
+          "none: call withWatermark(column, delay) on the input first")
     }
     if (spec.initialStateTimeoutAt.isDefined && spec.timeoutAt.isEmpty) {
       throw MapWithStateException(
