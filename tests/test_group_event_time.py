@@ -1,7 +1,7 @@
 """Event-time timers for group functions: FlatMapGroupsWithStateSuite's "streaming with event
 time timeout + watermark" case with ``map_groups_with_state``, as a batch replay and as a
 stream. Late rows (at or before the watermark) are dropped before the aggregation, so no
-aggregate sees them, and count in ``numLateRowsDropped``.
+aggregate sees them, and count in ``numRowsDroppedByWatermark``.
 
 The suite's function (``specs.max_event_time``): the state is the key's largest event time,
 the timer 5 s after it; a timed-out key emits -1 and is removed.
@@ -88,6 +88,6 @@ def test_event_time_timeout_with_watermark_in_a_stream(spark, tmp_path):
                   spark.read.schema("word STRING, n BIGINT, rows BIGINT").json(out).collect())
     # After b@31 the watermark is 21 s: a no-data batch times a out (its timer is 20 s).
     assert rows == sorted([("a", 15, 3), ("a", 15, 1), ("b", 31, 1), ("a", -1, 0)])
-    late = sum(int(o.customMetrics.get("numLateRowsDropped", 0))
+    late = sum(o.numRowsDroppedByWatermark
                for p in query.recentProgress for o in p.stateOperators)
     assert late == 1

@@ -253,6 +253,8 @@ def test_initial_state_all_cases_in_a_stream(spark, tmp_path):
     stream.add("keyInStateAndData-1")
     query = stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
     first, second = query.recentProgress[0], query.recentProgress[1]
+    # SPARK-35896: the operator is named as Spark names flatMapGroupsWithState's.
+    assert first.stateOperators[0].operatorName == "flatMapGroupsWithState"
     assert (first.stateOperators[0].numRowsTotal, first.stateOperators[0].numRowsUpdated) == \
         (5, 4)
     assert (second.stateOperators[0].numRowsTotal, second.stateOperators[0].numRowsUpdated) == \

@@ -179,11 +179,14 @@ def test_event_time_timers_in_a_stream_across_a_restart(spark, tmp_path):
     os.makedirs(src)
     write_json(src, "0.json", [{"word": "a", "e": 11}, {"word": "a", "e": 15}])
     write_json(src, "1.json", [{"word": "a", "e": 4}, {"word": "b", "e": 18}])
-    run_available_now(event_stream(spark, src), out, ck)
+    query = run_available_now(event_stream(spark, src), out, ck)
     schema = "word STRING, n BIGINT, wm TIMESTAMP"
     first = sorted(tuple(r)[:2] for r in spark.read.schema(schema).json(out).collect())
     # a@4 is late (watermark 5 s); a's timer (20 s) is not passed by 8 s.
     assert first == [("a", 11), ("a", 15), ("b", 18)]
+    # Counted where Spark counts them, in the batch that dropped a@4 (then a no-data batch).
+    assert [o.numRowsDroppedByWatermark for p in query.recentProgress
+            for o in p.stateOperators] == [0, 1, 0]
     # Restart: the timers come back from the checkpoint; b@40 moves the watermark to 30 s,
     # past a's 20 s and b's 23 s, and a no-data batch fires both.
     write_json(src, "2.json", [{"word": "c", "e": 40}])

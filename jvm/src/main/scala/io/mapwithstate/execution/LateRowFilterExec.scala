@@ -13,8 +13,8 @@ import org.apache.spark.sql.execution.metric.SQLMetric
  * [[BatchReplayIterator]]), and a group function's aggregates must not see it, so the rows are
  * dropped where they enter the aggregation ([[GroupAggregation]]), ahead of the stateful
  * operator. Each dropped row counts in `lateRows`, which is the stateful operator's own
- * `numLateRowsDropped` metric (the same metric object), so a query's progress reports them
- * with the operator, as for a per-record function.
+ * `numRowsDroppedByWatermark` metric (the same metric object), so a query's progress reports
+ * them with the operator, as for a per-record function.
  *
  * The watermark of a micro-batch is fixed when it is planned; a batch replay's depend on the
  * records of the earlier batches ([[ReplayWatermarks]]), computed here over this node's input

@@ -87,6 +87,7 @@ trait MapWithStateExecBase extends SparkPlan {
 
 object MapWithStateExecBase {
   val TimedOutKeysMetric = "numTimedOutKeys"
-  val LateRowsMetric = "numLateRowsDropped"
-  val LateRowsDescription = "number of late rows dropped"
+  /** Late rows dropped, in the metric and words of Spark's stateful operators. */
+  val LateRowsMetric = "numRowsDroppedByWatermark"
+  val LateRowsDescription = "number of rows which are dropped by watermark"
 }

@@ -10,7 +10,7 @@ import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMap, StoreBac
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.apache.spark.{SparkContext, TaskContext}
+import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
@@ -66,7 +66,20 @@ case class MapWithStateStreamExec(
     lateRowsMetric: Option[SQLMetric] = None)
   extends MapWithStateExecBase with StateStoreWriter {
 
-  override def shortName: String = "mapWithState"
+  /** As Spark names its operators in a query's progress: a group function is its
+   * flatMapGroupsWithState's counterpart (mapGroupsWithState runs as that operator too). */
+  override def shortName: String =
+    if (timingOutValues.isDefined) "flatMapGroupsWithState" else "mapWithState"
+
+  /**
+   * A group function's late rows are dropped, and counted, by the filter before its
+   * aggregation ([[LateRowFilterExec]]), in a metric shared with it: Spark's progress reads
+   * `numRowsDroppedByWatermark` through here.
+   */
+  override def longMetric(name: String): SQLMetric = lateRowsMetric match {
+    case Some(shared) if name == MapWithStateExecBase.LateRowsMetric => shared
+    case _ => super.longMetric(name)
+  }
 
   private def keySchema: StructType = DataTypeUtils.fromAttributes(keys)
 
@@ -95,11 +108,7 @@ case class MapWithStateStreamExec(
 
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
-      "number of timed-out keys"),
-      lateRowsMetric.map(MapWithStateStreamExec.SharedMetric(MapWithStateExecBase.LateRowsMetric,
-        MapWithStateExecBase.LateRowsDescription, _)).getOrElse(
-        StatefulOperatorCustomSumMetric(MapWithStateExecBase.LateRowsMetric,
-          MapWithStateExecBase.LateRowsDescription)))
+      "number of timed-out keys"))
 
   /**
    * On the driver, the SQL conf naming the store provider the operator's stores really come
@@ -240,13 +249,4 @@ object MapWithStateStreamExec {
    * map_with_state.
    */
   val OperatorId: Long = 1000L
-
-  /**
-   * A custom metric of the operator that is an existing metric object: one that another
-   * operator of the same query counts into too (a group function's late rows).
-   */
-  case class SharedMetric(name: String, desc: String, metric: SQLMetric)
-    extends StatefulOperatorCustomMetric {
-    override def createSQLMetric(sparkContext: SparkContext): SQLMetric = metric
-  }
 }
