@@ -72,7 +72,10 @@ class StateSpec:
             it, with one call where ``is_timing_out()`` is true; its state is kept unless
             ``remove`` is true. As in Spark, a key may hold a timer without a state (a call
             that removes the state, or never made one, but sets a timer): its later calls see
-            ``state_exists()`` false. Cannot be combined with :meth:`timeout`.
+            ``state_exists()`` false. Cannot be combined with :meth:`timeout`. As Spark's
+            ``GroupState`` does, a call may not set a timer that is already due: one not after
+            ``batch_time()`` (processing time) or, in event time, one not after the epoch or
+            earlier than ``watermark()``; the query fails naming the key and the timer.
 
         The Columns see the key and value columns by name and the functions of
         :mod:`mapwithstate.functions`.

@@ -124,6 +124,8 @@ object StateSpec {
    * A state function over a state given as a DDL string such as `"n BIGINT, last STRING"`.
    * `timeoutAt`, a TIMESTAMP Column evaluated on every call after `update`, sets the key's timer
    * (null clears it), as `GroupState.setTimeoutTimestamp` does; see [[StateSpec.timeoutDomain]].
+   * A timer already due when set (not after the batch time; in event time, not after the epoch
+   * or before the watermark) fails the query, as GroupState refuses it.
    */
   def function(
       stateSchema: String,

@@ -69,7 +69,8 @@ case class PartitionRunner(
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = new StateUpdater(stateMap, compiled, inputWidth,
       timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
-      heapLimit.map(new HeapBudget(partition, _)), callsInitialKeys = groups)
+      heapLimit.map(new HeapBudget(partition, _)), callsInitialKeys = groups,
+      eventTimeTimers = timeouts == TimeoutPolicy.Timers(eventTime = true))
     loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
 
     val snapshot = snapshotLayout.map { layout =>

@@ -26,7 +26,9 @@ import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
  * the state (or never made one) but sets a timer leaves the key holding only the timer, and
  * its timing-out call sees `is_timing_out()` true and `state_exists()` false. A key left with
  * neither is removed (where Spark would keep an empty row with no timer, which no call can
- * ever see again).
+ * ever see again). A call's timer must be one Spark's `GroupStateImpl` would let it set, or the
+ * call fails the query (see [[timerAllowed]]): a timer that is already due is refused rather
+ * than fired a batch late.
  *
  * Times are microseconds (Catalyst's TIMESTAMP). Emitted rows are valid until the next call.
  * A call returns its first emitted row; an `emit` that is an array may emit more, read with
@@ -41,6 +43,9 @@ import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
  *                        with no records if it has none there (a group function: Spark's
  *                        flatMapGroupsWithState calls each key of its initial state in the
  *                        first batch; a DStream's mapWithState only seeds the state with it)
+ * @param eventTimeTimers with `timers`: whether they are event-time timers (compared with the
+ *                        watermark) rather than processing-time ones (the batch time); decides
+ *                        which timers a call may set
  */
 class StateUpdater(
     val map: StateMap,
@@ -50,7 +55,8 @@ class StateUpdater(
     timers: Boolean = false,
     timingOutValues: Seq[(Int, Any)] = Nil,
     heapBudget: Option[HeapBudget] = None,
-    callsInitialKeys: Boolean = false) {
+    callsInitialKeys: Boolean = false,
+    eventTimeTimers: Boolean = false) {
 
   // Null when there is no budget: checked on every write, so no Option on the hot path.
   private val budget: HeapBudget = heapBudget.orNull
@@ -223,12 +229,66 @@ class StateUpdater(
     val updated = if (removed) null else function.update()
     val after = if (removed) null else if (updated != null) updated else before
     val emitted = function.emit(after)
-    val timer = StateMap.clampTimer(function.timeoutAt(after))
+    val timeoutAt = function.timeoutAt(after)
+    if (timeoutAt != StateMap.NoTime && !timerAllowed(timeoutAt, batchTime)) {
+      refuseTimer(key, timeoutAt, timingOut, batchTime)
+    }
+    val timer = StateMap.clampTimer(timeoutAt)
     if (!timingOut) calledForData.add(key.copy())
     if (after == null) writeBackStateless(key, before != null, timerBefore, timer)
     else writeBack(key, before, removed, updated, timer, rewriteKept = timer != timerBefore)
     emitted
   }
+
+  /**
+   * Whether a call at `batchTime` may set `timer` (not [[StateMap.NoTime]]: clearing a timer is
+   * always allowed), by the rules of Spark's `GroupStateImpl`, which throws for the others:
+   *
+   *  - event time (`setTimeoutTimestamp`): the timer must be positive (after the epoch) and
+   *    not earlier than the batch's watermark; equal is allowed, as it is not due until the
+   *    watermark passes it. Without a watermark (a replay's first batch, as Spark's batch
+   *    queries without one) only positivity is checked: [[TimeoutPolicy.NoWatermark]] is
+   *    Long.MinValue, below every timer, so one compare serves both cases.
+   *  - processing time (`setTimeoutDuration(d)`, d > 0, timer = batch time + d): the timer must
+   *    be strictly after the batch time of the call (each batch's own time in a replay).
+   *
+   * Either way a timer the batch's threshold has already passed is refused (and, in processing
+   * time, one at the batch time itself: a zero duration), so no key holds a timer that fires a
+   * batch late. Initial-state timers are not set by calls (Spark's initial state has none), and
+   * are taken as they are.
+   */
+  private def timerAllowed(timer: Long, batchTime: Long): Boolean =
+    if (eventTimeTimers) timer > 0 && timer >= watermark else timer > batchTime
+
+  /**
+   * Fails the query for a timer [[timerAllowed]] refuses, with Spark's words for it (its values
+   * in milliseconds, as Spark prints them) beside ours naming the key, the timer and what it was
+   * compared with, as timestamps.
+   */
+  private def refuseTimer(key: UnsafeRow, timer: Long, timingOut: Boolean, batchTime: Long)
+    : Nothing = {
+    val set = s"timeout_at of the key ${describe(key)} is ${instant(timer)} (set by its " +
+      (if (timingOut) "timing-out call" else "call") + s" in the batch at ${instant(batchTime)})"
+    val clear = "or to null to clear the timer."
+    throw MapWithStateException(
+      if (!eventTimeTimers) {
+        s"$set, not after that batch time: a processing-time timer must be later than " +
+          "batch_time() (as Spark says: Timeout duration must be positive). Set timeout_at " +
+          s"to batch_time() plus a positive interval, $clear"
+      } else if (timer <= 0) {
+        s"$set, not after 1970-01-01T00:00:00Z: an event-time timer must be after the epoch " +
+          s"(as Spark says: Timeout timestamp must be positive). Set a later timeout_at, $clear"
+      } else {
+        s"$set, earlier than the batch's watermark ${instant(watermark)}: it would already be " +
+          s"due (as Spark says: Timeout timestamp (${Math.floorDiv(timer, 1000L)}) cannot be " +
+          s"earlier than the current watermark (${Math.floorDiv(watermark, 1000L)})). Set " +
+          s"timeout_at to watermark() or later, $clear"
+      })
+  }
+
+  /** A time in microseconds as an ISO-8601 instant (UTC), as a message shows it. */
+  private def instant(micros: Long): String =
+    java.time.Instant.EPOCH.plus(micros, java.time.temporal.ChronoUnit.MICROS).toString
 
   /**
    * The outcome of a call that leaves the key without a state (removed, or never made): the

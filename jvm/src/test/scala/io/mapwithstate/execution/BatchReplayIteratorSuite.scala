@@ -21,8 +21,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   private val stateType = new StructType().add("n", LongType)
 
   private def updater(
-      refreshesIdleKeys: Boolean, timers: Boolean = false, callsInitialKeys: Boolean = false)
-    : StateUpdater = {
+      refreshesIdleKeys: Boolean,
+      timers: Boolean = false,
+      callsInitialKeys: Boolean = false,
+      eventTime: Boolean = false): StateUpdater = {
     val key = AttributeReference("k", StringType)()
     val ts = AttributeReference("ts", TimestampType)()
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
@@ -44,7 +46,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys,
-      timers, callsInitialKeys = callsInitialKeys)
+      timers, callsInitialKeys = callsInitialKeys, eventTimeTimers = eventTime)
   }
 
   private def record(key: String, time: Long): InternalRow =
@@ -59,7 +61,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       snapshot: Option[UnsafeProjection] = None,
       updaterToUse: Option[StateUpdater] = None,
       lateRows: Option[Int] = None): Seq[(String, Long, Boolean, Long)] = {
-    val u = updaterToUse.getOrElse(updater(timeouts.refreshesIdleKeys, timeouts.timers))
+    val u = updaterToUse.getOrElse(updater(timeouts.refreshesIdleKeys, timeouts.timers,
+      eventTime = timeouts == TimeoutPolicy.Timers(eventTime = true)))
     val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
       u, timeouts, snapshot, () => (), lateRows)
     replay.map { row =>
@@ -108,13 +111,31 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   test("event-time timers fire once the watermark passes them; late records are dropped") {
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
       .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 12L, 30L)))
-    val u = updater(refreshesIdleKeys = false, timers = true)
+    val u = updater(refreshesIdleKeys = false, timers = true, eventTime = true)
     // The record time doubles as its event time; c at 30 is at the watermark: late.
     val out = run(Seq(record("a", 10), record("b", 20), record("c", 30)), timeline,
       TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u), lateRows = Some(1))
     assert(out === Seq(("a", 1, false, 10), ("b", 1, false, 20), ("a", 2, true, 30),
       ("b", 2, true, 30)))
     assert(u.lateRowsDropped === 1)
+  }
+
+  test("a replay holds each batch's timers to that batch's watermark (none in the first)") {
+    // The function sets a timer 5 after the batch. a's 15 is taken in the first batch (no
+    // watermark yet, as a Spark batch query has none); in the second, at watermark 30, b's 25
+    // is already due, which Spark's setTimeoutTimestamp refuses: the run fails, naming b.
+    val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
+      .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 30L)))
+    val u = updater(refreshesIdleKeys = false, timers = true, eventTime = true)
+    val e = intercept[IllegalArgumentException](run(Seq(record("a", 10), record("b", 20)),
+      timeline, TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u)))
+    assert(e.getMessage.contains("timeout_at of the key (b) is 1970-01-01T00:00:00.000025Z " +
+      "(set by its call in the batch at 1970-01-01T00:00:00.000020Z), earlier than the " +
+      "batch's watermark 1970-01-01T00:00:00.000030Z"))
+    assert(u.map.getTime(keyRow("a")) === 15L)
+    // The same in processing time: each batch's timer is after its own batch time.
+    assert(run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false)) ===
+      Seq(("a", 1, false, 10), ("b", 1, false, 20), ("a", 2, true, 20)))
   }
 
   test("replay watermarks follow Structured Streaming: max event time so far minus the delay") {

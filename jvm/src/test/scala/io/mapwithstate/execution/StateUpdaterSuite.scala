@@ -6,7 +6,7 @@ import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce, CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.types.{IntegerType, StringType, StructType}
+import org.apache.spark.sql.types.{IntegerType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -176,5 +176,97 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     updater.loadInitialState(k("a"), s(1), initialTime)
     val e = intercept[IllegalArgumentException](updater.loadInitialState(k("a"), s(2), initialTime))
     assert(e.getMessage.contains("more than one row for the key (a)"))
+  }
+
+  // Timers: the ones Spark's GroupStateImpl refuses (GroupStateSuite "illegal params to
+  // setTimeout", FlatMapGroupsWithStateSuite's "timeout timestamp updated to before watermark")
+  // fail the call, naming the key; clearing is always allowed.
+
+  private val due = AttributeReference("due", TimestampType)()
+
+  /**
+   * An updater with `timeout_at` timers whose function counts calls and sets `timeoutAt`: by
+   * default the record's `due` column (null clears the timer).
+   */
+  private def timerUpdater(
+      eventTime: Boolean, timeoutAt: Expression = UnresolvedAttribute("due")): StateUpdater = {
+    val update = CreateNamedStruct(Seq(Literal("n"),
+      Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
+    val function = new StateFunctionResolver(spark)
+      .resolve(Seq(key, due), stateType, Some(update), None, None, Some(timeoutAt))
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
+    compiled.initialize(0)
+    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys = false,
+      timers = true, eventTimeTimers = eventTime)
+  }
+
+  private def timed(key: String, timer: java.lang.Long): InternalRow =
+    InternalRow(UTF8String.fromString(key), timer)
+
+  private def refusal(run: => Any): String =
+    intercept[IllegalArgumentException](run).getMessage
+
+  test("processing time: a timer must be strictly after the call's batch time") {
+    val updater = timerUpdater(eventTime = false)
+    updater.startBatch(TimeoutPolicy.NoWatermark)
+    updater.processRecord(timed("a", batchTime + 1), batchTime)
+    assert(updater.map.getTime(k("a")) === batchTime + 1)
+    // null clears the timer, however late the batch
+    updater.processRecord(timed("a", null), batchTime)
+    assert(updater.map.getTime(k("a")) === StateMap.NoTime)
+    // setTimeoutDuration(0) and negative durations: the batch time itself and before it
+    Seq(batchTime, batchTime - 1000).foreach { timer =>
+      val message = refusal(updater.processRecord(timed("b", timer), batchTime))
+      assert(message.contains("timeout_at of the key (b) is 1970-01-01T00:00:00.00"))
+      assert(message.contains("(set by its call in the batch at 1970-01-01T00:00:00.002Z)"))
+      assert(message.contains("not after that batch time"))
+      assert(message.contains("as Spark says: Timeout duration must be positive"))
+      assert(message.contains("batch_time() plus a positive interval, or to null"))
+    }
+  }
+
+  test("event time: a timer must be positive, and not earlier than the watermark (equal is due later)") {
+    val updater = timerUpdater(eventTime = true)
+    updater.startBatch(5000L)
+    updater.processRecord(timed("a", 5000L), batchTime)
+    assert(updater.map.getTime(k("a")) === 5000L)
+    val message = refusal(updater.processRecord(timed("b", 4999L), batchTime))
+    assert(message.contains("timeout_at of the key (b) is 1970-01-01T00:00:00.004999Z"))
+    assert(message.contains("earlier than the batch's watermark 1970-01-01T00:00:00.005Z"))
+    // Spark's words print milliseconds (4999 us is 4 ms)
+    assert(message.contains(
+      "as Spark says: Timeout timestamp (4) cannot be earlier than the current watermark (5)"))
+    assert(message.contains("watermark() or later, or to null to clear the timer"))
+    // the refused call changed nothing
+    assert(updater.map.get(k("b")) === null && updater.map.getTime(k("b")) === StateMap.NoTime)
+  }
+
+  test("event time without a watermark (a replay's first batch): only positivity is checked") {
+    val updater = timerUpdater(eventTime = true)
+    updater.startBatch(TimeoutPolicy.NoWatermark)
+    updater.processRecord(timed("a", 1L), batchTime)
+    assert(updater.map.getTime(k("a")) === 1L)
+    // setTimeoutTimestamp(-10000) and the epoch itself
+    Seq(-10000000L, 0L).foreach { timer =>
+      val message = refusal(updater.processRecord(timed("b", timer), batchTime))
+      assert(message.contains("timeout_at of the key (b) is 19"))
+      assert(message.contains("not after 1970-01-01T00:00:00Z"))
+      assert(message.contains("as Spark says: Timeout timestamp must be positive"))
+    }
+  }
+
+  test("a timing-out call is held to the same rules: it cannot keep its passed timer") {
+    // timeout_at keeps the key's timer unless the record brings one
+    val keeps = Coalesce(Seq(UnresolvedAttribute("due"),
+      UnresolvedAttribute(StateFunctionInput.TimeoutAt)))
+    val updater = timerUpdater(eventTime = false, keeps)
+    updater.startBatch(TimeoutPolicy.NoWatermark)
+    updater.processRecord(timed("a", batchTime + 10), batchTime)
+    val later = batchTime + 20
+    updater.startBatch(TimeoutPolicy.NoWatermark)
+    val Seq((key, state)) = updater.timingOutKeys(later).toSeq
+    val message = refusal(updater.timeOut(key, state, later))
+    assert(message.contains("(a) is 1970-01-01T00:00:00.002010Z (set by its timing-out call in " +
+      "the batch at 1970-01-01T00:00:00.002020Z), not after that batch time"))
   }
 }
