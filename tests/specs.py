@@ -14,6 +14,16 @@ def running_count(state_schema: str = "n BIGINT", key: str = "word") -> StateSpe
     )
 
 
+def running_sum(amount, key: str = "word") -> StateSpec:
+    """Sums `amount` (a record's column, or a group function's aggregate) per key; emits (key,
+    sum so far)."""
+    return StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + amount).alias("n")),
+        emit=F.struct(F.col(key), S.new_state("n").alias("n")),
+    )
+
+
 def max_event_time(event, extra, t0) -> StateSpec:
     """Spark's "event time timeout + watermark" function: the state is the key's largest event
     time (`event`: a record's, or a group function's ``F.max``), the timer 5 s after it; emits

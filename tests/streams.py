@@ -7,6 +7,9 @@ so each test decides exactly what each micro-batch holds. Results go to a JSON f
 import glob
 import json
 import os
+import time
+
+from pyspark.sql import functions as F
 
 OUTPUT_SCHEMA = "word STRING, n BIGINT"
 # The first bytes of the heap backend's delta files (StateMapSerde.DeltaMagic).
@@ -22,19 +25,38 @@ class Stream:
         self.output = os.path.join(root, "out")
         os.makedirs(self.input)
         self._files = 0
+        self._base_time = time.time() - 10_000
 
     def add(self, *words):
         """Adds one file: one micro-batch of these words."""
+        self._add_records({"word": w} for w in words)
+
+    def add_events(self, *events):
+        """Adds one file: one micro-batch of these (word, event time in seconds) records."""
+        self._add_records({"word": w, "e": e} for w, e in events)
+
+    def _add_records(self, records):
         path = os.path.join(self.input, f"part-{self._files:05d}.json")
         with open(path + ".tmp", "w") as f:
-            for w in words:
-                f.write(json.dumps({"word": w}) + "\n")
+            for r in records:
+                f.write(json.dumps(r) + "\n")
         os.rename(path + ".tmp", path)  # the file source must never see half a file
+        # It takes files in modification-time order, which files written within one clock
+        # tick would not have: make it the order added.
+        stamp = self._base_time + self._files
+        os.utime(path, (stamp, stamp))
         self._files += 1
 
     def read(self, spark):
         return spark.readStream.schema("word STRING").option("maxFilesPerTrigger", 1) \
             .json(self.input)
+
+    def read_events(self, spark, delay="5 seconds"):
+        """The records of :meth:`add_events` as (word, event TIMESTAMP), under a watermark of
+        `delay` on `event`."""
+        return spark.readStream.schema("word STRING, e BIGINT").option("maxFilesPerTrigger", 1) \
+            .json(self.input).select("word", F.col("e").cast("timestamp").alias("event")) \
+            .withWatermark("event", delay)
 
     def run_available_now(self, result):
         """Runs `result` to the end of the input on this stream's checkpoint and sink."""
@@ -53,6 +75,29 @@ class Stream:
 
     def results(self, spark, schema=OUTPUT_SCHEMA):
         return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
+
+
+def run_memory(result, name, checkpoint, mode="append"):
+    """Runs `result` to the end of its input into the memory table `name`."""
+    query = result.writeStream.format("memory").queryName(name).outputMode(mode) \
+        .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    return query
+
+
+def windowed_counts(spark, stream):
+    """Adds four micro-batches of events to `stream` and counts them per word in 10 s windows
+    under a 5 s watermark: in append mode the windows come out when final, in the end a's
+    [0, 10) with 2, a's and b's [30, 40) with 1 (c's [60, 70) never is)."""
+    stream.add_events(("a", 1), ("a", 2))
+    stream.add_events(("b", 30))   # the watermark moves to 25 s: a's [0, 10) window is final
+    stream.add_events(("a", 32))
+    stream.add_events(("c", 60))   # to 55 s: a's and b's [30, 40) windows are
+    return stream.read_events(spark).groupBy("word", F.window("event", "10 seconds")).count()
+
+
+# What summing the final windows of `windowed_counts` per word emits.
+WINDOWED_SUMS = [("a", 2), ("a", 3), ("b", 1)]
 
 
 def state_kept_by_sparks_provider(checkpoint, operator=0):

@@ -6,6 +6,8 @@ from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_groups_with_state
 from mapwithstate import functions as S
+from specs import running_sum
+from streams import Stream, run_memory
 
 
 def words(spark):
@@ -77,6 +79,60 @@ def test_complete_mode_is_refused_with_an_aggregation_only_before_it(spark, tmp_
                                                r".*not 'complete'"):
         result.writeStream.format("memory").queryName("mgws_complete").outputMode("complete") \
             .option("checkpointLocation", str(tmp_path / "ck")).start()
+
+
+def test_update_mode_is_refused_with_an_aggregation_before_it(spark, tmp_path):
+    # UnsupportedOperationsSuite's "flatMapGroupsWithState(Update) on streaming relation with
+    # aggregation in Update mode": the aggregation emits a's count again in each micro-batch
+    # that changes it, so summing the counts would give a=2 then 5 for three a's.
+    stream = Stream(str(tmp_path))
+    result = map_groups_with_state(stream.read(spark).groupBy("word").count(), "word",
+                                   running_sum(F.sum("count")))
+    with pytest.raises(PySparkException) as info:
+        run_memory(result, "mgws_agg_update", stream.checkpoint, "update")
+    message = str(info.value)
+    assert "map_groups_with_state reads the rows of a streaming aggregation in " \
+           "outputMode('update')" in message
+    assert "outputMode('append') with a watermark on the aggregation's grouping" in message
+    assert "flatMapGroupsWithState in update mode is not supported with aggregation" in message
+
+
+def event_time_timers():
+    """A count per key with an event-time timer 1 s after its latest record."""
+    return StateSpec.function(
+        "n BIGINT", update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + F.count("*"))
+                                    .alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+        timeout_at=F.max("event") + F.expr("INTERVAL 1 SECOND")).timeout_domain("event_time")
+
+
+@pytest.mark.parametrize("mode", ["update", "complete"])
+def test_event_time_timers_followed_by_an_aggregation_are_refused(spark, tmp_path, mode):
+    # The suite's "multiple stateful ops - FlatMapGroupsWithState followed by agg": Spark's
+    # global-watermark limit, on by default.
+    stream = Stream(str(tmp_path))
+    result = map_groups_with_state(stream.read_events(spark), "word", event_time_timers()) \
+        .groupBy("word").count()
+    with pytest.raises(PySparkException) as info:
+        run_memory(result, f"mgws_event_time_{mode}", stream.checkpoint, mode)
+    message = str(info.value)
+    assert "map_groups_with_state with event-time timers (timeout_domain('event_time')) is " \
+           "followed by a streaming aggregation" in message
+    assert "Detected pattern of possible 'correctness' issue due to global watermark" in message
+
+
+def test_event_time_timers_followed_by_a_stream_stream_join_are_refused(spark, tmp_path):
+    # The suite's "stream-stream Inner after FlatMapGroupsWithState in Append mode".
+    stream = Stream(str(tmp_path))
+    groups = map_groups_with_state(stream.read_events(spark), "word", event_time_timers())
+    other = stream.read(spark).withColumnRenamed("word", "w2")
+    with pytest.raises(PySparkException) as info:
+        run_memory(groups.join(other, F.col("word") == F.col("w2")), "mgws_then_join",
+                   stream.checkpoint)
+    message = str(info.value)
+    assert "map_groups_with_state with event-time timers (timeout_domain('event_time')) is " \
+           "followed by a stream-stream join" in message
+    assert "Detected pattern of possible 'correctness' issue due to global watermark" in message
 
 
 def test_a_distinct_aggregate(spark):

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate import map_groups_with_state
 from specs import max_event_time
+from streams import Stream, run_memory
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -91,3 +92,17 @@ def test_event_time_timeout_with_watermark_in_a_stream(spark, tmp_path):
     late = sum(o.numRowsDroppedByWatermark
                for p in query.recentProgress for o in p.stateOperators)
     assert late == 1
+
+
+def test_event_time_timers_followed_by_a_dedup_without_event_time(spark, tmp_path):
+    """UnsupportedOperationsSuite's "FlatMapGroupsWithState followed by dedup (without
+    event-time)": a dropDuplicates over no event-time column is not held to the
+    global-watermark limit, so it may follow event-time timers (a stream-stream join or an
+    aggregation may not: test_group_errors)."""
+    stream = Stream(str(tmp_path))
+    stream.add_events(("a", 11), ("a", 13))
+    stream.add_events(("b", 15), ("a", 16))
+    deduplicated = map_groups_with_state(stream.read_events(spark, "10 seconds"), key="word",
+                                         spec=max_event_time_spec()).dropDuplicates(["word"])
+    run_memory(deduplicated, "event_time_then_dedup", stream.checkpoint)
+    assert sorted(r.word for r in spark.table("event_time_then_dedup").collect()) == ["a", "b"]

@@ -16,7 +16,9 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_groups_with_state
 from mapwithstate import functions as S
 from replay import by_batch, expected_by_batch, replay_input
-from streams import Stream, state_kept_by_sparks_provider
+from specs import running_sum
+from streams import (WINDOWED_SUMS, Stream, run_memory, state_kept_by_sparks_provider,
+                     windowed_counts)
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -144,6 +146,32 @@ def test_streaming_plus_aggregation_in_complete_mode(spark, tmp_path):
     # The aggregation (operator 0) keeps its state in the session's provider, Spark's HDFS
     # one, not in the store map_groups_with_state chose for its own.
     assert state_kept_by_sparks_provider(stream.checkpoint)
+
+
+def test_after_a_windowed_aggregation_in_append_mode(spark, tmp_path):
+    """UnsupportedOperationsSuite's "flatMapGroupsWithState(Append) on streaming relation after
+    aggregation in Append mode" (allowed since Spark 4): with a watermark the aggregation emits
+    each window's count once, when final, so the group function may sum them."""
+    stream = Stream(str(tmp_path))
+    summed = map_groups_with_state(windowed_counts(spark, stream), "word",
+                                   running_sum(F.sum("count")))
+    run_memory(summed, "windows_then_groups", stream.checkpoint)
+    assert rows(spark.table("windows_then_groups")) == WINDOWED_SUMS
+
+
+def test_processing_time_timers_followed_by_an_aggregation(spark, tmp_path):
+    """The suite's "multiple stateful ops - FlatMapGroupsWithState(process time) followed by
+    agg": only event-time timers meet the global-watermark limit."""
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.add("a", "c")
+    spec = StateSpec.function(
+        "count BIGINT", update=F.struct(count().alias("count")),
+        emit=F.struct(F.col("word"), S.new_state("count").alias("n")),
+        timeout_at=S.batch_time() + F.expr("INTERVAL 1 HOUR"))
+    counted = map_groups_with_state(stream.read(spark), "word", spec).groupBy("word").count()
+    run_memory(counted, "timers_then_count", stream.checkpoint, "complete")
+    assert rows(spark.table("timers_then_count")) == [("a", 2), ("b", 1), ("c", 1)]
 
 
 def test_multiple_output_rows_per_group(spark):

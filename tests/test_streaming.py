@@ -14,8 +14,9 @@ from pyspark.sql import functions as F
 import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
-from specs import running_count
-from streams import Stream, corrupt, counts, state_kept_by_sparks_provider
+from specs import running_count, running_sum
+from streams import (WINDOWED_SUMS, Stream, corrupt, counts, run_memory,
+                     state_kept_by_sparks_provider, windowed_counts)
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
@@ -182,6 +183,107 @@ def test_complete_mode_is_refused_with_an_aggregation_only_before_it(spark, tmp_
                                                r"outputMode\('update'\) \(the same rows\), not 'complete'"):
         result.writeStream.format("memory").queryName("mws_agg").outputMode("complete") \
             .option("checkpointLocation", stream.checkpoint).start()
+
+
+def test_an_aggregation_before_it_is_refused_in_update_mode(spark, tmp_path):
+    # The aggregation emits a's count again in each micro-batch that changes it (2, then 3),
+    # which map_with_state would take as new records, as Spark refuses flatMapGroupsWithState
+    # in update mode after one.
+    stream = Stream(str(tmp_path))
+    result = map_with_state(stream.read(spark).groupBy("word").count(), "word",
+                            running_sum(F.col("count")))
+    with pytest.raises(PySparkException,
+                       match=r"map_with_state reads the rows of a streaming aggregation in "
+                             r"outputMode\('update'\), which emits a key's row again .* write "
+                             r"the query in outputMode\('append'\) with a watermark on the "
+                             r"aggregation's grouping"):
+        run_memory(result, "mws_agg_update", stream.checkpoint, "update")
+
+
+def test_an_aggregation_with_a_watermark_before_it_in_append_mode(spark, tmp_path):
+    """In append mode a windowed aggregation emits each window's count once, when the
+    watermark passes its end, so map_with_state may sum them (Spark 4 allows
+    flatMapGroupsWithState after such an aggregation)."""
+    stream = Stream(str(tmp_path))
+    windowed = windowed_counts(spark, stream)
+    run_memory(map_with_state(windowed, "word", running_sum(F.col("count"))),
+               "mws_windows_append", stream.checkpoint)
+    assert sorted(tuple(r) for r in spark.table("mws_windows_append").collect()) == \
+        WINDOWED_SUMS
+
+
+def event_time_count():
+    """running_count with an event-time timer 1 s after each key's last record."""
+    return StateSpec.function(
+        "n BIGINT", update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+        timeout_at=F.when(~S.is_timing_out(), F.col("event") + F.expr("INTERVAL 1 SECOND")),
+    ).timeout_domain("event_time")
+
+
+def followed_by(kind, spark, stream, result):
+    """`result` followed by the stateful operator `kind`, and the output mode to write it in."""
+    if kind == "join":
+        other = stream.read(spark).withColumnRenamed("word", "w2")
+        return result.join(other, F.col("word") == F.col("w2")), "append"
+    return result.groupBy("word").count(), kind
+
+
+@pytest.mark.parametrize("kind,operator", [("update", "a streaming aggregation"),
+                                           ("complete", "a streaming aggregation"),
+                                           ("join", "a stream-stream join")])
+def test_event_time_timers_followed_by_a_stateful_operator_are_refused(
+        spark, tmp_path, kind, operator):
+    # Spark's global-watermark limit: the rows a timer emits can be older than the watermark
+    # that fired it, late rows to the stateful operator after it.
+    stream = Stream(str(tmp_path))
+    result = map_with_state(stream.read_events(spark), "word", event_time_count())
+    result, mode = followed_by(kind, spark, stream, result)
+    with pytest.raises(PySparkException) as info:
+        run_memory(result, f"mws_event_time_{kind}", stream.checkpoint, mode)
+    message = str(info.value)
+    assert f"map_with_state with event-time timers (timeout_domain('event_time')) is " \
+           f"followed by {operator}" in message and "use processing-time timers" in message
+    assert "Detected pattern of possible 'correctness' issue due to global watermark" in \
+        message and "spark.sql.streaming.statefulOperator.checkCorrectness.enabled" in message
+
+
+def test_processing_time_timers_may_be_followed_by_an_aggregation(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b", "a")
+    stream.add("a")
+    spec = StateSpec.function(
+        "n BIGINT", update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("word"), S.new_state("n").alias("n")),
+        timeout_at=S.batch_time() + F.expr("INTERVAL 1 HOUR"))
+    result = map_with_state(stream.read(spark), "word", spec).groupBy("word").count()
+    run_memory(result, "mws_timers_then_count", stream.checkpoint, "complete")
+    assert sorted(tuple(r) for r in spark.table("mws_timers_then_count").collect()) == \
+        [("a", 3), ("b", 1)]
+
+
+@pytest.fixture
+def correctness_check_off(spark):
+    key = "spark.sql.streaming.statefulOperator.checkCorrectness.enabled"
+    spark.conf.set(key, "false")
+    yield
+    spark.conf.unset(key)
+
+
+def test_the_correctness_check_switched_off_lets_timers_feed_an_aggregation(
+        spark, tmp_path, correctness_check_off):
+    """As Spark only warns then; an aggregation re-read in update mode is still refused, as
+    Spark refuses flatMapGroupsWithState in update mode with one whatever the switch."""
+    stream = Stream(str(tmp_path))
+    stream.add_events(("a", 1), ("b", 2), ("a", 3))
+    counted = map_with_state(stream.read_events(spark), "word", event_time_count()) \
+        .groupBy("word").count()
+    run_memory(counted, "mws_unchecked", stream.checkpoint, "update")
+    assert sorted(tuple(r) for r in spark.table("mws_unchecked").collect()) == \
+        [("a", 2), ("b", 1)]
+    reread = map_with_state(stream.read(spark).groupBy("word").count(), "word", running_count())
+    with pytest.raises(PySparkException, match="reads the rows of a streaming aggregation"):
+        run_memory(reread, "mws_unchecked_reread", str(tmp_path / "ck2"), "update")
 
 
 def test_num_partitions_of_a_stream_must_be_its_shuffle_partitions(spark, tmp_path):

@@ -40,6 +40,9 @@ case class MapWithState(
 
   override def children: Seq[LogicalPlan] = child +: initialState.toSeq
 
+  /** The function a user called for this node, as errors name it. */
+  def functionName: String = if (groups) "map_groups_with_state" else "map_with_state"
+
   /** The aggregates over the current attributes of `child`. */
   def boundAggregates: Seq[Expression] = {
     val current = aggregates.inputs.map(_.exprId).zip(aggregateInputs).toMap
