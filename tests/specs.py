@@ -42,3 +42,29 @@ def max_event_time(event, extra, t0) -> StateSpec:
             extra),
         timeout_at=S.new_state("max_t") + F.expr("INTERVAL 5 SECONDS"),
     ).timeout_domain("event_time")
+
+
+def group_count():
+    """The key's count after this batch: state.getOption.getOrElse(0) + values.size."""
+    return F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
+
+
+def flat_running_count():
+    """count = state.getOption.map(_.count).getOrElse(0L) + values.size; at 3 the state is
+    removed and nothing returned, else updated and (key, count.toString) returned."""
+    return StateSpec.function(
+        "count BIGINT",
+        update=F.struct(group_count().alias("count")),
+        remove=group_count() == 3,
+        emit=F.when(S.new_state().isNotNull(),
+                    F.struct(F.col("word"), S.new_state("count").cast("string").alias("n"))))
+
+
+def map_running_count():
+    """mapGroupsWithState: one row per key, (key, "-1") when the state is removed at 3."""
+    return StateSpec.function(
+        "count BIGINT",
+        update=F.struct(group_count().alias("count")),
+        remove=group_count() == 3,
+        emit=F.struct(F.col("word"),
+                      F.coalesce(S.new_state("count").cast("string"), F.lit("-1")).alias("n")))

@@ -76,6 +76,20 @@ class Stream:
     def results(self, spark, schema=OUTPUT_SCHEMA):
         return sorted(tuple(r) for r in spark.read.schema(schema).json(self.output).collect())
 
+    def run_each_batch(self, spark, batches, build, schema="word STRING, n STRING"):
+        """Each batch of words in its own run of the query `build(source)`, restarted from
+        its checkpoint; returns the new rows after each run, and the runs' queries."""
+        seen, answers, queries = [], [], []
+        for words in batches:
+            self.add(*words)
+            queries.append(self.run_available_now(build(self.read(spark))))
+            now = self.results(spark, schema)
+            for r in seen:
+                now.remove(r)
+            answers.append(sorted(now))
+            seen += now
+        return answers, queries
+
 
 def run_memory(result, name, checkpoint, mode="append"):
     """Runs `result` to the end of its input into the memory table `name`."""

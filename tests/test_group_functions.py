@@ -16,38 +16,12 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_groups_with_state
 from mapwithstate import functions as S
 from replay import by_batch, expected_by_batch, replay_input
-from specs import running_sum
+from specs import flat_running_count, group_count, map_running_count, running_sum
 from streams import (WINDOWED_SUMS, Stream, run_memory, state_kept_by_sparks_provider,
                      windowed_counts)
 
 pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
-
-
-def count():
-    """The key's count after this batch: state.getOption.getOrElse(0) + values.size."""
-    return F.coalesce(S.state("count"), F.lit(0)) + F.count("*")
-
-
-def flat_running_count():
-    """count = state.getOption.map(_.count).getOrElse(0L) + values.size; at 3 the state is
-    removed and nothing returned, else updated and (key, count.toString) returned."""
-    return StateSpec.function(
-        "count BIGINT",
-        update=F.struct(count().alias("count")),
-        remove=count() == 3,
-        emit=F.when(S.new_state().isNotNull(),
-                    F.struct(F.col("word"), S.new_state("count").cast("string").alias("n"))))
-
-
-def map_running_count():
-    """mapGroupsWithState: one row per key, (key, "-1") when the state is removed at 3."""
-    return StateSpec.function(
-        "count BIGINT",
-        update=F.struct(count().alias("count")),
-        remove=count() == 3,
-        emit=F.struct(F.col("word"),
-                      F.coalesce(S.new_state("count").cast("string"), F.lit("-1")).alias("n")))
 
 
 def rows(df):
@@ -70,8 +44,8 @@ def test_flat_map_groups_with_state_batch_replay(spark):
     df = replay_input(spark, STREAM_BATCHES)
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(count().alias("count")),
-        remove=count() == 3,
+        update=F.struct(group_count().alias("count")),
+        remove=group_count() == 3,
         emit=F.when(S.new_state().isNotNull(),
                     F.struct(S.batch_time().alias("t"), F.col("word"),
                              S.new_state("count").cast("string").alias("n"))))
@@ -91,17 +65,8 @@ def test_state_snapshots_after_each_batch(spark):
 def run_stream_with_restarts(spark, tmp_path, spec):
     """Each batch of STREAM_BATCHES in its own run of the query, restarted from its
     checkpoint, into a JSON sink; returns the new rows after each run."""
-    stream = Stream(str(tmp_path))
-    seen, answers = [], []
-    for words in STREAM_BATCHES:
-        stream.add(*words)
-        stream.run_available_now(map_groups_with_state(stream.read(spark), "word", spec))
-        now = stream.results(spark, "word STRING, n STRING")
-        for r in seen:
-            now.remove(r)
-        answers.append(sorted(now))
-        seen += now
-    return answers
+    return Stream(str(tmp_path)).run_each_batch(
+        spark, STREAM_BATCHES, lambda source: map_groups_with_state(source, "word", spec))[0]
 
 
 def test_flat_map_groups_with_state_streaming_restarted_from_checkpoint(spark, tmp_path):
@@ -166,7 +131,7 @@ def test_processing_time_timers_followed_by_an_aggregation(spark, tmp_path):
     stream.add("a", "b", "a")
     stream.add("a", "c")
     spec = StateSpec.function(
-        "count BIGINT", update=F.struct(count().alias("count")),
+        "count BIGINT", update=F.struct(group_count().alias("count")),
         emit=F.struct(F.col("word"), S.new_state("count").alias("n")),
         timeout_at=S.batch_time() + F.expr("INTERVAL 1 HOUR"))
     counted = map_groups_with_state(stream.read(spark), "word", spec).groupBy("word").count()
@@ -180,7 +145,7 @@ def test_multiple_output_rows_per_group(spark):
     df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 3)], "word STRING, v INT")
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(count().alias("count")),
+        update=F.struct(group_count().alias("count")),
         emit=F.concat(
             F.transform(F.array_sort(F.collect_list("v")),
                         lambda v: F.struct(F.col("word"), v.cast("bigint").alias("n"))),
@@ -193,7 +158,7 @@ def test_empty_or_null_array_emits_nothing(spark):
     df = spark.createDataFrame([("a", 1), ("b", 2)], "word STRING, v INT")
     spec = StateSpec.function(
         "count BIGINT",
-        update=F.struct(count().alias("count")),
+        update=F.struct(group_count().alias("count")),
         emit=F.when(F.col("word") == "a", F.array(F.struct(F.col("word"), F.sum("v").alias("s"))))
         .otherwise(F.filter(F.array(F.struct(F.col("word"), F.sum("v").alias("s"))),
                             lambda x: F.lit(False))))
@@ -224,8 +189,8 @@ def initial_state_all_cases_spec(initial, timeout_at=None, domain="processing_ti
     the values) is emitted, and kept as the state unless the key says "NoUpdate"."""
     return StateSpec.function(
         "count BIGINT",
-        update=F.when(~F.col("word").contains("NoUpdate"), F.struct(count().alias("count"))),
-        emit=F.struct(F.col("word"), count().cast("string").alias("n")),
+        update=F.when(~F.col("word").contains("NoUpdate"), F.struct(group_count().alias("count"))),
+        emit=F.struct(F.col("word"), group_count().cast("string").alias("n")),
         timeout_at=timeout_at,
     ).timeout_domain(domain).initial_state(initial)
 
