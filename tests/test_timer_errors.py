@@ -73,7 +73,7 @@ def at(seconds):
 
 
 def timer_spec(timeout_at, domain="processing_time"):
-    """Counts a key's calls and sets `timeout_at` on its calls for data (none on timing out)."""
+    """Keeps a state and sets `timeout_at` on a key's calls for data (none on timing out)."""
     return StateSpec.function(
         "n INT", update=F.struct(F.lit(5).alias("n")),
         emit=F.struct(F.col("word"), S.is_timing_out().alias("timing_out")),

@@ -6,6 +6,7 @@ import io.mapwithstate.MapWithStateException
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{GenericInternalRow, UnsafeRow}
+import org.apache.spark.sql.catalyst.util.DateTimeUtils
 
 /**
  * Applies a compiled state function to a [[StateMap]], record by record, with exactly the
@@ -287,8 +288,7 @@ class StateUpdater(
   }
 
   /** A time in microseconds as an ISO-8601 instant (UTC), as a message shows it. */
-  private def instant(micros: Long): String =
-    java.time.Instant.EPOCH.plus(micros, java.time.temporal.ChronoUnit.MICROS).toString
+  private def instant(micros: Long): String = DateTimeUtils.microsToInstant(micros).toString
 
   /**
    * The outcome of a call that leaves the key without a state (removed, or never made): the
