@@ -100,7 +100,12 @@ class StateUpdater(
   /** Whether the map reads ahead for groups of records (see [[prefetch]]). */
   def prefetches: Boolean = map.prefetches
 
+  // The group [[prefetch]] last read ahead for, its keys' hashes, and the position after the
+  // last of its records that [[lookUp]] has since been given.
+  private var prefetchRecords: Array[InternalRow] = null
   private var prefetchHashes = new Array[Int](0)
+  private var prefetchCount = 0
+  private var prefetchCursor = 0
 
   /** Has the map read ahead what the lookups of these records' keys will touch. */
   def prefetch(records: Array[InternalRow], count: Int): Unit = {
@@ -111,13 +116,34 @@ class StateUpdater(
       i += 1
     }
     map.prefetch(prefetchHashes, count)
+    prefetchRecords = records
+    prefetchCount = count
+    prefetchCursor = 0
+  }
+
+  /**
+   * The state of `record`'s key: with the hash [[prefetch]] computed for it when the record is
+   * (the very row object) one of the group read ahead, which saves hashing the key twice. The
+   * group's records come in order, some possibly skipped (late rows), so the search starts
+   * after the last one found; a row that is not in the group (a call without records) leaves
+   * the position alone.
+   */
+  private def lookUp(record: InternalRow, key: UnsafeRow): UnsafeRow = {
+    var i = prefetchCursor
+    while (i < prefetchCount && !(prefetchRecords(i) eq record)) i += 1
+    if (i < prefetchCount) {
+      prefetchCursor = i + 1
+      map.get(key, prefetchHashes(i))
+    } else {
+      map.get(key)
+    }
   }
 
   /** Runs one record; returns the first row it emits, or null. */
   def processRecord(record: InternalRow, batchTime: Long): UnsafeRow = {
     val key = function.key(record)
     if (initialKeysNotCalled != null) initialKeysNotCalled.remove(key)
-    val before = map.get(key)
+    val before = lookUp(record, key)
     if (timers) return callWithTimers(key, record, before, timingOut = false, batchTime)
     function.setContext(record, before, timingOut = false, batchTime, watermark = watermark)
     val removed = function.shouldRemove()

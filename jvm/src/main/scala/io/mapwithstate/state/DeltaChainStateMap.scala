@@ -63,8 +63,10 @@ final class DeltaChainStateMap private (
   val deltaChainLength: Int = if (parent == null) 0 else parent.deltaChainLength + 1
 
   private var liveKeys: Int = if (parent == null) 0 else parent.size
-  // Scratch of [[prefetch]]: the group's slot words, and a sum of what it read.
+  // Scratch of [[prefetch]]: the group's slot words, the keys still to read ahead for (their
+  // indexes in the group), and a sum of what it read.
   private var prefetchWords = new Array[Long](0)
+  private var prefetchKeys = new Array[Int](0)
   private var prefetched = 0L
 
   /** Set once this map has been copied: its layer is then shared and must not change. */
@@ -106,25 +108,46 @@ final class DeltaChainStateMap private (
    * Reads, for each key of a group, the slot word its probe starts at in every layer, then the
    * record that word points at: two cache misses per key over a large layer, which issued one
    * record at a time wait one after the other, and issued for the group back to back (two
-   * tight loops of independent loads) wait together. What is read goes into a field, so that
-   * the compiler keeps the loads.
+   * tight loops of independent loads) wait together. A key whose slot word in a layer carries
+   * its hash's tag is most likely there, where its lookup will stop, so the layers below are
+   * not read for it: under full churn the chain is often two full layers over the base, and
+   * reading the base too was two wasted misses per key. What is read goes into a field, so
+   * that the compiler keeps the loads.
    */
   override def prefetch(keyHashes: Array[Int], count: Int): Unit = {
-    if (prefetchWords.length < count) prefetchWords = new Array[Long](count)
+    if (prefetchWords.length < count) {
+      prefetchWords = new Array[Long](count)
+      prefetchKeys = new Array[Int](count)
+    }
     var read = prefetched
+    var left = count
+    var i = 0
+    while (i < count) {
+      prefetchKeys(i) = i
+      i += 1
+    }
     var map = this
-    while (map != null) {
+    while (map != null && left > 0) {
       val layer = map.layer
-      var i = 0
-      while (i < count) {
-        prefetchWords(i) = layer.probeStartWord(keyHashes(i))
-        i += 1
-      }
       i = 0
-      while (i < count) {
-        read += layer.recordWord(prefetchWords(i))
+      while (i < left) {
+        prefetchWords(i) = layer.probeStartWord(keyHashes(prefetchKeys(i)))
         i += 1
       }
+      // Reads the records, and keeps, in order, the keys that the layers below may hold.
+      var kept = 0
+      i = 0
+      while (i < left) {
+        val word = prefetchWords(i)
+        read += layer.recordWord(word)
+        val key = prefetchKeys(i)
+        if (!layer.mayHold(word, keyHashes(key))) {
+          prefetchKeys(kept) = key
+          kept += 1
+        }
+        i += 1
+      }
+      left = kept
       map = map.parent
     }
     prefetched = read
@@ -136,10 +159,18 @@ final class DeltaChainStateMap private (
    */
   override def get(key: UnsafeRow): UnsafeRow = {
     checkKey(key)
+    lookup(key, hashOf(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes))
+  }
+
+  override def get(key: UnsafeRow, keyHash: Int): UnsafeRow = {
+    checkKey(key)
+    lookup(key, keyHash)
+  }
+
+  private def lookup(key: UnsafeRow, hash: Int): UnsafeRow = {
     val base = key.getBaseObject
     val offset = key.getBaseOffset
     val length = key.getSizeInBytes
-    val hash = hashOf(base, offset, length)
     val probe = layer.probe(hash, base, offset, length)
     var result: UnsafeRow = null
     // Whether a lower layer has the key live: with a state, or with only a timer (no row).

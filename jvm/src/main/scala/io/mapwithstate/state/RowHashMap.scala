@@ -97,6 +97,13 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     if (slotWord == EmptySlot) 0L
     else Platform.getLong(arena.page(slotWord), arena.unsafeOffset(slotWord))
 
+  /**
+   * Whether a slot word (from [[probeStartWord]]) may hold the key of `hash`: it is used and
+   * carries the hash's tag. Where it does, a lookup of the key most likely ends at this table.
+   */
+  def mayHold(slotWord: Long, hash: Int): Boolean =
+    slotWord != EmptySlot && (slotWord & TagBits) == (hash & TagBits)
+
   /** The slot holding the given key bytes, or -1. */
   def find(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
     val slot = probe(hash, keyBase, keyOffset, keyLength)

@@ -37,6 +37,12 @@ abstract class StateMap {
   /** The state of a key, or null if it has none (it is not in the map, or holds only a timer). */
   def get(key: UnsafeRow): UnsafeRow
 
+  /**
+   * [[get]] for a caller that already has the key's hash (`UnsafeRow.hashCode`, as it gave it
+   * to [[prefetch]]): a map that hashes keys itself need not hash this one again.
+   */
+  def get(key: UnsafeRow, keyHash: Int): UnsafeRow = get(key)
+
   /** Whether the map holds the key: with a state, or with only a timer. */
   def contains(key: UnsafeRow): Boolean
 

@@ -897,7 +897,8 @@ class StateMapSuite extends AnyFunSuite {
 
   /**
    * With `readModifyWrite`, most writes follow a get (of their key, mostly, from a reused key
-   * buffer) and half of the puts are putInPlace.
+   * buffer; half of them after a prefetch, given the key's hash) and half of the puts are
+   * putInPlace.
    */
   private def checkRandomOperations(readModifyWrite: Boolean): Unit = {
     // Enough churn for layer rebuilds and arena vacuums, and states larger than an arena page.
@@ -917,7 +918,15 @@ class StateMapSuite extends AnyFunSuite {
       val key = if (readModifyWrite) keyBuffer(InternalRow(k)) else longKey(k)
       if (readModifyWrite && random.nextInt(8) != 0) {
         val read = if (random.nextInt(8) == 0) random.nextInt(numKeys).toLong else k
-        val state = map.get(keyBuffer(InternalRow(read)))
+        val readKey = keyBuffer(InternalRow(read))
+        // Half of the reads as a replay makes them: a group's keys read ahead (a hint, which
+        // must change nothing), then a lookup given the key's hash.
+        val state = if (random.nextBoolean()) map.get(readKey) else {
+          val group = Array.fill(1 + random.nextInt(16))(longKey(random.nextInt(numKeys)).hashCode)
+          group(random.nextInt(group.length)) = readKey.hashCode
+          map.prefetch(group, group.length)
+          map.get(readKey, readKey.hashCode)
+        }
         assert(Option(state).map(_.getUTF8String(0).toString) === ref.get(read).map(_._1))
         keyBuffer(InternalRow(k))
       }
