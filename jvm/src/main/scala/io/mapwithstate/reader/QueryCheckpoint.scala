@@ -118,7 +118,7 @@ object QueryCheckpoint {
       throw MapWithStateException(s"checkpoint $location is not a streaming query's checkpoint: " +
         s"it has no commits/ or offsets/ (found ${describe(found)})")
     }
-    val operatorId = MapWithStateStreamExec.OperatorId
+    val operatorId = MapWithStateStreamExec.FirstOperatorId
     val operators = numbers(children(new Path(root, "state")))
     if (!operators.contains(operatorId)) {
       throw MapWithStateException(s"checkpoint $location is not a map_with_state checkpoint: " +
