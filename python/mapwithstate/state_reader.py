@@ -35,7 +35,8 @@ class _StateReaderPlan(LogicalPlan):
 
 
 def read_state(spark: "SparkSession", checkpoint: str, *,
-               batch_id: Optional[int] = None) -> "DataFrame":
+               batch_id: Optional[int] = None,
+               operator_id: Optional[int] = None) -> "DataFrame":
     """Every key's map_with_state state as committed after one micro-batch of a streaming query.
 
     The columns are the key columns, the state's fields, ``last_updated`` (TIMESTAMP: the batch
@@ -47,24 +48,35 @@ def read_state(spark: "SparkSession", checkpoint: str, *,
     :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
     :param batch_id: the micro-batch after which to read the state; default the last committed
         one (when the DataFrame is planned: each action reads the latest).
+    :param operator_id: which map_with_state operator's state, for a query with several (as
+        Spark's state data source's ``operatorId``): its id, the ``state/<operator_id>/``
+        directory of the checkpoint. A query's operators are numbered from 1000 in its plan,
+        from the sources on (in a chain the first one, in a union the left side's first).
+        Default: the checkpoint's only one; a checkpoint with several refuses the read,
+        listing their ids.
     :raises pyspark.errors.IllegalArgumentException: the path is not a map_with_state
-        checkpoint, the batch is not committed or has been cleaned up (naming the oldest one
-        still readable); a damaged or missing state file fails the action naming the file.
+        checkpoint, ``operator_id`` is not one of its map_with_state operators (or is missing
+        while it has several), the batch is not committed or has been cleaned up (naming the
+        oldest one still readable); a damaged or missing state file fails the action naming
+        the file.
 
     >>> import mapwithstate as mws
     >>> spark = mws.local_session()  # doctest: +SKIP
     >>> mws.read_state(spark, "ck/").where("word = 'a'").show()  # doctest: +SKIP
     >>> mws.read_state(spark, "ck/", batch_id=3).count()  # doctest: +SKIP
+    >>> mws.read_state(spark, "two_operators_ck/", operator_id=1001).show()  # doctest: +SKIP
     """
     _check_checkpoint(checkpoint)
     message = state_reader_pb2.ReadState(checkpoint=checkpoint)
     if batch_id is not None:
-        message.batch_id = _batch(batch_id, "batch_id")
+        message.batch_id = _non_negative_int(batch_id, "batch_id")
+    _set_operator(message, operator_id)
     return _dataframe(spark, message)
 
 
 def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: int,
-                       end_batch: Optional[int] = None) -> "DataFrame":
+                       end_batch: Optional[int] = None,
+                       operator_id: Optional[int] = None) -> "DataFrame":
     """The change feed of a map_with_state query's state: one row per change of a key in the
     micro-batches ``start_batch`` to ``end_batch`` (inclusive; default the last committed one).
 
@@ -76,6 +88,7 @@ def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: i
     :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
     :param start_batch: the first micro-batch whose changes to return.
     :param end_batch: the last one; default the last committed micro-batch.
+    :param operator_id: which map_with_state operator's changes, as in :func:`read_state`.
     :raises pyspark.errors.IllegalArgumentException: as :func:`read_state`, for either batch.
 
     >>> import mapwithstate as mws
@@ -85,9 +98,10 @@ def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: i
     """
     _check_checkpoint(checkpoint)
     message = state_reader_pb2.ReadStateChanges(
-        checkpoint=checkpoint, start_batch=_batch(start_batch, "start_batch"))
+        checkpoint=checkpoint, start_batch=_non_negative_int(start_batch, "start_batch"))
     if end_batch is not None:
-        message.end_batch = _batch(end_batch, "end_batch")
+        message.end_batch = _non_negative_int(end_batch, "end_batch")
+    _set_operator(message, operator_id)
     return _dataframe(spark, message)
 
 
@@ -107,7 +121,15 @@ def _check_checkpoint(checkpoint: str) -> None:
         raise TypeError(f"checkpoint must be a non-empty path string, got {checkpoint!r}")
 
 
-def _batch(value: int, what: str) -> int:
+def _set_operator(message: object, operator_id: Optional[int]) -> None:
+    """Sets the message's ``operator_id`` when one is given; the server checks that the
+    checkpoint has it."""
+    if operator_id is not None:
+        message.operator_id = _non_negative_int(  # type: ignore[attr-defined]
+            operator_id, "operator_id")
+
+
+def _non_negative_int(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, got {type(value).__name__}")
     if value < 0:

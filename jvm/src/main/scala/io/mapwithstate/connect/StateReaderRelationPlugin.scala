@@ -23,15 +23,18 @@ class StateReaderRelationPlugin extends RelationPlugin {
     : Optional[LogicalPlan] = {
     val message = AnyProto.parseFrom(relation)
     lazy val hadoopConf = planner.session.sessionState.newHadoopConf()
+    // Both messages name the checkpoint and, optionally, which map_with_state operator of it.
+    def checkpointOf(location: String, hasOperatorId: Boolean, operatorId: Long) =
+      QueryCheckpoint.resolve(location, hadoopConf, Option.when(hasOperatorId)(operatorId))
     if (message.is(classOf[proto.ReadState])) {
       val rel = message.unpack(classOf[proto.ReadState])
-      val checkpoint = QueryCheckpoint.resolve(rel.getCheckpoint, hadoopConf)
+      val checkpoint = checkpointOf(rel.getCheckpoint, rel.hasOperatorId, rel.getOperatorId)
       val batchId = if (rel.hasBatchId) Some(rel.getBatchId) else None
       Optional.of(StateReadRelation(checkpoint,
         StateRead.At(checkpoint.versionOf(batchId, hadoopConf))))
     } else if (message.is(classOf[proto.ReadStateChanges])) {
       val rel = message.unpack(classOf[proto.ReadStateChanges])
-      val checkpoint = QueryCheckpoint.resolve(rel.getCheckpoint, hadoopConf)
+      val checkpoint = checkpointOf(rel.getCheckpoint, rel.hasOperatorId, rel.getOperatorId)
       val end = if (rel.hasEndBatch) Some(rel.getEndBatch) else None
       val (first, last) = checkpoint.changeRange(rel.getStartBatch, end, hadoopConf)
       Optional.of(StateReadRelation(checkpoint, StateRead.Changes(first, last)))

@@ -11,14 +11,15 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * Plans a [[MapWithState]]: over batch input as a [[MapWithStateExec]]; over streaming input as
  * a [[MapWithStateStreamExec]] with the state info of the micro-batch being planned (Spark's
  * IncrementalExecution assigns state info only to its own operators, and its state schema
- * rule needs it during planning, so it is filled in here). A group function's aggregation
- * step ([[GroupAggregation]]) is planned below either operator.
+ * rule needs it during planning, so it is filled in here), under the operator id of the node's
+ * number in its query (see [[io.mapwithstate.plan.NumberStateOperators]]). A group function's
+ * aggregation step ([[GroupAggregation]]) is planned below either operator.
  */
 object MapWithStateStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
     case m: MapWithState if m.child.isStreaming =>
       val batch = StreamingQueryGlue.plannedMicroBatch(SparkSession.active,
-        MapWithStateStreamExec.OperatorId)
+        MapWithStateStreamExec.operatorId(m.stateOperatorIndex))
       // The initial state seeds a query's first batch only; a restarted query continues from
       // its checkpoint, so later batches do not even read it.
       val firstBatch = batch.forall(_.stateInfo.storeVersion == 0)

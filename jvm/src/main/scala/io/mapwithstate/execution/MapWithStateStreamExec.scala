@@ -39,7 +39,7 @@ import org.apache.spark.sql.types.StructType
  * when the partition's output is exhausted; Spark aborts it if the task fails.
  *
  * `stateInfo` comes from the running query at planning time (see
- * [[MapWithStateStreamExec.OperatorId]] and `StreamingQueryGlue`); `initialState` is planned
+ * [[MapWithStateStreamExec.operatorId]] and `StreamingQueryGlue`); `initialState` is planned
  * only for a query's first batch.
  *
  * The tasks' closure holds the operator (Spark's `setStoreMetrics` and `setOperatorMetrics`
@@ -243,10 +243,16 @@ case class MapWithStateStreamExec(
 
 object MapWithStateStreamExec {
   /**
-   * The state operator id of map_with_state in a query's checkpoint (`state/1000/...`). Spark
-   * numbers its own stateful operators from 0 in plan order, so a fixed id far above them
-   * cannot collide and stays the same across restarts; a query holds at most one
-   * map_with_state.
+   * The state operator id of a query's first (or only) map_with_state in its checkpoint
+   * (`state/1000/...`). Spark numbers its own stateful operators from 0 in plan order, so ids
+   * from far above them cannot collide, and stay the same across restarts.
    */
-  val OperatorId: Long = 1000L
+  val FirstOperatorId: Long = 1000L
+
+  /**
+   * The state operator id of a query's map_with_state number `index` (its
+   * `MapWithState.stateOperatorIndex`): `FirstOperatorId + index`, so a query with one keeps
+   * the id every earlier checkpoint has.
+   */
+  def operatorId(index: Int): Long = FirstOperatorId + index
 }

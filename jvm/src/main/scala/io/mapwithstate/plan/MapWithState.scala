@@ -22,6 +22,10 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
  * @param aggregateInputs the columns of `child` the aggregates read, in `aggregates.inputs`
  *                  order: Spark rewrites these (a stream's micro-batch gives its source new
  *                  attributes), and [[boundAggregates]] follows them
+ * @param stateOperatorIndex over streaming input: which of its query's map_with_state
+ *                  operators this is, numbered when the query starts by [[NumberStateOperators]]
+ *                  (0 for the first or only one); its state lives under the operator id
+ *                  `MapWithStateStreamExec.operatorId(stateOperatorIndex)`
  */
 case class MapWithState(
     keys: Seq[Attribute],
@@ -36,7 +40,8 @@ case class MapWithState(
     eventTime: Option[Attribute] = None,
     groups: Boolean = false,
     aggregateInputs: Seq[Attribute] = Nil,
-    aggregates: GroupAggregates = GroupAggregates(Nil, Nil)) extends LogicalPlan {
+    aggregates: GroupAggregates = GroupAggregates(Nil, Nil),
+    stateOperatorIndex: Int = 0) extends LogicalPlan {
 
   override def children: Seq[LogicalPlan] = child +: initialState.toSeq
 

@@ -1,7 +1,7 @@
 package io.mapwithstate.plan
 
 import io.mapwithstate.MapWithStateException
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Distinct, LogicalPlan}
+import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Distinct, FlatMapGroupsWithState, LogicalPlan}
 import org.apache.spark.sql.catalyst.streaming.WriteToStream
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.streaming.OutputMode
@@ -19,8 +19,7 @@ import org.apache.spark.sql.streaming.OutputMode
  * streaming aggregation follows: then the result table is the aggregation's, over the rows
  * map_with_state appended, and every mode Spark allows that aggregation is ours to allow too,
  * as Spark allows flatMapGroupsWithState in append mode before an aggregation (its
- * FlatMapGroupsWithStateSuite's "streaming + aggregation" runs in complete mode). Its state
- * lives under one fixed operator id, so a query holds at most one map_with_state.
+ * FlatMapGroupsWithStateSuite's "streaming + aggregation" runs in complete mode).
  *
  * Spark's `UnsupportedOperationChecker` sees none of this node, so the rules it applies to
  * flatMapGroupsWithState are applied here, under its switch
@@ -28,17 +27,18 @@ import org.apache.spark.sql.streaming.OutputMode
  * before map_with_state is refused, as Spark refuses flatMapGroupsWithState in update mode
  * with an aggregation (the aggregation re-emits a key's row every micro-batch that updates
  * it, which map_with_state would take as new records; in append mode, with a watermark, it
- * emits each row once, and Spark 4 allows that); and the global-watermark limit on chains of
- * stateful operators holds for chains with a map_with_state, see [[GlobalWatermarkLimit]].
+ * emits each row once, and Spark 4 allows that); several map_with_state (each with its own
+ * state, see [[NumberStateOperators]]) are allowed only in append mode, as Spark allows several
+ * flatMapGroupsWithState only in append mode (map_with_state has no output mode of its own:
+ * it takes the query's); and the global-watermark limit on chains of stateful operators holds
+ * for chains with a map_with_state, see [[GlobalWatermarkLimit]].
  */
 object StreamingWriteCheck extends (LogicalPlan => Unit) {
   override def apply(plan: LogicalPlan): Unit = plan.foreach {
     case write: WriteToStream =>
       val operators = write.inputQuery.collect { case m: MapWithState if m.child.isStreaming => m }
-      if (operators.size > 1) {
-        throw MapWithStateException(
-          s"a streaming query can hold one map_with_state, this one has ${operators.size}; " +
-            "split it into several queries")
+      if (operators.nonEmpty && SQLConf.get.isUnsupportedOperationCheckEnabled) {
+        refuseSeveralOutsideAppend(write)
       }
       val name = operators.headOption.fold("map_with_state")(_.functionName)
       if (operators.nonEmpty && write.outputMode != OutputMode.Append() &&
@@ -56,6 +56,36 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
         GlobalWatermarkLimit(write.inputQuery, write.outputMode)
       }
     case _ =>
+  }
+
+  /**
+   * Spark's rule for several flatMapGroupsWithState in one query, with our operators counted
+   * among them: they are allowed only when the query's output mode, and each Spark operator's
+   * own, is append. (In update mode an operator's rows would be read, by the next stateful
+   * operator or the sink, as updates of the rows it emitted before; Spark's mapGroupsWithState,
+   * update mode only, counts here too, as Spark refuses mixing it with flatMapGroupsWithState.)
+   */
+  private def refuseSeveralOutsideAppend(write: WriteToStream): Unit = {
+    val operators = write.inputQuery.collect {
+      case m: MapWithState if m.child.isStreaming => m
+      case f: FlatMapGroupsWithState if f.isStreaming => f
+    }
+    val allAppend = write.outputMode == OutputMode.Append() && operators.forall {
+      case f: FlatMapGroupsWithState => f.outputMode == OutputMode.Append()
+      case _ => true
+    }
+    if (operators.size > 1 && !allAppend) {
+      val names = operators.map(GlobalWatermarkLimit.describe).mkString(", ")
+      throw MapWithStateException(
+        s"a streaming query holds several map_with_state (or flatMapGroupsWithState) " +
+          "operators only in outputMode('append'), where each adds rows that the next one or " +
+          s"the sink takes once: this one has ${operators.size} ($names) in " +
+          s"outputMode('${write.outputMode.toString.toLowerCase}'); write it in append mode " +
+          "(map_with_state gives the same rows in both), or split it into several queries " +
+          "(Spark refuses it too: \"Multiple flatMapGroupsWithStates are not supported when " +
+          "they are not all in append mode or the output mode is not append on a streaming " +
+          "DataFrames/Datasets\")")
+    }
   }
 
   /**

@@ -13,8 +13,9 @@ import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityCh
 import org.apache.spark.sql.types.StructType
 
 /**
- * A streaming query's checkpoint as the state reader sees it: where map_with_state's state
- * is (`state/<operator id>/<partition>/`), its key and state schemas (as Spark's state schema
+ * A streaming query's checkpoint as the state reader sees it: where the state of one of its
+ * map_with_state operators is (`state/<operator id>/<partition>/`; a query with several has
+ * one directory each), its key and state schemas (as Spark's state schema
  * check recorded them in `state/<operator id>/0/_metadata/schema` on the query's first batch),
  * its number of partitions and the last batch in the commit log (`commits/<batch id>`).
  *
@@ -92,10 +93,13 @@ final case class QueryCheckpoint(
 object QueryCheckpoint {
 
   /**
-   * Reads what a state read needs from the checkpoint at `location`, failing with an error
-   * that names what was found when it is not a checkpoint of a query with map_with_state.
+   * Reads what a state read needs from the checkpoint at `location`, of its map_with_state
+   * operator `operatorId` (the one there is when None), failing with an error that names what
+   * was found when it is not a checkpoint of a query with map_with_state, or holds several
+   * and none was chosen.
    */
-  def resolve(location: String, hadoopConf: Configuration): QueryCheckpoint = {
+  def resolve(location: String, hadoopConf: Configuration,
+      operatorId: Option[Long] = None): QueryCheckpoint = {
     if (location == null || location.isEmpty) {
       throw MapWithStateException("checkpoint is empty: the checkpointLocation of a streaming " +
         "query that ran map_with_state")
@@ -118,20 +122,14 @@ object QueryCheckpoint {
       throw MapWithStateException(s"checkpoint $location is not a streaming query's checkpoint: " +
         s"it has no commits/ or offsets/ (found ${describe(found)})")
     }
-    val operatorId = MapWithStateStreamExec.OperatorId
     val operators = numbers(children(new Path(root, "state")))
-    if (!operators.contains(operatorId)) {
-      throw MapWithStateException(s"checkpoint $location is not a map_with_state checkpoint: " +
-        (if (operators.isEmpty) "it holds no state (a stateless query?)"
-        else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
-          s"map_with_state (operator $operatorId)"))
-    }
+    val chosen = chooseOperator(location, operators, operatorId)
     val commits = numbers(children(new Path(root, "commits")))
     if (commits.isEmpty) {
       throw MapWithStateException(s"checkpoint $location has no committed batch yet: its " +
         "query has not finished a micro-batch")
     }
-    val stateDir = new Path(new Path(root, "state"), operatorId.toString)
+    val stateDir = new Path(new Path(root, "state"), chosen.toString)
     val partitions = numbers(children(stateDir))
     if (partitions.isEmpty || partitions != partitions.indices.map(_.toLong)) {
       throw MapWithStateException(s"the state of $location ($stateDir) should have partition " +
@@ -149,8 +147,44 @@ object QueryCheckpoint {
     // Spark's schema check writes it under the store location of partition 0.
     val (keySchema, valueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
-    QueryCheckpoint(root.toString, operatorId, partitions.size, keySchema, valueSchema,
+    QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
       commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf))
+  }
+
+  /**
+   * Which of the checkpoint's stateful `operators` (the ids under `state/`) to read:
+   * `requested`, which must be one of map_with_state's (ids from
+   * `MapWithStateStreamExec.FirstOperatorId` on, Spark's own being below), or else the one
+   * map_with_state there is. A query with several has no default: reading the wrong one would
+   * give plausible rows of another state.
+   */
+  private def chooseOperator(location: String, operators: Seq[Long],
+      requested: Option[Long]): Long = {
+    val ours = operators.filter(_ >= MapWithStateStreamExec.FirstOperatorId)
+    def listed = ours.mkString(", ")
+    requested match {
+      case Some(id) if ours.contains(id) => id
+      case Some(id) if ours.isEmpty =>
+        throw MapWithStateException(s"operator_id $id: checkpoint $location holds no " +
+          "map_with_state state " + (if (operators.isEmpty) "(a stateless query?)"
+          else s"(only the state of Spark's stateful operators ${operators.mkString(", ")})"))
+      case Some(id) =>
+        throw MapWithStateException(s"operator_id $id is not a map_with_state operator of " +
+          s"checkpoint $location" + (if (operators.contains(id)) " (it is one of Spark's " +
+            "stateful operators)" else "") + s"; its map_with_state operators are $listed")
+      case None if ours.size == 1 => ours.head
+      case None if ours.isEmpty =>
+        val first = MapWithStateStreamExec.FirstOperatorId
+        throw MapWithStateException(s"checkpoint $location is not a map_with_state checkpoint: " +
+          (if (operators.isEmpty) "it holds no state (a stateless query?)"
+          else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
+            s"map_with_state (operator $first)"))
+      case None =>
+        throw MapWithStateException(s"checkpoint $location holds the state of ${ours.size} " +
+          s"map_with_state operators ($listed): pass operator_id to choose one (a query's " +
+          "operators are numbered from 1000 in its plan, from the sources on: in a chain the " +
+          "first one, in a union the left side's first)")
+    }
   }
 
   /** The key and state schemas recorded by Spark's state schema check (its format and reader). */

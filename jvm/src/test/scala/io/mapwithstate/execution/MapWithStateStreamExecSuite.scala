@@ -111,7 +111,7 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       assert(operator.execute().getNumPartitions == 2)
       assert(operator.outputPartitioning.numPartitions == 2)
       // Each partition keeps its own store: a delta per micro-batch (a version) per partition.
-      val state = new java.io.File(grouped, s"state/${MapWithStateStreamExec.OperatorId}")
+      val state = new java.io.File(grouped, s"state/${MapWithStateStreamExec.FirstOperatorId}")
       assert((0 until 4).forall(p => (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
 
       // Off: a task per partition, the same answer; the grouping may change across a restart.

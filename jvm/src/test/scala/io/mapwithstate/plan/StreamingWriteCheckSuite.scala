@@ -1,9 +1,10 @@
 package io.mapwithstate.plan
 
 import io.mapwithstate.{LocalSpark, MapWithState, MapWithStateException, StateSpec, TempDirs}
+import io.mapwithstate.execution.MapWithStateStreamExec
 import io.mapwithstate.functions._
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
-import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.{GroupState, GroupStateTimeout, OutputMode}
 import org.scalatest.funsuite.AnyFunSuite
@@ -12,7 +13,9 @@ import org.scalatest.funsuite.AnyFunSuite
  * What a streaming query's start refuses around a map_with_state beside Spark's own stateful
  * operators, which only the Scala API builds in one query (Python has no flatMapGroupsWithState):
  * Spark's global-watermark limit (UnsupportedOperationsSuite's "multiple stateful ops" cases)
- * with map_with_state on either side, and the switches that turn it off.
+ * with map_with_state on either side, and the switches that turn it off; and several
+ * map_with_state in one query (its "multiple flatMapGroupsWithStates" cases): numbered each
+ * with its own state operator id, allowed in append mode only.
  */
 class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs {
 
@@ -38,12 +41,13 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
   private def mapWithState(df: DataFrame, eventTime: Boolean = false): DataFrame =
     MapWithState.mapWithState(df, Seq(col("word")), runningCount(eventTime))
 
-  /** Spark's flatMapGroupsWithState(Append) over `df`'s words, counting each batch's rows. */
-  private def flatMapGroupsWithState(df: DataFrame, timeout: GroupStateTimeout): DataFrame = {
+  /** Spark's flatMapGroupsWithState over `df`'s words, counting each batch's rows. */
+  private def flatMapGroupsWithState(df: DataFrame, timeout: GroupStateTimeout,
+      mode: OutputMode = OutputMode.Append()): DataFrame = {
     val counts = (word: String, rows: Iterator[Row], _: GroupState[java.lang.Long]) =>
       Iterator((word, rows.size.toLong))
     df.groupByKey((r: Row) => r.getString(0))(Encoders.STRING)
-      .flatMapGroupsWithState(OutputMode.Append(), timeout)(counts)(
+      .flatMapGroupsWithState(mode, timeout)(counts)(
         Encoders.LONG, Encoders.tuple(Encoders.STRING, Encoders.scalaLong))
       .toDF("word", "n")
   }
@@ -118,5 +122,84 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
       message)
     assert(message.exists(_.contains("flatMapGroupsWithState in update mode is not supported " +
       "with aggregation")), message)
+  }
+
+  /** A running count per `value`, emitting (word, n). */
+  private val valueCount = StateSpec.function("n BIGINT",
+    update = struct((coalesce(state("n"), lit(0L)) + 1).as("n")),
+    emit = struct(col("value").as("word"), newState("n").as("n")))
+
+  /** The running count of the words, then a running count of the (word, n) rows per n. */
+  private def chained(input: MemoryStream[String]): DataFrame = {
+    val first = MapWithState.mapWithState(input.toDF(), Seq(col("value")), valueCount)
+    MapWithState.mapWithState(first.select(col("n").cast("string").as("value")),
+      Seq(col("value")), valueCount)
+  }
+
+  test("two chained map_with_state run in append mode, each on its own state operator id") {
+    withDir { dir =>
+      val input = MemoryStream[String](Encoders.STRING, spark.sqlContext)
+      val query = chained(input).writeStream.format("memory").queryName("chained")
+        .outputMode("append").option("checkpointLocation", dir.getPath).start()
+      try {
+        input.addData("a", "b", "a")
+        query.processAllAvailable()
+        input.addData("a", "c")
+        query.processAllAvailable()
+        // Counts 1, 2 (a), 1 (b); then 3 (a), 1 (c): n "1" is seen three times, "2" and "3"
+        // once each, in emission order.
+        val rows = spark.table("chained").collect().map(r => (r.getString(0), r.getLong(1)))
+        assert(rows.sorted.toSeq == Seq(("1", 1L), ("1", 2L), ("1", 3L), ("2", 1L), ("3", 1L)))
+        val execution = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution
+        val byId = execution.executedPlan.collect {
+          case op: MapWithStateStreamExec => op.stateInfo.get.operatorId -> op
+        }.toMap
+        assert(byId.keySet == Set(1000L, 1001L))
+        // The one nearest the source is the first: it keeps the id a lone map_with_state has.
+        assert(byId(1001L).child.exists(_ eq byId(1000L)))
+        Seq(1000, 1001).foreach { id =>
+          assert(new java.io.File(dir, s"state/$id/0/_metadata/schema").isFile, id)
+        }
+        val progress = query.lastProgress.stateOperators
+        assert(progress.length == 2 && progress.map(_.numRowsTotal).sorted.toSeq == Seq(3L, 3L))
+      } finally query.stop()
+    }
+  }
+
+  test("several map_with_state in update or complete mode are refused, with Spark's words") {
+    val twice = MemoryStream[String](Encoders.STRING, spark.sqlContext)
+    val message = startError(chained(twice), "update")
+    assert(message.exists(_.contains("this one has 2 (map_with_state, map_with_state) in " +
+      "outputMode('update')")), message)
+    assert(message.exists(_.contains("Multiple flatMapGroupsWithStates are not supported when " +
+      "they are not all in append mode or the output mode is not append")), message)
+    val counted = chained(twice).groupBy("word").count()
+    assert(startError(counted, "complete").exists(_.contains(
+      "this one has 2 (map_with_state, map_with_state) in outputMode('complete')")))
+    // Spark's switch for its own checks lets them run, as it lets its own operators.
+    assert(startError(chained(twice), "update",
+      Map("spark.sql.streaming.unsupportedOperationCheck" -> "false")).isEmpty)
+  }
+
+  test("map_with_state after map_with_state with event-time timers is refused in append mode") {
+    // The chain's one global watermark: the first one's timers emit rows older than it.
+    assertRefused(mapWithState(mapWithState(events, eventTime = true)
+      .select(col("word"), col("t").as("event"))), "append",
+      "map_with_state with event-time timers (timeout_domain('event_time')) is followed by " +
+        "map_with_state")
+  }
+
+  test("a flatMapGroupsWithState of Spark's counts among them") {
+    val input = MemoryStream[String](Encoders.STRING, spark.sqlContext)
+    val counted = MapWithState.mapWithState(input.toDF(), Seq(col("value")), valueCount)
+      .select(col("word"))
+    def sparks(mode: OutputMode) =
+      flatMapGroupsWithState(counted, GroupStateTimeout.NoTimeout(), mode)
+    assert(startError(sparks(OutputMode.Append()), "append").isEmpty)
+    // Spark's own check passes it (its one operator is in the query's mode); ours does not.
+    val message = startError(sparks(OutputMode.Update()), "update")
+    assert(message.exists(_.contains(
+      "this one has 2 (flatMapGroupsWithState, map_with_state) in outputMode('update')")),
+      message)
   }
 }
