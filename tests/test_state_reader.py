@@ -214,6 +214,18 @@ def test_a_checkpoint_of_another_operator_is_refused(spark, tmp_path):
         mws.read_state(spark, stream.checkpoint).schema
 
 
+def test_a_checkpoint_of_the_rocksdb_backend_is_refused_naming_its_files(spark, tmp_path):
+    # The reader reads the heap backend's delta and snapshot files; RocksDB keeps other ones.
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b")
+    stream.run_available_now(
+        map_with_state(stream.read(spark), "word", running_count().backend("rocksdb")))
+    with pytest.raises(PySparkException, match=r"are not those of the heap state backend "
+                                               r"\(<version>\.delta, <version>\.snapshot\), "
+                                               r"the one this reader reads"):
+        mws.read_state(spark, stream.checkpoint).schema
+
+
 def test_a_batch_beyond_the_last_committed_is_refused(spark, small_stream):
     with pytest.raises(PySparkException, match=r"batch_id 3 is beyond the last committed "
                                                r"batch \(2\) of "):
