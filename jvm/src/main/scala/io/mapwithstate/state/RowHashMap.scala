@@ -101,8 +101,11 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
    * Whether a slot word (from [[probeStartWord]]) may hold the key of `hash`: it is used and
    * carries the hash's tag. Where it does, a lookup of the key most likely ends at this table.
    */
-  def mayHold(slotWord: Long, hash: Int): Boolean =
-    slotWord != EmptySlot && (slotWord & TagBits) == (hash & TagBits)
+  def mayHold(slotWord: Long, hash: Int): Boolean = slotWord != EmptySlot && tagged(slotWord, hash)
+
+  /** Whether a used slot word carries the tag of `hash` (see [[TagBits]]). */
+  @inline private def tagged(slotWord: Long, hash: Int): Boolean =
+    (slotWord & TagBits) == (hash & TagBits)
 
   /** The slot holding the given key bytes, or -1. */
   def find(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
@@ -121,7 +124,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
       val address = addresses(slot)
       if (address == EmptySlot) return -1 - slot
       // The tag (see [[TagBits]]) spares reading the hashes array, one more cache miss.
-      if ((address & TagBits) == (hash & TagBits) &&
+      if (tagged(address, hash) &&
           keyEquals(address, keyBase, keyOffset, keyLength)) {
         return slot
       }
