@@ -363,6 +363,23 @@ def rocksdb_files_after_two_batches(spark, stream, min_deltas):
     return result, files
 
 
+def wait_until_state_files_settle(stream, quiet_seconds=3, limit_seconds=60):
+    """Waits until no file of the checkpoint's state has changed for ``quiet_seconds``: the
+    stopped run's stores are closed by the fresh server's maintenance, which may still upload
+    a snapshot; under load that takes longer than a fixed pause."""
+    def listing():
+        return {(d, n, os.path.getmtime(os.path.join(d, n)))
+                for d, _, names in os.walk(os.path.join(stream.checkpoint, "state"))
+                for n in names}
+    deadline = time.monotonic() + limit_seconds
+    last, since = listing(), time.monotonic()
+    while time.monotonic() - since < quiet_seconds and time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = listing()
+        if now != last:
+            last, since = now, time.monotonic()
+
+
 @pytest.mark.slow  # the fresh server: maintenance every second uploads RocksDB's snapshots
 def test_rocksdb_damaged_snapshot_falls_back_to_an_older_one_and_the_changelogs(
         fresh_server, tmp_path):
@@ -371,7 +388,7 @@ def test_rocksdb_damaged_snapshot_falls_back_to_an_older_one_and_the_changelogs(
     deadline = time.monotonic() + 60
     while not any(f.endswith("/2.zip") for f in files("zip")) and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(3)  # the stopped run's stores are closed by the next maintenance rounds
+    wait_until_state_files_settle(stream)
     corrupt(files("zip")[-1], "truncate")
     stream.add(*[f"w{i}" for i in range(40)])
     # Spark's default, which its testing mode (the fresh server's) turns off.
@@ -393,7 +410,7 @@ def test_rocksdb_damaged_changelog_fails_the_query(fresh_server, tmp_path, how):
     stream = Stream(str(tmp_path))
     # No snapshot after the first version: loading version 2 replays 2.changelog.
     result, files = rocksdb_files_after_two_batches(fresh_server, stream, "100")
-    time.sleep(3)
+    wait_until_state_files_settle(stream)
     damaged = files("changelog")[-1]
     assert damaged.endswith("/2.changelog") and "2.zip" not in str(files("zip"))
     corrupt(damaged, how)
