@@ -159,13 +159,13 @@ object StreamingQueryGlue {
    * members, read through a narrow dependency as Spark's `CoalescedRDD` reads its parents'):
    * each member's store is opened once the previous member's output is exhausted, which is when
    * `f`'s output commits it; the commit's delta file is made durable in the background
-   * ([[io.mapwithstate.state.DeferredCloses]]) while the next member runs, and the task's
-   * output ends once every member's delta is durable. It never looks for a read store opened
-   * earlier in the task (Spark's `StateStoreThreadLocalTracker`): each member opens exactly one
-   * store. And a store of
-   * the heap state's provider comes from [[ExecutorStateProviders]], which keeps its providers
-   * loaded as `StateStore` does but reports them to the coordinator once per load (and again
-   * from maintenance when needed), without the task waiting.
+   * ([[io.mapwithstate.state.DeferredCloses]]) while the next member runs (the last member's in
+   * place), and the task's output ends once every member's delta is durable. It never looks for
+   * a read store opened earlier in the task (Spark's `StateStoreThreadLocalTracker`): each
+   * member opens exactly one store. And a store of the heap state's provider comes from
+   * [[ExecutorStateProviders]], which keeps its providers loaded as `StateStore` does but reports
+   * them to the coordinator once per load (and again from maintenance when needed), without the
+   * task waiting.
    */
   private class StoreTaskRDD[T: ClassTag, U: ClassTag](
       data: RDD[T],
@@ -205,13 +205,20 @@ object StreamingQueryGlue {
           // Each member's delta is made durable (fsync, rename) while the next member's records
           // run; the output ends, and so can count, only once every one of them is durable. A
           // task that fails or stops early still waits for them, and fails if one failed.
+          // The last member has nothing to go on to: its commit closes its delta in place, on
+          // the task's thread, rather than handing the close to another thread and waiting for
+          // it (in S1 that handoff was a wake-up and a second wait for a CPU per task).
           val closes = DeferredCloses.begin()
           context.addTaskCompletionListener[Unit] { _ =>
             DeferredCloses.end(closes)
             closes.awaitAll()
           }
+          val last = members.last
           CompletionIterator[U, Iterator[U]](
-            members.iterator.flatMap(member => computeMember(member, context)), closes.awaitAll())
+            members.iterator.flatMap { member =>
+              if (member eq last) DeferredCloses.end(closes)
+              computeMember(member, context)
+            }, closes.awaitAll())
       }
 
     /** `f` over one state partition's input, with its store. */
