@@ -18,8 +18,9 @@ import org.apache.hadoop.fs.Path
  * ([[io.mapwithstate.execution.StateTaskGroups]]) commits each in turn. With its deltas'
  * closes deferred here, the next partition's records run while the disk syncs the previous
  * partition's delta, and the task waits for them all once, at its end ([[awaitAll]]), before
- * its output counts. The last partition's close is not deferred: nothing runs after it. So a task still never succeeds with a state file that is not durable,
- * and a failed close fails the task with the error a failed commit gives, naming the file.
+ * its output counts; the last partition's close is not deferred, as nothing runs after it. So
+ * a task still never succeeds with a state file that is not durable, and a failed close fails
+ * the task with the error a failed commit gives, naming the file.
  *
  * At most [[MaxPending]] closes of one task are under way: a later one first waits for the
  * oldest, so a task over many partitions (200, Spark's default, on two cores) keeps a bounded
