@@ -12,8 +12,9 @@ import time
 from pyspark.sql import functions as F
 
 OUTPUT_SCHEMA = "word STRING, n BIGINT"
-# The first bytes of the heap backend's delta files (StateMapSerde.DeltaMagic).
-MAPWITHSTATE_DELTA_MAGIC = b"MWSD"
+# The first bytes of the heap backend's delta files: compressed (StateFileCompression.Magic),
+# or as they are (StateMapSerde.DeltaMagic).
+MAPWITHSTATE_DELTA_MAGICS = (b"MWSZ", b"MWSD")
 
 
 class Stream:
@@ -119,7 +120,7 @@ def state_kept_by_sparks_provider(checkpoint, operator=0):
     beside map_with_state) wrote its state as delta files of the session's provider, Spark's
     HDFS one, and none in map_with_state's own format."""
     deltas = glob.glob(os.path.join(checkpoint, "state", str(operator), "*", "*.delta"))
-    return bool(deltas) and all(open(d, "rb").read(4) != MAPWITHSTATE_DELTA_MAGIC
+    return bool(deltas) and all(open(d, "rb").read(4) not in MAPWITHSTATE_DELTA_MAGICS
                                 for d in deltas)
 
 

@@ -105,7 +105,9 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
     require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
     require(snapshotDeltaRatio >= 0, s"snapshot delta ratio must not be negative: $snapshotDeltaRatio")
-    files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf)
+    // Compressed as Spark's HDFS-backed store compresses its files, with the same setting.
+    files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf,
+      compressionCodec = Some(storeConf.compressionCodec))
     if (!counted) {
       counted = true
       DeltaChainStateStoreProvider.open.incrementAndGet()
@@ -376,8 +378,12 @@ object DeltaChainStateStoreProvider {
   /** A reload then reads at most about 1.5 times a snapshot's bytes. */
   val DefaultSnapshotDeltaRatio = 0.5
 
-  /** Snapshots of a partition smaller than this are cheap: the versions alone set the cadence. */
-  private val SizeAwareSnapshotsFromBytes: Long = 4L << 20
+  /**
+   * Snapshots of a partition smaller than this (as stored: compressed) are cheap: the versions
+   * alone set the cadence. A megabyte of LZ4 holds about 7 MB of small rows (75k keys of a
+   * bigint key and state), whose snapshot is tens of milliseconds of background work.
+   */
+  private val SizeAwareSnapshotsFromBytes: Long = 1L << 20
 
   /** Store option: a snapshot once the delta files since the last one hold this many bytes. */
   val SnapshotDeltaBytesOption = "mapwithstate.snapshotDeltaBytes"

@@ -1,6 +1,6 @@
 package io.mapwithstate.state
 
-import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, IOException}
+import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, FilterOutputStream, IOException, OutputStream}
 
 import scala.util.control.NonFatal
 
@@ -21,14 +21,21 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  * process and writes no `.crc` side files (the files carry their own CRCs); elsewhere (HDFS,
  * object stores) through the `CheckpointFileManager` Spark would use for the query.
  *
+ * Files are written compressed with `compressionCodec` (a Spark codec's name; None: as they
+ * are), and every file reads back whatever it was written with ([[StateFileCompression]]).
+ *
  * A `readOnly` instance (the state reader's) never creates the directory and refuses writes
  * and deletes: reading a checkpoint must leave it exactly as it was.
  */
 class StateCheckpointFiles(
     val directory: Path,
     hadoopConf: Configuration,
-    readOnly: Boolean = false) {
+    readOnly: Boolean = false,
+    compressionCodec: Option[String] = None) {
   import StateCheckpointFiles._
+
+  // Made once: a bad name fails when the store is set up, naming the setting.
+  private val codec = compressionCodec.map(name => name -> StateFileCompression.codec(name))
 
   private val fileManager: CheckpointFileManager = {
     val local = new LocalCheckpointFileManager(directory, hadoopConf)
@@ -43,10 +50,10 @@ class StateCheckpointFiles(
   def exists(path: Path): Boolean = fileManager.exists(path)
 
   /**
-   * Writes `path` atomically with `body` and returns its size in bytes (capped at
-   * Int.MaxValue); a failed write leaves no file behind. With `closes`, the file's bytes are
-   * written here but made durable and visible (its close: fsync and rename) in the background,
-   * and `closes.awaitAll()` says when, or why not.
+   * Writes `path` atomically with `body` and returns its size in bytes as stored (compressed);
+   * a failed write leaves no file behind. With `closes`, the file's bytes are written here but
+   * made durable and visible (its close: fsync and rename) in the background, and
+   * `closes.awaitAll()` says when, or why not.
    */
   def write(path: Path, closes: Option[DeferredCloses] = None)(
       body: DataOutputStream => Unit): Long = {
@@ -57,9 +64,15 @@ class StateCheckpointFiles(
       writeFailure(path, e)
     }
     try {
-      val out = new DataOutputStream(new BufferedOutputStream(raw, BufferSize))
+      val stored = new StoredBytes(raw)
+      val content = codec match {
+        case Some((name, c)) => StateFileCompression.compressing(stored, name, c)
+        case None => stored
+      }
+      val out = new DataOutputStream(new BufferedOutputStream(content, BufferSize))
       body(out)
-      out.flush()
+      // Flushes the buffer and finishes the compressed stream; `raw` stays open for its close.
+      out.close()
       closes match {
         case None => raw.close()
         case Some(deferred) =>
@@ -67,20 +80,33 @@ class StateCheckpointFiles(
             try raw.close() catch { case NonFatal(e) => throw failed(e) }
           }
       }
-      out.size().toLong
+      stored.count
     } catch {
       case NonFatal(e) => throw failed(e)
     }
   }
 
-  /** Reads `path` with `body`; an error says which file could not be read and why. */
+  /**
+   * Reads `path` with `body`, which must read the whole file: bytes left after it are damage.
+   * An error says which file could not be read and why.
+   */
   def read[T](path: Path)(body: DataInputStream => T): T = {
     val in = try fileManager.open(path) catch {
       case NonFatal(e) =>
         throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
     }
-    try body(new DataInputStream(new BufferedInputStream(in, BufferSize)))
-    catch {
+    try {
+      val buffered = new BufferedInputStream(in, BufferSize)
+      val content = StateFileCompression.decompressing(buffered)
+      val data = new DataInputStream(
+        if (content eq buffered) buffered else new BufferedInputStream(content, BufferSize))
+      val result = body(data)
+      // Also reads a compressed stream's end, whose damage would otherwise go unseen.
+      if (data.read() != -1) {
+        throw new IOException("is corrupt: it has bytes after the end of its state")
+      }
+      result
+    } catch {
       case NonFatal(e) =>
         throw new IOException(s"cannot load mapWithState state file $path: ${e.getMessage}", e)
     } finally in.close()
@@ -119,6 +145,23 @@ object StateCheckpointFiles {
   /** The error of a state file that could not be written (or made durable): it names the file. */
   def writeFailure(path: Path, cause: Throwable): IOException =
     new IOException(s"cannot write mapWithState state file $path: ${cause.getMessage}", cause)
+
+  /** Passes bytes on to `out`, counting them; closing it leaves `out` open. */
+  private final class StoredBytes(out: OutputStream) extends FilterOutputStream(out) {
+    var count = 0L
+
+    override def write(b: Int): Unit = {
+      out.write(b)
+      count += 1
+    }
+
+    override def write(b: Array[Byte], off: Int, len: Int): Unit = {
+      out.write(b, off, len)
+      count += len
+    }
+
+    override def close(): Unit = out.flush()
+  }
 }
 
 /**

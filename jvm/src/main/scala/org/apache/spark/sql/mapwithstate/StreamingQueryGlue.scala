@@ -7,8 +7,9 @@ import scala.reflect.ClassTag
 
 import io.mapwithstate.state.{DeferredCloses, DeltaChainStateStoreProvider, ExecutorStateProviders, StoreCoordinator}
 import org.apache.hadoop.conf.Configuration
-import org.apache.spark.{NarrowDependency, Partition, SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{NarrowDependency, Partition, SparkConf, SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.io.CompressionCodec
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
@@ -30,7 +31,8 @@ import org.apache.spark.util.{CompletionIterator, SerializableConfiguration}
  *    changing the provider the rest of the session uses (Spark's `StateStoreRDD`, with the
  *    Hadoop configuration broadcast once per query run), and the state store coordinator as
  *    an executor reaches it (including the commits Spark counts for a `foreachBatch` sink);
- *  - checking the state schema against the one recorded in the checkpoint.
+ *  - checking the state schema against the one recorded in the checkpoint;
+ *  - Spark's compression codecs by name, for the state files.
  */
 object StreamingQueryGlue {
 
@@ -260,6 +262,13 @@ object StreamingQueryGlue {
 
   /** A task of [[StoreTaskRDD]]: the input partitions (state partitions) it serves, in order. */
   private case class StoreTaskPartition(index: Int, members: Array[Partition]) extends Partition
+
+  /**
+   * Spark's compression codec of that name (short or class name), as Spark's HDFS-backed state
+   * store makes the one its files are compressed with; Spark keeps the factory to itself.
+   */
+  def compressionCodec(conf: SparkConf, name: String): CompressionCodec =
+    CompressionCodec.createCodec(conf, name)
 
   /** This JVM's reference to the driver's coordinator, and the SparkEnv it was set up in. */
   private var coordinatorRef: (SparkEnv, StateStoreCoordinatorRef) = _

@@ -1,0 +1,185 @@
+package io.mapwithstate.state
+
+import java.io.{ByteArrayOutputStream, File, IOException, RandomAccessFile}
+import java.nio.charset.StandardCharsets
+import java.nio.file.Files
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.Path
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{LongType, StructType}
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * The state files as stored ([[StateFileCompression]]): compressed with Spark's state store
+ * codec setting, read back whatever they were written with (another codec, or none, as
+ * earlier versions wrote them), and damage to the container reported as damage.
+ */
+class StateFileCompressionSuite extends AnyFunSuite {
+
+  private val keySchema = new StructType().add("k", LongType)
+  private val project = UnsafeProjection.create(Seq(BoundReference(0, LongType, nullable = true)))
+  private val CodecKey = SQLConf.STATE_STORE_COMPRESSION_CODEC.key
+
+  private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
+
+  private def provider(root: File, codec: Option[String] = None): DeltaChainStateStoreProvider = {
+    val sqlConf = new SQLConf()
+    codec.foreach(sqlConf.setConfString(CodecKey, _))
+    val p = new DeltaChainStateStoreProvider
+    p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, keySchema,
+      NoPrefixKeyStateEncoderSpec(keySchema), false,
+      new StateStoreConf(sqlConf, Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> "2")),
+      new Configuration(), false, None)
+    p
+  }
+
+  /** Commits versions `from + 1` to `to`: version v sets keys 0 until 1000 to v. */
+  private def commit(p: DeltaChainStateStoreProvider, from: Int, to: Int): Unit = {
+    (from until to).foreach { v =>
+      val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
+      (0L until 1000L).foreach(k => store.stateMap.put(row(k), row(v + 1L), (v + 1) * 10L))
+      store.commit()
+    }
+    p.doMaintenance()
+  }
+
+  private def withRoot(body: File => Unit): Unit = {
+    val root = Files.createTempDirectory("mws-compression").toFile
+    try body(root) finally deleteRecursively(root)
+  }
+
+  private def deleteRecursively(f: File): Unit = {
+    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
+    f.delete()
+  }
+
+  private def dir(root: File): File = new File(root, "1000/0")
+
+  private def stateFiles(root: File): Seq[File] =
+    dir(root).listFiles().toSeq.filter(_.getName.matches("\\d+\\.(delta|snapshot)"))
+
+  /** Leaves the deltas alone to rebuild every version from. */
+  private def deleteSnapshots(root: File): Unit =
+    stateFiles(root).filter(_.getName.endsWith(".snapshot")).foreach(_.delete())
+
+  private def files(root: File, codec: Option[String] = None): StateCheckpointFiles =
+    new StateCheckpointFiles(new Path(dir(root).getAbsolutePath), new Configuration(),
+      compressionCodec = codec)
+
+  private def load(root: File, version: Long): Map[Long, Long] =
+    StateVersionLoader.load(files(root), version, 1, 1, StateMap.DefaultDeltaChainThreshold)
+      .getAll().map(e => e.key.getLong(0) -> e.state.getLong(0)).toMap
+
+  private def expected(version: Long): Map[Long, Long] = (0L until 1000L).map(_ -> version).toMap
+
+  /** The codec a file's header names, or None for a file without one. */
+  private def codecOf(file: File): Option[String] = {
+    val bytes = Files.readAllBytes(file.toPath)
+    if (new String(bytes, 0, 4, StandardCharsets.US_ASCII) != "MWSZ") None
+    else Some(new String(bytes, 6, ((bytes(4) & 0xFF) << 8) | (bytes(5) & 0xFF),
+      StandardCharsets.UTF_8))
+  }
+
+  /** A file's content as the state format has it (decompressed). */
+  private def content(root: File, name: String): Array[Byte] =
+    files(root).read(new Path(new File(dir(root), name).getAbsolutePath)) { in =>
+      val out = new ByteArrayOutputStream()
+      in.transferTo(out)
+      out.toByteArray
+    }
+
+  test("the store's files are compressed with Spark's state store codec, LZ4 by default") {
+    withRoot { root =>
+      commit(provider(root), 0, 3)
+      val stored = stateFiles(root)
+      assert(stored.count(_.getName.endsWith(".delta")) == 3)
+      assert(stored.exists(_.getName.endsWith(".snapshot")))
+      stored.foreach(f => assert(codecOf(f).contains("lz4"), f.getName))
+      // 1000 records of a bigint key and state: 48 bytes each in the format, mostly zeros.
+      val delta = new File(dir(root), "2.delta")
+      assert(content(root, "2.delta").length > 48000)
+      assert(delta.length() < content(root, "2.delta").length / 4)
+      assert(load(root, 3) == expected(3))
+    }
+    withRoot { root =>
+      commit(provider(root, Some("zstd")), 0, 2)
+      assert(codecOf(new File(dir(root), "2.delta")).contains("zstd"))
+      assert(load(root, 2) == expected(2))
+    }
+  }
+
+  test("files of another codec, or uncompressed as earlier versions wrote them, read back") {
+    withRoot { root =>
+      commit(provider(root, Some("zstd")), 0, 2)
+      // Versions 1 and 2 as an earlier version wrote them: the format's bytes as they are.
+      val plain = files(root)
+      stateFiles(root).foreach { file =>
+        val bytes = content(root, file.getName)
+        plain.write(new Path(file.getAbsolutePath))(_.write(bytes))
+        assert(codecOf(file).isEmpty)
+      }
+      deleteSnapshots(root)
+      // A store with the default codec continues the checkpoint: it reloads version 2 from
+      // the uncompressed deltas, and its own files are LZ4.
+      commit(provider(root), 2, 4)
+      assert(codecOf(new File(dir(root), "4.delta")).contains("lz4"))
+      assert(load(root, 2) == expected(2))
+      assert(load(root, 4) == expected(4))
+    }
+  }
+
+  test("a damaged compression header or bytes after a file's end are damage, naming the file") {
+    withRoot { root =>
+      commit(provider(root), 0, 3)
+      deleteSnapshots(root)
+      val delta = new File(dir(root), "3.delta")
+      val original = Files.readAllBytes(delta.toPath)
+      def loadError(): IOException = {
+        val error = intercept[IOException](load(root, 3))
+        assert(error.getMessage.contains(s"cannot load mapWithState state file"))
+        assert(error.getMessage.contains(delta.getAbsolutePath))
+        error
+      }
+      // The codec's name ("lz4" becomes "lz5"): not an unknown codec, a damaged header.
+      val renamed = original.clone()
+      renamed(8) = '5'.toByte
+      Files.write(delta.toPath, renamed)
+      assert(loadError().getMessage.contains("compression header fails its checksum"))
+      // The name's length.
+      val resized = original.clone()
+      resized(5) = 0
+      Files.write(delta.toPath, resized)
+      assert(loadError().getMessage.contains("corrupt"))
+      // The compressed stream's end marker, after every byte of the state was read.
+      val f = new RandomAccessFile(delta, "rw")
+      try {
+        f.write(original)
+        f.seek(f.length() - 6)
+        val b = f.read()
+        f.seek(f.length() - 6)
+        f.write(b ^ 0xFF)
+      } finally f.close()
+      assert(loadError().getMessage.contains("corrupt"))
+      Files.write(delta.toPath, original)
+      assert(load(root, 3) == expected(3))
+      // Bytes after the end of a file's state (here one written uncompressed, whose end is the
+      // state format's own).
+      val plain = content(root, "3.delta")
+      Files.write(delta.toPath, plain ++ Array[Byte](1, 2, 3))
+      assert(codecOf(delta).isEmpty)
+      assert(loadError().getMessage.contains("bytes after the end of its state"))
+    }
+  }
+
+  test("a codec Spark does not have fails the store's setup naming the setting") {
+    withRoot { root =>
+      val error = intercept[IllegalArgumentException](provider(root, Some("lz5")))
+      assert(error.getMessage.contains(CodecKey))
+      assert(error.getMessage.contains("'lz5'"))
+    }
+  }
+}
