@@ -64,6 +64,7 @@ class StateCheckpointFiles(
       writeFailure(path, e)
     }
     try {
+      // Closing `stored` leaves `raw` open, for its close below.
       val stored = new StoredBytes(raw)
       val content = codec match {
         case Some((name, c)) => StateFileCompression.compressing(stored, name, c)
@@ -71,8 +72,7 @@ class StateCheckpointFiles(
       }
       val out = new DataOutputStream(new BufferedOutputStream(content, BufferSize))
       body(out)
-      // Flushes the buffer and finishes the compressed stream; `raw` stays open for its close.
-      out.close()
+      out.close() // flushes the buffer and finishes the compressed stream
       closes match {
         case None => raw.close()
         case Some(deferred) =>

@@ -1,6 +1,6 @@
 package io.mapwithstate.state
 
-import java.io.{BufferedInputStream, DataInputStream, DataOutputStream, FilterOutputStream, InputStream, IOException, OutputStream}
+import java.io.{BufferedInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream, EOFException, InputStream, IOException, OutputStream}
 import java.nio.charset.StandardCharsets
 import java.util.zip.CRC32
 
@@ -40,28 +40,23 @@ private[state] object StateFileCompression {
   private val MaxNameBytes = 256
 
   /** Spark's codec for a name, as the HDFS-backed store makes it; the error names the setting. */
-  def codec(name: String): CompressionCodec = {
-    val conf = Option(SparkEnv.get).map(_.conf).getOrElse(new SparkConf(false))
-    try StreamingQueryGlue.compressionCodec(conf, name) catch {
-      case NonFatal(e) =>
-        throw new IllegalArgumentException("spark.sql.streaming.stateStore.compression.codec is " +
-          s"'$name', which is not a compression codec Spark has (lz4, lzf, snappy, zstd or a " +
-          s"CompressionCodec class): ${e.getMessage}", e)
-    }
+  def codec(name: String): CompressionCodec = try sparkCodec(name) catch {
+    case NonFatal(e) =>
+      throw new IllegalArgumentException("spark.sql.streaming.stateStore.compression.codec is " +
+        s"'$name', which is not a compression codec Spark has (lz4, lzf, snappy, zstd or a " +
+        s"CompressionCodec class): ${e.getMessage}", e)
   }
 
+  private def sparkCodec(name: String): CompressionCodec = StreamingQueryGlue.compressionCodec(
+    Option(SparkEnv.get).map(_.conf).getOrElse(new SparkConf(false)), name)
+
   /**
-   * `out` with the header written for `name`, compressing what is written to the result;
-   * closing the result finishes the compressed stream but leaves `out` open.
+   * `out` with the header written for `name`, compressing what is written to the result.
+   * Closing the result finishes the compressed stream and closes `out`.
    */
   def compressing(out: OutputStream, name: String, codec: CompressionCodec): OutputStream = {
-    val header = headerBytes(name)
-    out.write(header)
-    val target = out
-    codec.compressedOutputStream(new FilterOutputStream(target) {
-      override def write(b: Array[Byte], off: Int, len: Int): Unit = target.write(b, off, len)
-      override def close(): Unit = target.flush()
-    })
+    out.write(headerBytes(name))
+    codec.compressedOutputStream(out)
   }
 
   /**
@@ -72,28 +67,37 @@ private[state] object StateFileCompression {
   def decompressing(in: BufferedInputStream): InputStream = {
     in.mark(4)
     val data = new DataInputStream(in)
-    val magic = try data.readInt() catch { case _: java.io.EOFException => Magic - 1 }
+    val magic = try data.readInt() catch { case _: EOFException => Magic - 1 }
     if (magic != Magic) {
       in.reset()
       return in
     }
-    val nameLength = data.readUnsignedShort()
-    if (nameLength == 0 || nameLength > MaxNameBytes) {
-      throw new IOException(s"is corrupt: its compression header gives a codec name of " +
-        s"$nameLength bytes")
+    val name = try {
+      val nameLength = data.readUnsignedShort()
+      if (nameLength == 0 || nameLength > MaxNameBytes) {
+        throw new IOException(s"is corrupt: its compression header gives a codec name of " +
+          s"$nameLength bytes")
+      }
+      val nameBytes = new Array[Byte](nameLength)
+      data.readFully(nameBytes)
+      val name = new String(nameBytes, StandardCharsets.UTF_8)
+      if (checksum(name) != data.readInt()) {
+        throw new IOException("is corrupt: its compression header fails its checksum")
+      }
+      name
+    } catch {
+      case _: EOFException =>
+        throw new IOException("is truncated: its compression header ends early")
     }
-    val nameBytes = new Array[Byte](nameLength)
-    data.readFully(nameBytes)
-    val name = new String(nameBytes, StandardCharsets.UTF_8)
-    val expected = data.readInt()
-    if (checksum(name) != expected) {
-      throw new IOException("is corrupt: its compression header fails its checksum")
+    val codec = try sparkCodec(name) catch {
+      case NonFatal(e) => throw new IOException(
+        s"is compressed with '$name', a codec this Spark cannot make: ${e.getMessage}", e)
     }
-    codec(name).compressedInputStream(in)
+    codec.compressedInputStream(in)
   }
 
   private def headerBytes(name: String): Array[Byte] = {
-    val bytes = new java.io.ByteArrayOutputStream()
+    val bytes = new ByteArrayOutputStream()
     val data = new DataOutputStream(bytes)
     val nameBytes = name.getBytes(StandardCharsets.UTF_8)
     require(nameBytes.length > 0 && nameBytes.length <= MaxNameBytes,

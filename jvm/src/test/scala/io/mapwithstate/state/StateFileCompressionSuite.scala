@@ -154,6 +154,9 @@ class StateFileCompressionSuite extends AnyFunSuite {
       resized(5) = 0
       Files.write(delta.toPath, resized)
       assert(loadError().getMessage.contains("corrupt"))
+      // Cut within the header.
+      Files.write(delta.toPath, original.take(7))
+      assert(loadError().getMessage.contains("truncated"))
       // The compressed stream's end marker, after every byte of the state was read.
       val f = new RandomAccessFile(delta, "rw")
       try {
