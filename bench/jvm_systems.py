@@ -29,6 +29,7 @@ def run(directory: str, systems: Sequence[str], work: str, spark_conf: Dict[str,
     import pyspark
 
     home = os.path.dirname(os.path.abspath(pyspark.__file__))
+    directory, work = os.path.abspath(directory), os.path.abspath(work)
     os.makedirs(work, exist_ok=True)
     results = os.path.join(work, "results.jsonl")
     command = [os.path.join(home, "bin", "spark-submit"), "--master", "local[2]",
@@ -40,8 +41,10 @@ def run(directory: str, systems: Sequence[str], work: str, spark_conf: Dict[str,
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     log = os.path.join(work, "spark-submit.log")
     with open(log, "wb") as out:
+        # Run in `work`: what the JVM leaves in its working directory (a crash's hs_err log:
+        # Spark's RocksDB logger callback crashed one at exit) stays with the run, not the repo.
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, env=env)
+                                   stdin=subprocess.DEVNULL, env=env, cwd=work)
         sampler = PeakRss(process.pid).start()
         code = process.wait()
         peak = sampler.stop()
