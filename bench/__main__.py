@@ -160,19 +160,22 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     directory = _data(scenario)
     pandas_directory = _data(pandas_scenario) if pandas_scenario else None
     runs: Dict[str, List[Outcome]] = defaultdict(list)
-    threads = threadtime.ThreadTimes(server_pid, os.cpu_count() or 1)
+    # Ours' and the Connect floor's, apart: both run on the one server, so the shares of its
+    # JIT compilers and GC while each ran say whether ours' tasks wait on the process or on us.
+    threads = {name: threadtime.ThreadTimes(server_pid, os.cpu_count() or 1)
+               for name in (OURS.name, TIMERS_OURS.name, GROUPS.name, FLOOR_CONNECT.name)}
     jvm_event_logs: List[str] = []
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
             if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
                 _log(f"{tag}: {system.name}")
-                with threads.measuring() if system.name == OURS.name else nullcontext():
+                with threads[system.name].measuring() if system.name in threads else nullcontext():
                     runs[system.name].append(CONNECT_RUNNERS[system.name](
                         spark, directory, _dir(work, tag, system.name)))
             elif system.name == TIMERS_OURS.name and scenario.timers:
                 _log(f"{tag}: {system.name}")
-                with threads.measuring():
+                with threads[system.name].measuring():
                     runs[system.name].append(connect_systems.ours_timers(
                         spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
                         scenario.timers.timed_keys))
@@ -214,8 +217,13 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
                               events.wall_over_cpu(phase.batches), 1.5))
     lines.append(_others_wall_over_cpu(scenario, jvm_event_logs, events))
-    # Not a target: what the tasks' waiting above was made of (bench/threadtime.py).
-    lines.append(threads.summary("ours' Connect server while ours ran (all its batches)"))
+    # Not a target: what the tasks' waiting above was made of (bench/threadtime.py), and the
+    # same server while the floor ran on it.
+    ours = scenario.reference  # ours, in every scenario
+    lines.append(threads[ours].summary("ours' Connect server while ours ran (all its batches)"))
+    if FLOOR_CONNECT in scenario.systems:
+        lines.append(threads[FLOOR_CONNECT.name].summary(
+            f"the same server while {FLOOR_CONNECT.label} ran (all its batches)"))
     # With timers a stateful system's output rows are its expired keys: shown, not assumed.
     expired = ({s.name for s in scenario.systems} - {FLOOR.name}) if scenario.timers else None
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,

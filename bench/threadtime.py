@@ -89,7 +89,7 @@ class ThreadTimes:
         if not self.available():
             return f"{what}: not measured (needs Linux's /proc)"
         if not self.elapsed or not total:
-            return f"{what}: not measured (no run of ours on this server)"
+            return f"{what}: not measured (no run on this server)"
         order = [kind for kind, _ in KINDS] + [OTHER]
         shares = ", ".join(f"{kind} {100 * self.cpu[kind] / total:.0f}%" for kind in order)
         return (f"{what}: {total:.1f} s of CPU in {self.elapsed:.1f} s "
