@@ -163,7 +163,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     # Ours' and the Connect floor's, apart: both run on the one server, so the shares of its
     # JIT compilers and GC while each ran say whether ours' tasks wait on the process or on us.
     threads = {name: threadtime.ThreadTimes(server_pid, os.cpu_count() or 1)
-               for name in (OURS.name, TIMERS_OURS.name, GROUPS.name, FLOOR_CONNECT.name)}
+               for name in (scenario.reference, FLOOR_CONNECT.name)}  # reference: ours
     jvm_event_logs: List[str] = []
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
@@ -219,8 +219,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     lines.append(_others_wall_over_cpu(scenario, jvm_event_logs, events))
     # Not a target: what the tasks' waiting above was made of (bench/threadtime.py), and the
     # same server while the floor ran on it.
-    ours = scenario.reference  # ours, in every scenario
-    lines.append(threads[ours].summary("ours' Connect server while ours ran (all its batches)"))
+    lines.append(threads[scenario.reference].summary("ours' Connect server while ours ran (all its batches)"))
     if FLOOR_CONNECT in scenario.systems:
         lines.append(threads[FLOOR_CONNECT.name].summary(
             f"the same server while {FLOOR_CONNECT.label} ran (all its batches)"))

@@ -1,5 +1,5 @@
-"""Where ours' Connect server spent its CPU while ours ran, by kind of thread, and how long its
-task threads waited for a CPU (issue 12).
+"""Where ours' Connect server spent its CPU while ours ran (and while the Connect floor ran on
+it), by kind of thread, and how long its task threads waited for a CPU (issue 12).
 
 The stateful stage's task wall time ÷ CPU time (bench/tasktime.py) says that tasks wait, not
 for what. On a 2-core machine a task thread also waits, runnable, while another thread holds
