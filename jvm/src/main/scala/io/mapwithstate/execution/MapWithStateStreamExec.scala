@@ -112,8 +112,8 @@ case class MapWithStateStreamExec(
 
   /**
    * On the driver, the SQL conf naming the store provider the operator's stores really come
-   * from (the backend's, which `StreamingQueryGlue.mapPartitionsWithStateStore` opens them
-   * with) instead of the session's (HDFS by default, whose metrics those stores never report).
+   * from (the backend's, which opens them in [[StateTaskRDD]]) instead of the session's (HDFS
+   * by default, whose metrics those stores never report).
    * Spark's `StateStoreWriter` declares a stateful operator's store metrics, and reads them
    * back into the query's progress, from `conf.stateStoreProviderClass` (its private
    * `stateStoreCustomMetrics` and `snapshotCustomMetricNames`), so the conf the operator
@@ -197,9 +197,8 @@ case class MapWithStateStreamExec(
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
 
-    StreamingQueryGlue.mapPartitionsWithStateStore(recordsAndInitialState(), session, info,
-      keySchema, backend.storeValueSchema(stateType), backend.providerClassName,
-      backend.storeOptions, backend.storeSqlConfs, backend.usesColumnFamilies, taskGroups) {
+    StateTaskRDD(recordsAndInitialState(), session, info, backend, keySchema, stateType,
+      taskGroups) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()

@@ -1,7 +1,8 @@
 package io.mapwithstate.state
 
 import java.io.IOException
-import java.util.concurrent.{ExecutionException, Future, LinkedBlockingQueue, ThreadPoolExecutor, TimeUnit}
+import java.util.concurrent.{ExecutionException, Future, LinkedBlockingQueue, ThreadPoolExecutor,
+  TimeUnit}
 import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 
 import org.apache.hadoop.fs.Path
@@ -10,15 +11,15 @@ import org.apache.hadoop.fs.Path
  * The closes of one task's delta files that finish in the background while the task goes on.
  * A close is what makes a written file durable and visible: on a local disk the fsync, the
  * rename and the directory's fsync ([[LocalCheckpointFileManager]]); elsewhere the file
- * system's own upload or rename. It is mostly waiting on the disk: in the benchmark's S1 the
- * delta's fsync and the directory's were 16% of a stateful task's wall time
- * (async-profiler, wall clock), on a few milliseconds of CPU.
+ * system's own upload or rename. It is mostly waiting on the disk, a large part of a stateful
+ * task's wall time on little CPU.
  *
  * A task that serves several state partitions one after another
- * ([[io.mapwithstate.execution.StateTaskGroups]]) commits each in turn. With its deltas'
- * closes deferred here, the next partition's records run while the disk syncs the previous
- * partition's delta, and the task waits for them all once, at its end ([[awaitAll]]), before
- * its output counts; the last partition's close is not deferred, as nothing runs after it. So
+ * ([[io.mapwithstate.execution.StateTaskRDD]]) commits each in turn. With its deltas'
+ * closes deferred here (the task hands them to each store it opens but the last), the next
+ * partition's records run while the disk syncs the previous partition's delta, and the task
+ * waits for them all once, at its end ([[awaitAll]]), before its output counts; the last
+ * partition's close is not deferred, as nothing runs after it. So
  * a task still never succeeds with a state file that is not durable, and a failed close fails
  * the task with the error a failed commit gives, naming the file.
  *
@@ -89,20 +90,8 @@ object DeferredCloses {
   /** The threads running closes, for the whole JVM. */
   val Threads = 4
 
-  private val current = new ThreadLocal[DeferredCloses]
-
-  /** The closes this thread's delta writes defer to, if a task opened them ([[begin]]). */
-  def active: Option[DeferredCloses] = Option(current.get)
-
-  /** New closes that this thread's delta writes defer to, until [[end]]. */
-  def begin(): DeferredCloses = {
-    val closes = new DeferredCloses(MaxPending)
-    current.set(closes)
-    closes
-  }
-
-  /** This thread's delta writes close in place again, if `closes` were this thread's. */
-  def end(closes: DeferredCloses): Unit = if (current.get eq closes) current.remove()
+  /** New closes for one task, at most [[MaxPending]] under way. */
+  def forTask(): DeferredCloses = new DeferredCloses(MaxPending)
 
   private val deferred = new AtomicLong()
 

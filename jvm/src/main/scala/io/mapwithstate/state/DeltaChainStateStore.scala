@@ -1,24 +1,27 @@
 package io.mapwithstate.state
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateStore, StateStoreCheckpointInfo, StateStoreId, StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
+import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateStore,
+  StateStoreCheckpointInfo, StateStoreId, StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
 import org.apache.spark.sql.types.StructType
 
 /**
  * One task's handle on the next version of a partition's state: a writable
  * [[DeltaChainStateMap]] layered over the committed `version`, which [[commit]] makes
  * `version + 1` and [[abort]] drops (the committed version underneath is untouched, so a
- * retried task starts from exactly the same state).
+ * retried task starts from exactly the same state). Its commit's delta file is made durable
+ * in place, or by `closes` when its task defers them.
  *
  * The StateStore methods give the state rows without update times, for Spark's generic
- * tooling; the mapWithState operators work on [[stateMap]] directly ([[StateMapStore]]). Rows put through the
- * generic [[put]] get update time 0.
+ * tooling; the mapWithState operators work on [[stateMap]] directly ([[StateMapStore]]). Rows
+ * put through the generic [[put]] get update time 0.
  */
 class DeltaChainStateStore private[state] (
     provider: DeltaChainStateStoreProvider,
     override val id: StateStoreId,
     override val version: Long,
-    override val stateMap: DeltaChainStateMap) extends StateMapStore {
+    override val stateMap: DeltaChainStateMap,
+    private[state] val closes: Option[DeferredCloses]) extends StateMapStore {
 
   private sealed trait Status
   private case object Updating extends Status
@@ -70,7 +73,8 @@ class DeltaChainStateStore private[state] (
   private def checkUpdating(operation: String): Unit = status match {
     case Updating =>
     case other => throw new IllegalStateException(
-      s"cannot $operation version ${version + 1} of $id: the store is ${other.toString.toLowerCase}")
+      s"cannot $operation version ${version + 1} of $id: the store is " +
+        other.toString.toLowerCase)
   }
 
   private def unsupported(operation: String): Nothing =

@@ -4,7 +4,8 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateSchemaProvider, StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateSchemaProvider,
+  StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -14,7 +15,7 @@ import org.apache.spark.sql.types.StructType
  *
  * Why not Spark's HDFS-backed provider: it copies the whole map for every new version, so a
  * batch costs O(state). Here a new version is a new delta layer over the previous one
- * ([[StateMap.copy]]), so a batch costs O(records in the batch), and the committed version
+ * ([[DeltaChainStateMap.copy]]), so a batch costs O(records in the batch), and the committed version
  * before it stays intact for a retried task. A commit writes just that layer as the version's
  * delta file, and nothing else: a snapshot of the whole state costs O(state), so it is written
  * off the task, by [[writeDueSnapshot]], when the store's cadence says so ([[snapshotDue]]:
@@ -104,7 +105,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     minVersionsToRetain = storeConf.minVersionsToRetain
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
     require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
-    require(snapshotDeltaRatio >= 0, s"snapshot delta ratio must not be negative: $snapshotDeltaRatio")
+    require(snapshotDeltaRatio >= 0,
+      s"snapshot delta ratio must not be negative: $snapshotDeltaRatio")
     // Compressed as Spark's HDFS-backed store compresses its files, with the same setting.
     files = new StateCheckpointFiles(stateStoreId.storeCheckpointLocation(), hadoopConf,
       compressionCodec = Some(storeConf.compressionCodec))
@@ -120,7 +122,23 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       version: Long,
       uniqueId: Option[String],
       forceSnapshotOnCommit: Boolean,
-      loadEmpty: Boolean): StateStore = {
+      loadEmpty: Boolean): StateStore = openStore(version, uniqueId, None, loadEmpty)
+
+  /**
+   * The store of the version after `version`, whose commit makes its delta file durable in
+   * place or, given `closes`, hands that to them ([[DeferredCloses]]).
+   */
+  def getStore(
+      version: Long,
+      uniqueId: Option[String],
+      closes: Option[DeferredCloses]): DeltaChainStateStore =
+    openStore(version, uniqueId, closes, loadEmpty = false)
+
+  private def openStore(
+      version: Long,
+      uniqueId: Option[String],
+      closes: Option[DeferredCloses],
+      loadEmpty: Boolean): DeltaChainStateStore = {
     if (uniqueId.isDefined) {
       throw new UnsupportedOperationException(
         "mapWithState state does not support state store checkpoint IDs " +
@@ -131,7 +149,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val map = synchronized {
       if (loadEmpty) emptyMap().copy() else onCompactedBase(version, load(version)).copy()
     }
-    new DeltaChainStateStore(this, storeId, version, map)
+    new DeltaChainStateStore(this, storeId, version, map, closes)
   }
 
   /**
@@ -183,15 +201,15 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
 
   /**
    * Makes `store`'s map the committed state at `store.version + 1`, durably: its delta file
-   * only (made durable here, or, when the task defers its closes, before the task ends). A
-   * snapshot that falls due goes to the background writer.
+   * only (made durable here, or, when the store's task defers its closes, before the task
+   * ends). A snapshot that falls due goes to the background writer.
    */
   private[state] def commit(store: DeltaChainStateStore): Long = {
     val newVersion = store.version + 1
     val map = store.stateMap
     // In a task over several partitions, the delta's fsync and rename run while the task goes
     // on to the next partition; the task ends once they are done (see DeferredCloses).
-    val bytes = files.write(files.deltaFile(newVersion), DeferredCloses.active)(
+    val bytes = files.write(files.deltaFile(newVersion), store.closes)(
       out => StateMapSerde.writeDelta(map, out))
     val due = synchronized {
       remember(newVersion, map)
@@ -212,7 +230,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * partition's keys), or one layer short of the early compaction of a chain that holds many
    * stale entries (full churn). The next [[getStore]] after it finishes puts the chain on the
    * compacted base instead. Not done for a snapshot: writing one scans the chain at about the
-   * cost of a scan of one layer (see `DeltaChainStateMap.ChainScan`), where a compaction first
+   * cost of a scan of one layer (see [[ChainScan]]), where a compaction first
    * would copy every key. One at a time per partition; a map whose chain is compacted in a task
    * before it finishes wastes it.
    *
@@ -220,10 +238,9 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * [[CompactionTurns]] - 1 layers before that point. Every partition of a query gains one
    * layer per batch, so without turns all of an executor's partitions reach the point in the
    * same batch, and their compactions, on the one background thread, all take CPU from that
-   * batch and the next: in S1 (4 partitions of 250k keys on 2 cores) the slowest batches of a
-   * run, with 70–120 ms of background CPU in one batch. On turns, a batch holds about a quarter
-   * of them. The early compaction under full churn has no turns: its point comes every two or
-   * three batches, and a missed one would be done in a task.
+   * batch and the next, which become the slowest of a run. On turns, a batch holds a
+   * [[CompactionTurns]]th of them. The early compaction under full churn has no turns: its
+   * point comes every two or three batches, and a missed one would be done in a task.
    */
   private def compactInBackground(version: Long, map: DeltaChainStateMap): Unit = {
     val at = deltaChainThreshold - BackgroundCompactionMargin

@@ -1,7 +1,8 @@
 package io.mapwithstate.state
 
 import java.util.UUID
-import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, Executors, ScheduledFuture, TimeUnit}
+import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, Executors, ScheduledFuture,
+  TimeUnit}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 import scala.jdk.CollectionConverters._
@@ -10,6 +11,7 @@ import scala.util.control.NonFatal
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.state.{StateStoreProvider, StateStoreProviderId}
+import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 
 /**
  * The driver's state store coordinator as this JVM's executor reaches it: where each loaded
@@ -25,6 +27,18 @@ trait StoreCoordinator {
 }
 
 object StoreCoordinator {
+
+  /** The driver's coordinator as the executor of `env` reaches it. */
+  def ofExecutor(env: SparkEnv): StoreCoordinator = new StoreCoordinator {
+    override def reportActive(id: StateStoreProviderId): Unit =
+      StreamingQueryGlue.reportActiveHere(env, id)
+
+    override def whereActive(id: StateStoreProviderId): Where =
+      if (StreamingQueryGlue.isActiveHere(env, id)) Here
+      else if (StreamingQueryGlue.locationFromExecutor(env, id).isDefined) Elsewhere
+      else Nowhere
+  }
+
   sealed trait Where
   /** On this executor. */
   case object Here extends Where
@@ -40,13 +54,13 @@ object StoreCoordinator {
  * its providers, and with the same contract towards the coordinator — without its cost on the
  * task. Spark's `StateStore.get` reports the executor to the driver's coordinator on every
  * task, waiting for the answer under one lock that all the executor's tasks share (and, on a
- * driver in local mode, first sets up a new reference to the coordinator: another round trip).
- * In S1 that was ~19% of a stateful task's wall time, all of it waiting (async-profiler, wall
- * clock). Here a task takes its provider from a concurrent map, and only a task that loads a
- * provider queues its report, which goes to the coordinator from this registry's own thread.
+ * driver in local mode, first sets up a new reference to the coordinator: another round trip),
+ * a wait on every task. Here a task takes its provider from a concurrent map, and only a task
+ * that loads a provider queues its report, which goes to the coordinator from this registry's
+ * own thread.
  * The coordinator keeps a location until its query run stops or another executor reports the
- * partition, so one report per load says what a report per task said; handing even a queued
- * report to that thread was still ~5% of an S1 stateful task's wall time (waking it).
+ * partition, so one report per load says what a report per task said, and a task that loads
+ * nothing does not even wake that thread.
  *
  * Maintenance, as Spark's: every maintenance interval, each provider's
  * [[StateStoreProvider.doMaintenance]] runs on the [[StateBackgroundWorker]], and then the
@@ -68,7 +82,7 @@ object StoreCoordinator {
  */
 object ExecutorStateProviders extends Logging {
 
-  private final class Loaded(val provider: StateStoreProvider) {
+  private final class Loaded(val provider: DeltaChainStateStoreProvider) {
     /** When a task last took it (`System.nanoTime`). */
     @volatile var takenAt: Long = System.nanoTime()
     /** When it was last reported to the coordinator (`System.nanoTime`; never: 0). */
@@ -112,7 +126,8 @@ object ExecutorStateProviders extends Logging {
       id: StateStoreProviderId,
       env: SparkEnv,
       coordinator: SparkEnv => StoreCoordinator,
-      maintenanceIntervalMs: Long)(create: => StateStoreProvider): StateStoreProvider = {
+      maintenanceIntervalMs: Long)(
+      create: => DeltaChainStateStoreProvider): DeltaChainStateStoreProvider = {
     val o = ownerOf(env, coordinator, maintenanceIntervalMs)
     var made = false
     // Taken atomically with the map's entry: maintenance unloads an entry only if no task has
@@ -165,7 +180,7 @@ object ExecutorStateProviders extends Logging {
   }
 
   /** `id`'s provider if it is loaded in this JVM (for tests). */
-  def loaded(id: StateStoreProviderId): Option[StateStoreProvider] =
+  def loaded(id: StateStoreProviderId): Option[DeltaChainStateStoreProvider] =
     Option(owner).flatMap(o => Option(o.providers.get(id))).map(_.provider)
 
   /** Whether `id`'s provider is loaded in this JVM (for tests). */

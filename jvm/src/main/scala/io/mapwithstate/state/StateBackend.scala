@@ -1,7 +1,11 @@
 package io.mapwithstate.state
 
 import io.mapwithstate.{MapWithStateConf, MapWithStateException}
-import org.apache.spark.sql.execution.streaming.state.StateStore
+import org.apache.hadoop.conf.Configuration
+import org.apache.spark.SparkEnv
+import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
+import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStore,
+  StateStoreConf, StateStoreProviderId}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
@@ -20,9 +24,10 @@ trait StateMapStore extends StateStore {
 /**
  * Where the mapWithState operators keep a partition's state: the state store provider a
  * streaming query opens (with its store options and SQL settings), the map the operators work
- * on in one of its stores, and the map a batch replay builds in a task. The operators name a
- * backend, never a concrete store class: [[StateBackend.of]] picks it from the spec's
- * `backend` name.
+ * on in one of its stores, and the map a batch replay builds in a task. Each backend opens its
+ * own stores in a streaming query's tasks ([[openStore]]), where its provider keeps them on an
+ * executor. The operators name a backend, never a concrete store class: [[StateBackend.of]]
+ * picks it from the spec's `backend` name.
  */
 sealed trait StateBackend extends Serializable {
 
@@ -43,6 +48,29 @@ sealed trait StateBackend extends Serializable {
 
   /** The store's value row for a state of `stateType`. */
   def storeValueSchema(stateType: StructType): StructType = stateType
+
+  /**
+   * The store of state partition `id` for one task of the micro-batch `info` says, at the
+   * version before it, with the key schema and the state type; opened from the provider this
+   * executor keeps loaded, or loaded from the checkpoint. `storeConf` is a copy of the
+   * session's naming [[providerClassName]], with [[storeOptions]] and [[storeSqlConfs]]. A
+   * store that writes a file on commit makes it durable before its commit returns, or, given
+   * `closes`, hands that to them (the task waits for them before its output counts).
+   */
+  def openStore(
+      id: StateStoreProviderId,
+      info: StatefulOperatorStateInfo,
+      keySchema: StructType,
+      stateType: StructType,
+      storeConf: StateStoreConf,
+      hadoopConf: Configuration,
+      closes: Option[DeferredCloses]): StateStore
+
+  /**
+   * Runs the maintenance of `id`'s provider on this executor and unloads it, as a task does
+   * when the store conf says to unload after each commit (`unloadOnCommit`).
+   */
+  def unloadStore(id: StateStoreProviderId): Unit
 
   /** The map the operators work on in `store`, a store of [[providerClassName]]. */
   def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType): StateMap
@@ -75,6 +103,10 @@ object StateBackend {
   /** `name` if it names a backend; otherwise an error naming the choices. */
   def checkName(name: String): String = if (Names.contains(name)) name else throw unknown(name)
 
+  /** The unique id of partition `id`'s checkpoint at the version `info` starts from, if any. */
+  private def checkpointId(info: StatefulOperatorStateInfo, id: StateStoreProviderId)
+    : Option[String] = info.stateStoreCkptIds.map(_(id.storeId.partitionId).head)
+
   private def unknown(name: String): MapWithStateException = MapWithStateException(
     s"backend must be one of ${Names.mkString("'", "', '", "'")}, got '$name'")
 
@@ -100,11 +132,35 @@ object StateBackend {
       Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString,
         DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString)
 
+    /** The executor's provider of `id` from [[ExecutorStateProviders]], made there if new. */
+    override def openStore(
+        id: StateStoreProviderId,
+        info: StatefulOperatorStateInfo,
+        keySchema: StructType,
+        stateType: StructType,
+        storeConf: StateStoreConf,
+        hadoopConf: Configuration,
+        closes: Option[DeferredCloses]): StateStore = {
+      val provider = ExecutorStateProviders.get(id, SparkEnv.get, StoreCoordinator.ofExecutor,
+          storeConf.maintenanceInterval) {
+        val made = new DeltaChainStateStoreProvider
+        made.init(id.storeId, keySchema, storeValueSchema(stateType),
+          NoPrefixKeyStateEncoderSpec(keySchema), useColumnFamilies = false, storeConf,
+          hadoopConf, useMultipleValuesPerKey = false, stateSchemaProvider = None)
+        made
+      }
+      provider.getStore(info.storeVersion, checkpointId(info, id), closes)
+    }
+
+    override def unloadStore(id: StateStoreProviderId): Unit =
+      ExecutorStateProviders.doMaintenanceAndUnload(id)
+
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
       : StateMap = store match {
       case s: StateMapStore => s.stateMap
       case other => throw new IllegalStateException(
-        s"map_with_state needs a store that serves its state map, but got ${other.getClass.getName}")
+        "map_with_state needs a store that serves its state map, but got " +
+          other.getClass.getName)
     }
 
     override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
@@ -138,6 +194,26 @@ object StateBackend {
     override def storeValueSchema(stateType: StructType): StructType =
       StoreBackedStateMap.valueSchema(stateType)
 
+    /**
+     * Spark's `StateStore.get`, which keeps the executor's providers loaded; its commits
+     * upload their own files, so `closes` has nothing to take.
+     */
+    override def openStore(
+        id: StateStoreProviderId,
+        info: StatefulOperatorStateInfo,
+        keySchema: StructType,
+        stateType: StructType,
+        storeConf: StateStoreConf,
+        hadoopConf: Configuration,
+        closes: Option[DeferredCloses]): StateStore =
+      StateStore.get(id, keySchema, storeValueSchema(stateType),
+        NoPrefixKeyStateEncoderSpec(keySchema), info.storeVersion, checkpointId(info, id),
+        info.stateSchemaMetadata, usesColumnFamilies, storeConf, hadoopConf,
+        useMultipleValuesPerKey = false)
+
+    override def unloadStore(id: StateStoreProviderId): Unit =
+      StateStore.doMaintenanceAndUnload(id)
+
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
       : StateMap = new StoreBackedStateMap(store, keySchema, stateType)
 
@@ -161,9 +237,9 @@ object StateBackend {
      * before every write; the map counts, see [[StoreKeyCount]]); and Spark's default, per
      * instance memory (`boundedMemoryUsage` false: each instance's write buffers and block
      * cache, its files' index and filter blocks held beside them, ~1.3 bytes a key). Bounded
-     * memory at its default 500 MB made S6's batches go from ~10 s to minutes once the state
-     * reached 12M keys in 4 partitions (the tasks busy in RocksDB's reads): the files' filter
-     * blocks then share one cache split in 64 shards, and a large file's filter does not stay.
+     * memory at its default 500 MB makes a large state's reads slow down sharply (the files'
+     * filter blocks then share one cache split in 64 shards, and a large file's filter does not
+     * stay; see bench/README.md).
      */
     val Defaults: Map[String, String] = Map(
       s"${ConfPrefix}changelogCheckpointing.enabled" -> "true",

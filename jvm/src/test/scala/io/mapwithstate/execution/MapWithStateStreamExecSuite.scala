@@ -9,7 +9,6 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution, StreamingQueryWrapper}
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -64,15 +63,15 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
 
   test("a query run broadcasts its stores' Hadoop configuration once, not once per micro-batch") {
     withDir { dir =>
-      val before = StreamingQueryGlue.HadoopConfBroadcasts.broadcasts
+      val before = HadoopConfBroadcasts.broadcasts
       val batches = Seq(Seq("a", "b"), Seq("a"), Seq("a", "c"))
       val (rows, _) = run(new java.io.File(dir, "cp").getPath, batches)
       assert(rows == Seq(("a", 1L), ("a", 2L), ("a", 3L), ("b", 1L), ("c", 1L)))
-      assert(StreamingQueryGlue.HadoopConfBroadcasts.broadcasts == before + 1)
+      assert(HadoopConfBroadcasts.broadcasts == before + 1)
       // Another query run has its own.
       val (more, _) = run(new java.io.File(dir, "cp2").getPath, Seq(Seq("b"), Seq("b")))
       assert(more == Seq(("b", 1L), ("b", 2L)))
-      assert(StreamingQueryGlue.HadoopConfBroadcasts.broadcasts == before + 2)
+      assert(HadoopConfBroadcasts.broadcasts == before + 2)
     }
   }
 

@@ -42,9 +42,10 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
 
 
   /** Commits versions from+1..n: version v sets key v to v and removes key v - 2. */
-  private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0): Unit =
+  private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0,
+      closes: Option[DeferredCloses] = None): Unit =
     (from until n).foreach { v =>
-      val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
+      val store = p.getStore(v, None, closes)
       store.stateMap.put(row(v + 1), row(v + 1), (v + 1) * 10L)
       if (v - 1 >= 1) store.stateMap.remove(row(v - 1))
       assert(store.commit() == v + 1)
@@ -155,15 +156,15 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
     withDir { root =>
       val p = provider(root)
       val dir = partitionDir(root)
-      val closes = DeferredCloses.begin()
-      try {
-        commitVersions(p, 2)
+      val closes = DeferredCloses.forTask()
+      locally {
+        commitVersions(p, 2, closes = Some(closes))
         closes.awaitAll()
         assert(dir.list().toSet.filter(_.endsWith(".delta")) == Set("1.delta", "2.delta"))
         assert(dir.list().forall(!_.endsWith(".tmp")))
 
         // Version 3's close fails: its temporary file is gone before the rename.
-        val store = p.getStore(2, None, false, false).asInstanceOf[DeltaChainStateStore]
+        val store = p.getStore(2, None, Some(closes))
         store.stateMap.put(row(3), row(3), 30L)
         // Keep every close thread busy first, so version 3's close is still queued below.
         val hold = new CountDownLatch(1)
@@ -179,8 +180,7 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
         assert(e.getMessage.contains("3.delta"), e.getMessage)
         assert(!new File(dir, "3.delta").exists())
         assert(dir.list().forall(!_.endsWith(".tmp")))
-      } finally DeferredCloses.end(closes)
-      assert(DeferredCloses.active.isEmpty)
+      }
 
       // The re-run of version 3 (a retried task) starts from version 2 and writes it again.
       commitVersions(p, 3, from = 2)
