@@ -264,6 +264,52 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     vacuumIfWasteful()
   }
 
+  /**
+   * Hands `visitor` this layer's live keys and tombstones, the records a delta carries, in
+   * slot order; returns how many. Slots are in hash order and records in the order they were
+   * written, so each record is a cache miss: the lengths of a run of slots are read first,
+   * loads that do not wait on each other (the processor overlaps their misses), then the run's
+   * records are handed over.
+   */
+  def visitLiveAndTombstones(visitor: StateRecordVisitor): Int = {
+    val slots = new Array[Int](VisitRun)
+    val keyLengths = new Array[Int](VisitRun)
+    val stateLengths = new Array[Int](VisitRun)
+    var visited = 0
+    var slot = 0
+    while (slot < capacity) {
+      var run = 0
+      while (run < VisitRun && slot < capacity) {
+        val live = isLive(slot)
+        if (live || isTombstone(slot)) {
+          slots(run) = slot
+          keyLengths(run) = keyLengthAt(slot)
+          stateLengths(run) = if (live) stateLengthAt(slot) else TombstoneStateLength
+          run += 1
+        }
+        slot += 1
+      }
+      var i = 0
+      while (i < run) {
+        val s = slots(i)
+        val page = pageAt(s)
+        val keyOffset = keyOffsetAt(s)
+        val keyLength = keyLengths(i)
+        val stateLength = stateLengths(i)
+        if (stateLength != TombstoneStateLength) {
+          // A record's key and state bytes are adjacent in the arena.
+          visitor.live(page, keyOffset, keyLength, page, keyOffset + keyLength, stateLength,
+            updateTimeAt(s))
+        } else {
+          visitor.removed(page, keyOffset, keyLength)
+        }
+        i += 1
+      }
+      visited += run
+    }
+    visited
+  }
+
   private def keyEquals(
       address: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Boolean = {
     val page = arena.page(address)
@@ -425,6 +471,11 @@ private[state] object RowHashMap {
 
   /** One hash int, one address long and one update-time long per slot. */
   val BytesPerSlot: Int = 4 + 8 + 8
+
+  /** Slots whose records [[visitLiveAndTombstones]] locates before handing any over. */
+  private val VisitRun = 32
+  /** A removed slot's state length in [[visitLiveAndTombstones]]'s run. */
+  private val TombstoneStateLength = -1
 
   private val LoadFactor = 0.75
   private val MaxCapacity = 1 << 30

@@ -14,10 +14,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  * scans and the checkpoint files include them, as Spark's store keeps their rows (and counts
  * them in `numTotalStateRows`).
  *
- * A state map is versioned the way micro-batches need: [[copy]] is cheap and returns a map that
- * starts out with this map's contents and takes every later write, while this map keeps the
- * state as of the previous batch (for a retried task, and for checkpointing only what a batch
- * changed). A map that has been copied is read-only.
+ * A map is the state of one version being made: the version before it stays with the store
+ * (a versioned map, [[DeltaChainStateMap]], keeps it through copies; a store-backed one,
+ * [[StoreBackedStateMap]], in the store's own versions).
  *
  * Rows passed in are copied, so callers may reuse their projection buffers. Rows handed out are
  * read-only views of the map's bytes; copy one before writing to it. They stay valid however
@@ -55,7 +54,7 @@ abstract class StateMap {
   /**
    * [[put]] for a caller that is done with the key's current state: the map may write the new
    * state over the old one's bytes, so a row handed out for the key's current state may show
-   * the new state afterwards. Rows of other keys, and of states a [[copy]] has frozen, are not
+   * the new state afterwards. Rows of other keys, and of earlier versions' states, are not
    * affected. A read-modify-write of one key (get, compute, putInPlace) saves a new record and
    * the later reclamation of the old one this way; `state` may be the row `get` returned.
    */
@@ -123,10 +122,27 @@ abstract class StateMap {
   def memoryUsedBytes: Long
 
   /**
-   * A map with this map's contents that takes all later writes; this map becomes read-only and
-   * keeps its contents.
+   * Hands `visitor` every key with its state and time, as [[getAll]] gives them; returns how
+   * many. A map that holds its records as bytes hands them over where they lie.
    */
-  def copy(): StateMap
+  private[state] def visitEntries(visitor: StateRecordVisitor): Int = {
+    val entries = getAll()
+    var visited = 0
+    while (entries.hasNext) {
+      val entry = entries.next()
+      val key = entry.key
+      val state = entry.state
+      if (state == null) {
+        visitor.live(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+          null, 0L, 0, entry.updateTime)
+      } else {
+        visitor.live(key.getBaseObject, key.getBaseOffset, key.getSizeInBytes,
+          state.getBaseObject, state.getBaseOffset, state.getSizeInBytes, entry.updateTime)
+      }
+      visited += 1
+    }
+    visited
+  }
 
   def toDebugString: String = toString
 }

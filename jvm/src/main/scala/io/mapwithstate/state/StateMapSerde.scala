@@ -76,34 +76,8 @@ object StateMapSerde {
     val expected = map.size
     writer.writeInt(expected)
     writer.writeHeaderChecksum()
-    var written = 0
-    map match {
-      case chain: DeltaChainStateMap =>
-        // Straight from the layers' records, as a delta is written: no row objects per entry.
-        // A key that holds only a timer has no state bytes (NoStateLength).
-        val scan = chain.liveEntries()
-        while (scan.advance()) {
-          val layer = scan.layer
-          val slot = scan.slot
-          val keyLength = layer.keyLengthAt(slot)
-          val stateLength = layer.stateLengthAt(slot)
-          writer.writeRecordHeader(keyLength, stateLength, layer.updateTimeAt(slot))
-          // A record's key and state bytes are adjacent in the layer's arena.
-          writer.writeBytes(layer.pageAt(slot), layer.keyOffsetAt(slot), keyLength + stateLength)
-          written += 1
-        }
-      case _ =>
-        val entries = map.getAll()
-        while (entries.hasNext) {
-          val entry = entries.next()
-          writer.writeRecordHeader(entry.key.getSizeInBytes,
-            if (entry.state == null) NoStateLength else entry.state.getSizeInBytes,
-            entry.updateTime)
-          writer.writeRow(entry.key)
-          if (entry.state != null) writer.writeRow(entry.state)
-          written += 1
-        }
-    }
+    // A key that holds only a timer has no state bytes (NoStateLength).
+    val written = map.visitEntries(writer)
     if (written != expected) {
       throw new IllegalStateException(s"state map of size $expected produced $written entries")
     }
@@ -150,8 +124,7 @@ object StateMapSerde {
    * was copied (all its entries, if it has no parent). Does not close `out`.
    */
   def writeDelta(map: DeltaChainStateMap, out: DataOutputStream): Unit = {
-    val layer = map.layer
-    val recordCount = layer.liveOrTombstoneCount
+    val recordCount = map.writtenSinceCopyCount
 
     val writer = new ChecksummedWriter(out)
     writer.writeInt(DeltaMagic)
@@ -162,42 +135,7 @@ object StateMapSerde {
     writer.writeInt(map.size)
     writer.writeInt(recordCount)
     writer.writeHeaderChecksum()
-    // Slots are in hash order and records in the order they were written, so each record is
-    // a cache miss. Its lengths are read for a run of slots first, loads that do not wait on
-    // each other (the processor overlaps their misses), then the run's records are copied.
-    val slots = new Array[Int](DeltaRun)
-    val keyLengths = new Array[Int](DeltaRun)
-    val stateLengths = new Array[Int](DeltaRun)
-    var written = 0
-    var slot = 0
-    while (slot < layer.slotCapacity) {
-      var run = 0
-      while (run < DeltaRun && slot < layer.slotCapacity) {
-        val live = layer.isLive(slot)
-        if (live || layer.isTombstone(slot)) {
-          slots(run) = slot
-          keyLengths(run) = layer.keyLengthAt(slot)
-          stateLengths(run) = if (live) layer.stateLengthAt(slot) else TombstoneLength
-          run += 1
-        }
-        slot += 1
-      }
-      var i = 0
-      while (i < run) {
-        val s = slots(i)
-        val stateLength = stateLengths(i)
-        if (stateLength != TombstoneLength) {
-          writer.writeRecordHeader(keyLengths(i), stateLength, layer.updateTimeAt(s))
-          // A record's key and state bytes are adjacent in the layer's arena.
-          writer.writeBytes(layer.pageAt(s), layer.keyOffsetAt(s), keyLengths(i) + stateLength)
-        } else {
-          writer.writeRecordHeader(keyLengths(i), TombstoneLength, 0L)
-          writer.writeBytes(layer.pageAt(s), layer.keyOffsetAt(s), keyLengths(i))
-        }
-        i += 1
-      }
-      written += run
-    }
+    val written = map.visitWrittenSinceCopy(writer)
     // The header's count came from the layer's counters; a reader checks it against the
     // records, so a miscount must not reach a file.
     if (written != recordCount) {
@@ -216,14 +154,8 @@ object StateMapSerde {
    */
   def readDelta(in: DataInputStream, parent: DeltaChainStateMap): DeltaChainStateMap = {
     val reader = new ChecksummedReader(in, "state map delta")
-    reader.readHeader(DeltaMagic)
-    val parentSize = reader.readInt()
-    val resultSize = reader.readInt()
-    val recordCount = reader.readInt()
-    reader.checkHeader(parent.keyNumFields, parent.stateNumFields)
-    reader.checkCount("parent size", parentSize)
-    reader.checkCount("result size", resultSize)
-    reader.checkCount("record count", recordCount)
+    val DeltaHeader(parentSize, resultSize, recordCount) =
+      reader.readDeltaHeader(parent.keyNumFields, parent.stateNumFields)
     if (parentSize != parent.size) {
       throw new IOException(s"state map delta was written on top of a map of $parentSize keys, " +
         s"but is being applied to one of ${parent.size} keys: wrong parent version?")
@@ -232,7 +164,8 @@ object StateMapSerde {
     val map = parent.copy()
     var read = 0
     while (reader.nextRecord(read, recordCount)) {
-      if (map.layer.find(reader.keyHash, reader.buffer, reader.keyOffset, reader.keyLength) >= 0) {
+      if (map.writtenSinceCopy(reader.keyHash, reader.buffer, reader.keyOffset,
+          reader.keyLength)) {
         throw reader.corrupt(s"record $read repeats an earlier key")
       }
       if (reader.stateLength == TombstoneLength) {
@@ -268,14 +201,7 @@ object StateMapSerde {
       keyNumFields: Int,
       stateNumFields: Int): IndexedSeq[DeltaRecord] = {
     val reader = new ChecksummedReader(in, "state map delta")
-    reader.readHeader(DeltaMagic)
-    val parentSize = reader.readInt()
-    val resultSize = reader.readInt()
-    val recordCount = reader.readInt()
-    reader.checkHeader(keyNumFields, stateNumFields)
-    reader.checkCount("parent size", parentSize)
-    reader.checkCount("result size", resultSize)
-    reader.checkCount("record count", recordCount)
+    val recordCount = reader.readDeltaHeader(keyNumFields, stateNumFields).recordCount
 
     val records = new scala.collection.mutable.ArrayBuffer[DeltaRecord](
       math.min(recordCount, MaxPresizedEntries))
@@ -300,12 +226,15 @@ object StateMapSerde {
     records.toIndexedSeq
   }
 
+  /** A delta's header after its magic number, version and schema: its counts. */
+  private final case class DeltaHeader(parentSize: Int, resultSize: Int, recordCount: Int)
+
   /**
    * Writes to `out` through a buffer, computing the CRC32 that [[finish]] appends a buffer at a
    * time: records are small, and a write and a checksum update per field would cost more than
-   * the copying.
+   * the copying. As a [[StateRecordVisitor]] it writes each record a map hands it.
    */
-  private final class ChecksummedWriter(out: DataOutputStream) {
+  private final class ChecksummedWriter(out: DataOutputStream) extends StateRecordVisitor {
     private val crc = new CRC32
     private val buffer = new Array[Byte](WriteBufferBytes)
     private var buffered = 0
@@ -330,8 +259,24 @@ object StateMapSerde {
       buffered += RecordHeaderBytes
     }
 
-    def writeRow(row: UnsafeRow): Unit =
-      writeBytes(row.getBaseObject, row.getBaseOffset, row.getSizeInBytes)
+    override def live(
+        keyBase: AnyRef, keyOffset: Long, keyLength: Int,
+        stateBase: AnyRef, stateOffset: Long, stateLength: Int,
+        updateTime: Long): Unit = {
+      writeRecordHeader(keyLength, stateLength, updateTime)
+      if ((stateBase eq keyBase) && stateOffset == keyOffset + keyLength) {
+        // Adjacent (a record in a layer's arena): one copy.
+        writeBytes(keyBase, keyOffset, keyLength + stateLength)
+      } else {
+        writeBytes(keyBase, keyOffset, keyLength)
+        if (stateLength > 0) writeBytes(stateBase, stateOffset, stateLength)
+      }
+    }
+
+    override def removed(keyBase: AnyRef, keyOffset: Long, keyLength: Int): Unit = {
+      writeRecordHeader(keyLength, TombstoneLength, 0L)
+      writeBytes(keyBase, keyOffset, keyLength)
+    }
 
     /** Copies bytes from an Unsafe address (on or off heap). */
     def writeBytes(base: AnyRef, unsafeOffset: Long, length: Int): Unit = {
@@ -440,6 +385,17 @@ object StateMapSerde {
         throw new IOException(s"$what holds keys of $keyNumFields and states of " +
           s"$stateNumFields fields, expected $expectedKeyNumFields and $expectedStateNumFields")
       }
+    }
+
+    /** Reads and checks a delta's whole header, for keys and states of these field counts. */
+    def readDeltaHeader(expectedKeyNumFields: Int, expectedStateNumFields: Int): DeltaHeader = {
+      readHeader(DeltaMagic)
+      val header = DeltaHeader(readInt(), readInt(), readInt())
+      checkHeader(expectedKeyNumFields, expectedStateNumFields)
+      checkCount("parent size", header.parentSize)
+      checkCount("result size", header.resultSize)
+      checkCount("record count", header.recordCount)
+      header
     }
 
     def checkCount(name: String, count: Int): Unit = {
@@ -567,8 +523,6 @@ object StateMapSerde {
     val word = Platform.getLong(bytes, Platform.BYTE_ARRAY_OFFSET + at)
     if (NativeLittleEndian) java.lang.Long.reverseBytes(word) else word
   }
-  /** Slots whose records [[writeDelta]] locates before copying any of them. */
-  private val DeltaRun = 32
 }
 
 /**

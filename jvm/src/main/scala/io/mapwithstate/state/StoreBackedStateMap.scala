@@ -1,6 +1,7 @@
 package io.mapwithstate.state
 
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow,
+  SpecificInternalRow, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -20,8 +21,7 @@ import org.apache.spark.sql.types.{LongType, StructType}
  * The map counts its keys itself ([[StoreKeyCount]], written by [[flush]] before a commit)
  * rather than have Spark's store read every key again before writing it.
  * Rows handed out are copies, so they stay valid however the store changes. The store takes
- * this map's writes directly; versions are the store's (a commit or abort by the operator), so
- * [[copy]] is not supported: the operators never call it.
+ * this map's writes directly; versions are the store's (a commit or abort by the operator).
  *
  * A key that holds only a timer (see [[StateMap]]) is a value of null state fields whose time
  * is the timer with bit 62 flipped ([[StoreBackedStateMap.encodeTime]]). The value schema has
@@ -203,9 +203,6 @@ final class StoreBackedStateMap(
    * its metrics once a version is committed, which the streaming operator reports.
    */
   override def memoryUsedBytes: Long = 0L
-
-  override def copy(): StateMap = throw new UnsupportedOperationException(
-    "a state map over a StateStore has the store's versions; it cannot be copied")
 
   override def toString: String = s"StoreBackedStateMap[$store]"
 }

@@ -45,7 +45,7 @@ class HeapBudgetSuite extends AnyFunSuite {
   test("memoryUsedBytes is within 20% of the heap the map holds") {
     for (entries <- Seq(300000, 1000000)) {
       val before = usedHeapAfterGc()
-      var map: StateMap = StateMap.empty(1, 2)
+      var map: DeltaChainStateMap = StateMap.empty(1, 2)
       fill(map, 0, entries)
       // A second version over the first, as a streaming store holds them.
       map = map.copy()

@@ -34,7 +34,7 @@ object StateMapChurnBench {
     val keyCopies = order.map { k => input.setLong(0, k); keyRows(input).copy() }
     val hashes = new Array[Int](group)
     val file = File.createTempFile("statemap-churn", ".delta")
-    var map: StateMap = StateMap.empty(1, 2)
+    var map: DeltaChainStateMap = StateMap.empty(1, 2)
     val times = Array.fill(3)(Seq.newBuilder[Long])
     try {
       for (batch <- 0 until batches) {
