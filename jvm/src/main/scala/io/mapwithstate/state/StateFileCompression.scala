@@ -1,6 +1,7 @@
 package io.mapwithstate.state
 
-import java.io.{BufferedInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream, EOFException, InputStream, IOException, OutputStream}
+import java.io.{BufferedInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream,
+  EOFException, InputStream, IOException, OutputStream}
 import java.nio.charset.StandardCharsets
 import java.util.zip.CRC32
 
@@ -17,10 +18,9 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * and so do we, with the same setting and Spark's codecs.
  *
  * Why: a record of a small state is mostly zero bytes and repeated lengths and times, so state
- * files compress about sevenfold (S2's deltas: 2.4 MB to 0.33 MB per partition and batch). The
- * uncompressed file cost more to hand to the kernel (`write`, ~3.5 ms per partition) and to
- * fsync (~3.4 ms) than LZ4 costs to compress it (~2.5 ms), and on a remote file system
- * (HDFS, an object store) every byte is network and storage.
+ * files compress about sevenfold. The uncompressed file costs more to hand to the kernel and
+ * to fsync than LZ4 costs to compress it, and on a remote file system (HDFS, an object store)
+ * every byte is network and storage.
  *
  * Unlike Spark's files, ours name their codec, so that a file reads back whatever the setting
  * is when it is read (the setting may change between runs of a query, and the state reader

@@ -3,7 +3,8 @@ package io.mapwithstate.state
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, SpecificInternalRow,
+  UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.execution.streaming.state.{RangeKeyScanStateEncoderSpec, StateStore}
 import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, StructType}
 
@@ -21,7 +22,7 @@ import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, St
  * write that moves a key's time later (every update under an idle timeout) or removes the key
  * leaves its entry, and one that gives a key a time or an earlier one adds an entry. Writing
  * the index for a key's every update would cost two RocksDB writes a record (the old entry's
- * delete, the new one's put) — it made batches of S6 at 1M keys twice as long. An entry that
+ * delete, the new one's put), doubling the cost of a large state's batches. An entry that
  * falls due is checked against the key (see [[StoreBackedStateMap.expiring]]), then moved to
  * the key's time or dropped: a key is read again at most once per time it falls due, and an
  * entry outlives its key at most until its time passes.
