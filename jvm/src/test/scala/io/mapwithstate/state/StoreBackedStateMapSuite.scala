@@ -139,4 +139,28 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
       }
     } finally JavaUtils.deleteRecursively(root)
   }
+
+  test("a snapshot written from the map's entries reads back as the same state, keys holding " +
+    "only a timer included") {
+    val root = Files.createTempDirectory("store-backed-snapshot").toFile
+    try {
+      withStore(root.toURI.toString) { provider =>
+        val store = provider.getStore(0L, None, false, false)
+        val m = map(store)
+        (1 to 50).foreach(i => m.put(k(i), s(i * 10), i * 100L))
+        m.put(k(60), null, 600L)
+        m.put(k(61), s(61), StateMap.NoTime)
+        val bytes = new java.io.ByteArrayOutputStream()
+        StateMapSerde.writeSnapshot(m, new java.io.DataOutputStream(bytes))
+        val read = StateMapSerde.readSnapshot(
+          new java.io.DataInputStream(new java.io.ByteArrayInputStream(bytes.toByteArray)), 1, 1)
+        def contents(sm: StateMap): Map[Long, (Option[Int], Long)] = sm.getAll()
+          .map(e => e.key.getLong(0) -> (Option(e.state).map(_.getInt(0)), e.updateTime)).toMap
+        assert(read.size === 52)
+        assert(contents(read) === contents(m))
+        assert(contents(read)(60L) === ((None, 600L)))
+        store.abort()
+      }
+    } finally JavaUtils.deleteRecursively(root)
+  }
 }
