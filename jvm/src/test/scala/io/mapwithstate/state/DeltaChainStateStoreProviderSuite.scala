@@ -157,30 +157,28 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       val p = provider(root)
       val dir = partitionDir(root)
       val closes = DeferredCloses.forTask()
-      locally {
-        commitVersions(p, 2, closes = Some(closes))
-        closes.awaitAll()
-        assert(dir.list().toSet.filter(_.endsWith(".delta")) == Set("1.delta", "2.delta"))
-        assert(dir.list().forall(!_.endsWith(".tmp")))
+      commitVersions(p, 2, closes = Some(closes))
+      closes.awaitAll()
+      assert(dir.list().toSet.filter(_.endsWith(".delta")) == Set("1.delta", "2.delta"))
+      assert(dir.list().forall(!_.endsWith(".tmp")))
 
-        // Version 3's close fails: its temporary file is gone before the rename.
-        val store = p.getStore(2, None, Some(closes))
-        store.stateMap.put(row(3), row(3), 30L)
-        // Keep every close thread busy first, so version 3's close is still queued below.
-        val hold = new CountDownLatch(1)
-        val holders = (1 to DeferredCloses.Threads).map(_ => new DeferredCloses(1))
-        holders.foreach(_.defer(new Path("/hold"))(() => hold.await(10, TimeUnit.SECONDS)))
-        val before = DeferredCloses.deferredCount
-        store.commit()
-        assert(DeferredCloses.deferredCount == before + 1)
-        dir.listFiles().filter(_.getName.endsWith(".tmp")).foreach(f => assert(f.delete()))
-        hold.countDown()
-        holders.foreach(_.awaitAll())
-        val e = intercept[IOException](closes.awaitAll())
-        assert(e.getMessage.contains("3.delta"), e.getMessage)
-        assert(!new File(dir, "3.delta").exists())
-        assert(dir.list().forall(!_.endsWith(".tmp")))
-      }
+      // Version 3's close fails: its temporary file is gone before the rename.
+      val store = p.getStore(2, None, Some(closes))
+      store.stateMap.put(row(3), row(3), 30L)
+      // Keep every close thread busy first, so version 3's close is still queued below.
+      val hold = new CountDownLatch(1)
+      val holders = (1 to DeferredCloses.Threads).map(_ => new DeferredCloses(1))
+      holders.foreach(_.defer(new Path("/hold"))(() => hold.await(10, TimeUnit.SECONDS)))
+      val before = DeferredCloses.deferredCount
+      store.commit()
+      assert(DeferredCloses.deferredCount == before + 1)
+      dir.listFiles().filter(_.getName.endsWith(".tmp")).foreach(f => assert(f.delete()))
+      hold.countDown()
+      holders.foreach(_.awaitAll())
+      val e = intercept[IOException](closes.awaitAll())
+      assert(e.getMessage.contains("3.delta"), e.getMessage)
+      assert(!new File(dir, "3.delta").exists())
+      assert(dir.list().forall(!_.endsWith(".tmp")))
 
       // The re-run of version 3 (a retried task) starts from version 2 and writes it again.
       commitVersions(p, 3, from = 2)
