@@ -5,10 +5,12 @@ import java.nio.file.{Files, Paths}
 import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
-import io.mapwithstate.plan.{MapWithState, MapWithStateBuilder, OutputKind, StateFunctionInput}
+import io.mapwithstate.plan.{FunctionKind, MapWithState, MapWithStateBuilder, OutputKind,
+  StateFunctionInput}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression, Read, Relation, SQL}
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Attribute, NamedExpression}
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.service.SessionHolder
 import org.apache.spark.sql.types.TimestampType
@@ -57,7 +59,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     val p = plan(runningCount())
     assert(p.keys.map(_.name) === Seq("word"))
     // The count never reads `v`: see "value columns the function never reads are not read".
-    assert(p.values.isEmpty)
+    assert(p.kind.values.isEmpty)
     assert(p.output.map(a => (a.name, a.dataType.simpleString)) ===
       Seq(("word", "string"), ("n", "bigint")))
     assert(p.options.outputKind === OutputKind.Emitted)
@@ -65,6 +67,21 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     assert(p.options.timeoutMs.isEmpty && p.options.checkpointInterval === 10)
     assert(rows(runningCount()).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
       Seq(("a", 1L), ("a", 2L), ("b", 1L)))
+  }
+
+  test("a per-record function's value columns follow Spark's attribute rewrites") {
+    val sum = runningCount(sql("SELECT * FROM VALUES ('a', 1, 10) AS t(word, v, w)"))
+    sum.getSpecBuilder
+      .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + w)"))
+    val p = plan(sum)
+    val FunctionKind.PerRecord(Seq(w), Nil) = p.kind
+    val renamed = w.withExprId(NamedExpression.newExprId)
+    val rewritten = p.transformExpressions {
+      case a: Attribute if a.exprId == w.exprId => renamed
+    }
+    assert(rewritten.kind === FunctionKind.PerRecord(Seq(renamed), Nil))
+    assert(rewritten.references.contains(renamed) && !rewritten.references.contains(w))
+    assert(rewritten.functionName === "map_with_state")
   }
 
   test("value columns the function never reads are not read, nor shuffled") {
@@ -82,7 +99,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       exchanges.head
     }
     val count = runningCount(input)
-    assert(plan(count).values.isEmpty)
+    assert(plan(count).kind.values.isEmpty)
     assert(plan(count).child.output.map(_.name) === Seq("word"))
     assert(exchangeColumns(count) === Seq("word"))
     assert(rows(count).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
@@ -93,7 +110,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     sum.getSpecBuilder
       .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + w)"))
       .setEmit(expr(s"named_struct('word', word, 'w', w, 'n', ${StateFunctionInput.NewState}.n)"))
-    assert(plan(sum).values.map(_.name) === Seq("w"))
+    assert(plan(sum).kind.values.map(_.name) === Seq("w"))
     assert(exchangeColumns(sum) === Seq("word", "w"))
     assert(rows(sum).map(r => (r.getUTF8String(0).toString, r.getInt(1), r.getLong(2))).sorted ===
       Seq(("a", 10, 10L), ("a", 30, 40L), ("b", 20, 20L)))

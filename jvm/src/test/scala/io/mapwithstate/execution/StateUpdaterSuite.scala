@@ -1,7 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.LocalSpark
-import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
@@ -32,6 +32,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     UnresolvedExtractValue(UnresolvedAttribute(struct), Literal(name))
   private def actionIs(a: String): Expression = EqualTo(col("v"), Literal(a))
 
+  private val perRecord = FunctionKind.PerRecord(Nil, Nil)
+
   private def newUpdater(refreshesIdleKeys: Boolean): StateUpdater = {
     val update = CaseWhen(Seq(
       (actionIs("increment"), CreateNamedStruct(Seq(Literal("n"),
@@ -47,7 +49,9 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1),
+      if (refreshesIdleKeys) TimeoutPolicy.Idle(timeoutMicros = 1, scanEvery = 1)
+      else TimeoutPolicy.Never)
   }
 
   private val keyRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
@@ -158,7 +162,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     val updater =
-      new StateUpdater(StateMap.empty(1, 1), compiled, 2, false)
+      StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1), TimeoutPolicy.Never)
 
     def run(key: String, act: String): Option[(String, Int)] =
       Option(updater.processRecord(record(key, act), batchTime))
@@ -196,8 +200,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       .resolve(Seq(key, due), stateType, Some(update), None, None, Some(timeoutAt))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys = false,
-      timers = true, eventTimeTimers = eventTime)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1),
+      TimeoutPolicy.Timers(eventTime))
   }
 
   private def timed(key: String, timer: java.lang.Long): InternalRow =
