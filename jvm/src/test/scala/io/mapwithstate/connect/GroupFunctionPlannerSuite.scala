@@ -47,7 +47,8 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
-    new MapWithStateBuilder(spark).build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
+    new MapWithStateBuilder(spark)
+      .build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
 
   private def error(message: proto.MapWithState.Builder): String =
     intercept[MapWithStateException](plan(message)).getMessage

@@ -47,7 +47,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
-    new MapWithStateBuilder(spark).build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
+    new MapWithStateBuilder(spark)
+      .build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
 
   private def rows(message: proto.MapWithState.Builder): Seq[InternalRow] =
     spark.sessionState.executePlan(plan(message)).executedPlan.executeCollect().toSeq
@@ -85,7 +86,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
   }
 
   test("value columns the function never reads are not read, nor shuffled") {
-    val input = sql("SELECT * FROM VALUES ('a', 1, 10), ('b', 2, 20), ('a', 3, 30) AS t(word, v, w)")
+    val input =
+      sql("SELECT * FROM VALUES ('a', 1, 10), ('b', 2, 20), ('a', 3, 30) AS t(word, v, w)")
     def exchangeColumns(message: proto.MapWithState.Builder): Seq[String] = {
       val executed = spark.sessionState.executePlan(plan(message)).executedPlan match {
         case adaptive: org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec =>
@@ -120,7 +122,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     // With no value columns named, the event-time column is a value column too; dropping the
     // unread values must not drop the column the operator itself reads for lateness.
     val events = sql("SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt " +
-      "FROM VALUES ('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)")
+      "FROM VALUES ('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) " +
+      "AS t(word, v, e, b)")
     val watermarked = Relation.newBuilder().setWithWatermark(
       org.apache.spark.connect.proto.WithWatermark.newBuilder()
         .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
@@ -141,7 +144,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     val p = plan(message)
     assert(p.output.map(_.name) === Seq("batch_time", "word", "n"))
     assert(p.output.head.dataType === TimestampType)
-    assert(rows(message).map(r => (r.getUTF8String(1).toString, r.getLong(2))).sorted === Seq(("a", 2L), ("b", 1L)))
+    assert(rows(message).map(r => (r.getUTF8String(1).toString, r.getLong(2))).sorted ===
+      Seq(("a", 2L), ("b", 1L)))
   }
 
   test("settings travel: timeout, checkpoint interval, partitions, batch interval") {
@@ -194,7 +198,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     assert(plan(stream).child.isStreaming)
     assert(error(stream.clone().setBatchTime(expr("timestamp"))).contains(
       "batch_time and batch_interval are for batch DataFrames"))
-    val ordered = stream.clone().addOrderBy(Expression.SortOrder.newBuilder().setChild(expr("timestamp"))
+    val ordered = stream.clone().addOrderBy(Expression.SortOrder.newBuilder()
+      .setChild(expr("timestamp"))
       .setDirection(Expression.SortOrder.SortDirection.SORT_DIRECTION_ASCENDING))
     assert(error(ordered).contains("order_by is for batch DataFrames"))
   }

@@ -6,7 +6,8 @@ import io.mapwithstate.plan.{FunctionKind, GroupAggregates, StateFunctionInput,
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce, CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce,
+  CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
 import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -34,7 +35,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
     val newState =
       UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState), Literal("n"))
-    val update = CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
+    val update =
+      CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
     val emit = CreateNamedStruct(Seq(
       Literal("k"), UnresolvedAttribute("k"),
       Literal("n"), Coalesce(Seq(newState, state)),
@@ -99,7 +101,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       ("a", 1, true, 40)))
   }
 
-  test("timers are checked every batch, strictly; the timed-out state is kept; data beats a timer") {
+  test("timers are checked every batch, strictly; the timed-out state is kept; " +
+      "data beats a timer") {
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L, 40L), intervalMicros = None)
     val u = updater(TimeoutPolicy.Timers(eventTime = false))
     val out = run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false),
@@ -203,7 +206,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     // groups of records ahead (for the map's prefetch), so it must keep copies. Keys of
     // varying length make a later copy outgrow an earlier one's bytes; 3 batches and 100
     // records cross several groups and batch boundaries inside a group.
-    val input = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType, LongType))
+    val input =
+      UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType, LongType))
     val keys = (0 until 100).map(i => if (i % 3 == 0) "k" * (1 + i % 40) else s"key${i % 7}")
     val times = (0 until 100).map(i => 10L * (1 + i / 40))
     val rows = keys.zip(times).map { case (k, t) => record(k, t) }
@@ -228,8 +232,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     assert(e.getMessage.contains("records left after the last batch"))
   }
 
-  private val keyProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
-  private val stateProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
+  private val keyProjection =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
+  private val stateProjection =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
   private def keyRow(k: String) = keyProjection(InternalRow(UTF8String.fromString(k))).copy()
   private def stateRow(n: Long) = stateProjection(InternalRow(n)).copy()
 }

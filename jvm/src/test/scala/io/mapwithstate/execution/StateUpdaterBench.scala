@@ -3,7 +3,8 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce, CreateNamedStruct, Expression, GenericInternalRow, Literal}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce,
+  CreateNamedStruct, Expression, GenericInternalRow, Literal}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{LongType, StructType}
 
