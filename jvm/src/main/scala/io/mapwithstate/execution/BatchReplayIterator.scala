@@ -1,7 +1,8 @@
 package io.mapwithstate.execution
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{JoinedRow, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{JoinedRow, SpecificInternalRow, UnsafeProjection,
+  UnsafeRow}
 import org.apache.spark.sql.types.TimestampType
 
 /**
@@ -98,7 +99,8 @@ class BatchReplayIterator(
         nextEmitted = 1
       } else {
         phase = Timeouts
-        timingOut = timeouts.threshold(firstBatch + batch, time, timeline.watermarkAt(batch)) match {
+        val watermark = timeline.watermarkAt(batch)
+        timingOut = timeouts.threshold(firstBatch + batch, time, watermark) match {
           case Some(threshold) => updater.timingOutKeys(threshold)
           case None => Iterator.empty
         }

@@ -3,7 +3,9 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.{StateFunction, StateFunctionInput}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference, CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference,
+  CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection,
+  UnsafeRow}
 import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types.{DataType, StructType}
 

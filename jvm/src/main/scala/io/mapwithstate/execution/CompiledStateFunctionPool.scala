@@ -11,8 +11,7 @@ import org.apache.spark.sql.types.DataType
  * The compiled state functions of this JVM (an executor), kept between tasks. Compiling one
  * generates the Java source of its projections and predicate, which Spark's compiler cache does
  * not save (it caches the bytecode of a source, not the making of the source): a few
- * milliseconds of CPU that every task paid, ~12% of a stateful task's wall time in S1's
- * micro-batches of small tasks (wall-clock profile of a warm Connect server).
+ * milliseconds of CPU that every task would pay, a large share of a small stateful task.
  *
  * An instance owns mutable buffers, so it serves one partition at a time: a partition's run
  * takes an idle one of an equal function (equal [[CompiledStateFunction.Code]]: the same
@@ -20,9 +19,7 @@ import org.apache.spark.sql.types.DataType
  * compiles a new one, and gives it back once the partition's output is exhausted
  * ([[Lease.release]]) or else when its task completes; one whose task failed is dropped. A task
  * that serves many partitions one after another ([[StateTaskGroups]]) so reuses one instance
- * for all of them: with 200 partitions on two cores, giving instances back only at the end of
- * the task compiled ~85 a task in every micro-batch (over half of the stateful tasks' wall
- * time, async-profiler). A reused instance is
+ * for all of them, rather than compiling one per partition it serves. A reused instance is
  * initialized for its new partition by the caller, as a new one is (nondeterministic
  * expressions reseed). At most [[MaxFunctions]] functions are kept, the least recently used
  * dropped first, each with at most [[MaxIdlePerFunction]] idle instances (about one per

@@ -1,9 +1,8 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.MapWithState
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, BoundReference, Expression, GenericInternalRow, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, DeclarativeAggregate, ImperativeAggregate, Max}
+import io.mapwithstate.plan.{FunctionKind, MapWithState}
+import org.apache.spark.sql.catalyst.expressions.Alias
+import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, Max}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.aggregate.AggUtils
@@ -34,21 +33,23 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 object GroupAggregation {
 
   /**
-   * The aggregated rows of `child` (the node's child, planned) in `numPartitions`.
+   * The aggregated rows of `child` (the node's child, planned) in `numPartitions`: the
+   * aggregates of `group`, the node's kind.
    *
    * @param lateRows with event-time timers, the filter that drops late rows first
    */
   def plan(
       m: MapWithState,
+      group: FunctionKind.PerGroup,
       child: SparkPlan,
       numPartitions: Int,
       lateRows: Option[SparkPlan => LateRowFilterExec] = None): SparkPlan = {
     val grouping = m.keys ++ m.batchTime.toSeq
     // The event time as a key column is in the aggregated row already.
     val eventTime = m.eventTime.filterNot(et => m.keys.exists(_.exprId == et.exprId))
-    val aggregates = m.boundAggregates.map(aggregateOf) ++
+    val aggregates = group.boundAggregates ++
       eventTime.map(et => AggregateExpression(Max(et), Complete, isDistinct = false))
-    val results = grouping ++ (m.values ++ eventTime).zip(aggregates).map { case (v, agg) =>
+    val results = grouping ++ (group.values ++ eventTime).zip(aggregates).map { case (v, agg) =>
       Alias(agg.resultAttribute, v.name)(exprId = v.exprId)
     }
     val input = lateRows.fold(child)(_(child))
@@ -57,35 +58,5 @@ object GroupAggregation {
     val Seq(partialAggregate) = finalAggregate.children
     finalAggregate.withNewChildren(Seq(
       ShuffleExchangeExec(HashPartitioning(m.keys, numPartitions), partialAggregate)))
-  }
-
-  /**
-   * The aggregates over no records — `count` 0, `sum` null, `collect_list` empty — as one row
-   * in the order of `values`: what a timing-out call sees, as a key with no records in the
-   * batch has nothing to aggregate.
-   */
-  def emptyInput(m: MapWithState): UnsafeRow = {
-    val values = m.boundAggregates.map(a => emptyValue(aggregateOf(a)))
-    UnsafeProjection.create(m.values.zipWithIndex.map { case (v, i) =>
-      BoundReference(i, v.dataType, nullable = true)
-    })(new GenericInternalRow(values.toArray)).copy()
-  }
-
-  private def emptyValue(agg: AggregateExpression): Any = agg.aggregateFunction match {
-    case d: DeclarativeAggregate =>
-      val initial = d.aggBufferAttributes.map(_.exprId).zip(d.initialValues).toMap
-      d.evaluateExpression.transform {
-        case a: Attribute if initial.contains(a.exprId) => initial(a.exprId)
-      }.eval(InternalRow.empty)
-    case i: ImperativeAggregate =>
-      val buffer = new GenericInternalRow(i.aggBufferAttributes.size)
-      val f = i.withNewMutableAggBufferOffset(0).withNewInputAggBufferOffset(0)
-      f.initialize(buffer)
-      f.eval(buffer)
-  }
-
-  private def aggregateOf(e: Expression): AggregateExpression = e match {
-    case agg: AggregateExpression => agg
-    case other => throw new IllegalStateException(s"not an aggregate: ${other.sql}")
   }
 }

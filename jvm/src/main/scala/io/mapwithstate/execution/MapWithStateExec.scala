@@ -1,13 +1,14 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.{MapWithStateConf, MapWithStateException}
-import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
+import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, StateFunction}
 import io.mapwithstate.state.StateBackend
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder, UnsafeRow}
-import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution, Partitioning, UnknownPartitioning}
+import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
+import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution,
+  Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
@@ -25,16 +26,14 @@ import org.apache.spark.util.collection.OpenHashSet
  */
 case class MapWithStateExec(
     keys: Seq[Attribute],
-    values: Seq[Attribute],
+    kind: FunctionKind,
     batchTime: Option[Attribute],
-    orderBy: Seq[SortOrder],
     function: StateFunction,
     options: MapWithStateOptions,
     output: Seq[Attribute],
     child: SparkPlan,
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
-    timingOutValues: Option[UnsafeRow] = None,
     lateRowsMetric: Option[SQLMetric] = None) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
@@ -55,8 +54,15 @@ case class MapWithStateExec(
           requiredNumPartitions = Some(options.numPartitions))
       }
 
-  override def requiredChildOrdering: Seq[Seq[SortOrder]] =
-    (batchTime.map(SortOrder(_, Ascending)).toSeq ++ orderBy) +: initialState.toSeq.map(_ => Nil)
+  /** A key's records in batch order, then in a per-record function's own order. */
+  override def requiredChildOrdering: Seq[Seq[SortOrder]] = {
+    val withinBatch = kind match {
+      case FunctionKind.PerRecord(_, orderBy) => orderBy
+      case _: FunctionKind.PerGroup => Nil // one aggregated row per key and batch
+    }
+    (batchTime.map(SortOrder(_, Ascending)).toSeq ++ withinBatch) +:
+      initialState.toSeq.map(_ => Nil)
+  }
 
   override def outputPartitioning: Partitioning = UnknownPartitioning(options.numPartitions)
 

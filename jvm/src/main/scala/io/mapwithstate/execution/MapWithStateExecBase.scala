@@ -1,9 +1,10 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.{MapWithStateOptions, OutputKind, StateFunction, TimerDomain}
+import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, OutputKind, StateFunction}
+import io.mapwithstate.plan.TimerDomain
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.SQLMetric
 
@@ -13,11 +14,12 @@ import org.apache.spark.sql.execution.metric.SQLMetric
  * their options give, and the [[PartitionRunner]] their tasks run. A concrete operator only
  * says where each partition's state comes from and which batches it runs.
  *
- * Both count the same metrics under the same names (see [[PartitionMetrics]]).
+ * Both run the [[FunctionKind]] of their logical node, unchanged, and count the same metrics
+ * under the same names (see [[PartitionMetrics]]).
  */
 trait MapWithStateExecBase extends SparkPlan {
   def keys: Seq[Attribute]
-  def values: Seq[Attribute]
+  def kind: FunctionKind
   def function: StateFunction
   def options: MapWithStateOptions
   def child: SparkPlan
@@ -26,20 +28,10 @@ trait MapWithStateExecBase extends SparkPlan {
   def eventTime: Option[Attribute]
 
   /**
-   * A group function's aggregates over no records, in `values` order: the values a
-   * timing-out call sees (None: a per-record function's timing-out calls see nulls).
-   */
-  def timingOutValues: Option[UnsafeRow]
-
-  /**
    * A group function's late-row count, shared with the filter that drops its late rows before
    * its aggregation ([[LateRowFilterExec]]); None: the operator drops late rows itself.
    */
   def lateRowsMetric: Option[SQLMetric]
-
-  /** Whether this operator drops late rows (a per-record function with event-time timers). */
-  private def dropsLateRows: Boolean =
-    timingOutValues.isEmpty && options.timerDomain.contains(TimerDomain.EventTime)
 
   override def children: Seq[SparkPlan] = child +: initialState.toSeq
 
@@ -51,26 +43,30 @@ trait MapWithStateExecBase extends SparkPlan {
     val input = child.output
     def ordinal(a: Attribute): Int = input.indexWhere(_.exprId == a.exprId)
     val snapshots = options.outputKind == OutputKind.Snapshots
+    // With event-time timers, late rows are dropped by the operator from a per-record
+    // function's records, and before the aggregation from a group function's.
+    val lateRows = kind match {
+      case _: FunctionKind.PerRecord =>
+        eventTime.filter(_ => options.timerDomain.contains(TimerDomain.EventTime)).map(ordinal)
+      case _: FunctionKind.PerGroup => None
+    }
     PartitionRunner(
       // Snapshot output is the state alone: what `emit` would produce is not computed.
       function = if (snapshots) function.copy(emit = None) else function,
+      kind = kind,
       inputWidth = input.size,
       keyOrdinals = keys.map(ordinal),
-      dataOrdinals = (keys ++ values).map(ordinal),
+      valueOrdinals = kind.values.map(ordinal),
       keyTypes = keys.map(_.dataType),
       snapshotLayout = if (snapshots) Some(output) else None,
       timeouts = timeoutPolicy,
-      timingOutValues = timingOutValues.toSeq.flatMap { row =>
-        values.zipWithIndex.map { case (v, i) => ordinal(v) -> row.get(i, v.dataType) }
-      },
-      groups = timingOutValues.isDefined,
       metrics = PartitionMetrics(
         numOutputRows = longMetric("numOutputRows"),
         numUpdatedStateRows = longMetric("numUpdatedStateRows"),
         numRemovedStateRows = longMetric("numRemovedStateRows"),
         numTimedOutKeys = longMetric(MapWithStateExecBase.TimedOutKeysMetric),
         numLateRowsDropped = metrics.get(MapWithStateExecBase.LateRowsMetric)),
-      lateRows = eventTime.filter(_ => dropsLateRows).map(ordinal))
+      lateRows = lateRows)
   }
 
   /** Each partition's records with the same partition of the initial state (or none). */

@@ -5,7 +5,7 @@ import java.util.concurrent.TimeUnit
 import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
-import io.mapwithstate.plan.{MapWithStateOptions, StateFunction}
+import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, StateFunction}
 import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMap, StoreBackedStateMap}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
@@ -13,13 +13,17 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, UnsafeRow}
-import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning, UnknownPartitioning}
+import org.apache.spark.sql.catalyst.expressions.Attribute
+import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning,
+  UnknownPartitioning}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.SQLMetric
-import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric, StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo, StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStore, StateStoreCustomMetric}
+import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric,
+  StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo,
+  StateStoreWriter}
+import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStore,
+  StateStoreCustomMetric}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
@@ -45,13 +49,12 @@ import org.apache.spark.sql.types.StructType
  * The tasks' closure holds the operator (Spark's `setStoreMetrics` and `setOperatorMetrics`
  * count into its metrics), but not the plan below it: `child` and `initialState` are not
  * shipped (`@transient`, as Spark's `InMemoryTableScanExec` does with its relation), since
- * tasks read their input from the RDD and never from the plan. Shipping them made every
- * stateful task deserialize the whole child plan and report its metrics back (S1: a task
- * binary of 17.9 KiB where a stateless shuffle's is 6.8 KiB; ~14% of a task's wall time).
+ * tasks read their input from the RDD and never from the plan: shipping them would make every
+ * stateful task deserialize the whole child plan and report its metrics back.
  */
 case class MapWithStateStreamExec(
     keys: Seq[Attribute],
-    values: Seq[Attribute],
+    kind: FunctionKind,
     function: StateFunction,
     options: MapWithStateOptions,
     output: Seq[Attribute],
@@ -62,14 +65,17 @@ case class MapWithStateStreamExec(
     @transient initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
     batchWatermarkMs: Long = 0L,
-    timingOutValues: Option[UnsafeRow] = None,
     lateRowsMetric: Option[SQLMetric] = None)
   extends MapWithStateExecBase with StateStoreWriter {
 
-  /** As Spark names its operators in a query's progress: a group function is its
-   * flatMapGroupsWithState's counterpart (mapGroupsWithState runs as that operator too). */
-  override def shortName: String =
-    if (timingOutValues.isDefined) "flatMapGroupsWithState" else "mapWithState"
+  /**
+   * As Spark names its operators in a query's progress: a group function is its
+   * flatMapGroupsWithState's counterpart (mapGroupsWithState runs as that operator too).
+   */
+  override def shortName: String = kind match {
+    case _: FunctionKind.PerRecord => "mapWithState"
+    case _: FunctionKind.PerGroup => "flatMapGroupsWithState"
+  }
 
   /**
    * A group function's late rows are dropped, and counted, by the filter before its
@@ -89,8 +95,8 @@ case class MapWithStateStreamExec(
   override def requiredChildDistribution: Seq[Distribution] = {
     def clustered(columns: Seq[Attribute]): Distribution = stateInfo match {
       case Some(info) => StatefulOperatorPartitioning.getCompatibleDistribution(columns, info, conf)
-      case None =>
-        StatefulOperatorPartitioning.getCompatibleDistribution(columns, conf.numShufflePartitions, conf)
+      case None => StatefulOperatorPartitioning.getCompatibleDistribution(columns,
+        conf.numShufflePartitions, conf)
     }
     clustered(keys) +: initialState.toSeq.map(s => clustered(s.output.take(keys.size)))
   }
@@ -204,7 +210,7 @@ case class MapWithStateStreamExec(
         val (records, initial) = parts.next()
         val stateMap = backend.stateMapOf(store, keySchema, stateType)
         // A one-batch timeline: the records' order across keys is free, and a sorted store's
-        // reads are cheaper in key order (S6 at 1M keys: ~25% less batch time on RocksDB).
+        // reads are cheaper in key order (the blocks one key's read loads hold the next keys).
         val ordered =
           if (backend.readsFasterInKeyOrder) {
             new KeyOrderedRecords(records, runner.keyOrdinals, runner.keyTypes)

@@ -1,6 +1,6 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.StateFunction
+import io.mapwithstate.plan.{FunctionKind, StateFunction}
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
@@ -20,29 +20,31 @@ import org.apache.spark.sql.types.DataType
  * fixed at planning time.
  *
  * @param function       the state function; for snapshot output, without `emit`
+ * @param kind           per record or per group: what a call without records sees, and
+ *                       whether the initial state's keys are called (see [[StateUpdater]])
  * @param inputWidth     how many columns the operator's input rows have
  * @param keyOrdinals    where the key columns are in the input rows
- * @param dataOrdinals   where the function's key and value columns are in the input rows
+ * @param valueOrdinals  where the function's value columns are in the input rows
  * @param keyTypes       the key columns' types
  * @param snapshotLayout for snapshot output, the output attributes (batch time, keys, state)
- * @param timeouts       which keys time out in which batch
- * @param lateRows       with event-time timers, where the event time is in the input rows
- * @param timingOutValues the value columns of a timing-out call (ordinal, value); others null
- * @param groups         a group function: the initial state's keys are called in the first
- *                       batch, with no records if they have none there
+ * @param timeouts       which keys time out in which batch, and how ([[StateUpdater.apply]])
+ * @param lateRows       where the event time is in the input rows, when the operator drops
+ *                       late rows itself
  */
 case class PartitionRunner(
     function: StateFunction,
+    kind: FunctionKind,
     inputWidth: Int,
     keyOrdinals: Seq[Int],
-    dataOrdinals: Seq[Int],
+    valueOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
     snapshotLayout: Option[Seq[Attribute]],
     timeouts: TimeoutPolicy,
     metrics: PartitionMetrics,
-    lateRows: Option[Int] = None,
-    timingOutValues: Seq[(Int, Any)] = Nil,
-    groups: Boolean = false) {
+    lateRows: Option[Int] = None) {
+
+  /** Where the function's key and value columns are in the input rows. */
+  private val dataOrdinals = keyOrdinals ++ valueOrdinals
 
   /**
    * The output of one partition.
@@ -67,11 +69,9 @@ case class PartitionRunner(
     val compiled = lease.function
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
-    val updater = new StateUpdater(stateMap, compiled, inputWidth,
-      timeouts.refreshesIdleKeys, timeouts.timers, timingOutValues,
-      heapLimit.map(new HeapBudget(partition, _)), callsInitialKeys = groups,
-      eventTimeTimers = timeouts == TimeoutPolicy.Timers(eventTime = true))
-    loadInitialState(updater, initialState, timeline.times(0), timeouts.timers)
+    val updater = StateUpdater(stateMap, compiled, inputWidth, kind, valueOrdinals, timeouts,
+      heapLimit.map(new HeapBudget(partition, _)))
+    loadInitialState(updater, initialState, timeline.times(0))
 
     val snapshot = snapshotLayout.map { layout =>
       UnsafeProjection.create(layout.zipWithIndex.map { case (a, i) =>
@@ -98,7 +98,7 @@ case class PartitionRunner(
    * timers, each row's time is the timer in its last column (null: none).
    */
   private def loadInitialState(
-      updater: StateUpdater, rows: Iterator[InternalRow], time: Long, timers: Boolean): Unit = {
+      updater: StateUpdater, rows: Iterator[InternalRow], time: Long): Unit = {
     if (!rows.hasNext) return
     val key = UnsafeProjection.create(keyTypes.zipWithIndex.map { case (t, i) =>
       BoundReference(i, t, nullable = true)
@@ -107,13 +107,13 @@ case class PartitionRunner(
       case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
     })
     val timerOrdinal = keyTypes.size + function.stateType.length
-    rows.foreach { row =>
-      val rowTime =
-        if (!timers) time
-        else if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
+    val timeOf: InternalRow => Long = timeouts match {
+      case _: TimeoutPolicy.Timers => row =>
+        if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
         else row.getLong(timerOrdinal)
-      updater.loadInitialState(key(row), state(row), rowTime)
+      case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => _ => time
     }
+    rows.foreach(row => updater.loadInitialState(key(row), state(row), timeOf(row)))
   }
 }
 

@@ -10,11 +10,11 @@ import org.apache.spark.sql.internal.SQLConf
  * Spark runs a task per state partition. In local mode one executor holds every partition, so
  * there is no locality to keep, and tasks beyond the executor's cores only queue behind each
  * other, each paying its own fixed cost: launch, deserializing the task, a result buffer and
- * a status update (~15 ms from launch to end per task on 2 cores, of which 3–5 ms is CPU, in
- * the benchmark's S1). There, the stage runs one task per core, each serving a contiguous run
- * of partitions one after another: its store loaded, its records run, committed, then the
- * next. Each partition keeps its own store, version and files, so the checkpoint is the same
- * as with a task per partition, and a restart may change the grouping freely.
+ * a status update, large beside a small micro-batch's work for one partition. There, the
+ * stage runs one task per core, each serving a contiguous run of partitions one after another:
+ * its store loaded, its records run, committed, then the next. Each partition keeps its own
+ * store, version and files, so the checkpoint is the same as with a task per partition, and a
+ * restart may change the grouping freely.
  *
  * Anywhere else (a cluster, `local-cluster`), or with
  * [[MapWithStateConf.CoalesceLocalStoreTasks]] off, a task per partition, as Spark's own

@@ -10,8 +10,9 @@ import io.mapwithstate.plan.TimerDomain
  * micro-batches: the store version the batch makes), so that a replay and a stream over the
  * same batches fire the same timeouts. The policy also says whether a record refreshes its
  * key's update time when it leaves the state as it was: only when there is something to time
- * out. Keys are found through the state map's expiry index ([[io.mapwithstate.state.StateMap.expiring]]),
- * so a batch that looks costs the keys that expire, not the whole state.
+ * out. Keys are found through the state map's expiry index
+ * ([[io.mapwithstate.state.StateMap.expiring]]), so a batch that looks costs the keys that
+ * expire, not the whole state.
  *
  * With timers (`timeout_at`) the map's per-key time is the key's timer rather than its update
  * time: the two never coexist, as `timeout` and `timeout_at` exclude each other.
@@ -25,10 +26,8 @@ sealed trait TimeoutPolicy extends Serializable {
    * For the `batchNumber`-th batch (counting from 1), at `batchTime` (micros), the update time
    * below which keys time out; None when the batch looks for no timeouts.
    */
-  def threshold(batchNumber: Long, batchTime: Long, watermark: Long = TimeoutPolicy.NoWatermark): Option[Long]
-
-  /** Whether the per-key time is a `timeout_at` timer (kept on timeout) rather than idleness. */
-  def timers: Boolean = false
+  def threshold(batchNumber: Long, batchTime: Long, watermark: Long = TimeoutPolicy.NoWatermark)
+    : Option[Long]
 }
 
 object TimeoutPolicy {
@@ -62,7 +61,6 @@ object TimeoutPolicy {
    */
   final case class Timers(eventTime: Boolean) extends TimeoutPolicy {
     override def refreshesIdleKeys: Boolean = false
-    override def timers: Boolean = true
 
     override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
       if (!eventTime) Some(batchTime)

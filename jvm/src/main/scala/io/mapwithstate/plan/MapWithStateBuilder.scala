@@ -5,21 +5,25 @@ import scala.util.control.NonFatal
 import io.mapwithstate.{MapWithStateConf, MapWithStateException}
 import io.mapwithstate.state.StateBackend
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply, NamedExpression, SortOrder, UnixMicros}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference,
+  AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply,
+  NamedExpression, SortOrder, UnixMicros}
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType, TimestampType}
+import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType,
+  TimestampType}
 
 /**
  * Turns a [[MapWithStateRequest]] into a resolved [[MapWithState]] plan, checking everything a
  * caller can get wrong — columns, types, option values — before any data is read, and saying
  * in each error which argument is wrong and what was expected.
  *
- * [[build]] runs the steps in order: the request's limits ([[RequestLimits]]), the input, its key and value columns, the batch-time and
- * ordering columns (all projected into one child plan), the state function, the options, the
- * output attributes and the initial state.
+ * [[build]] runs the steps in order: the request's limits ([[RequestLimits]]), the input, its
+ * key and value columns, the batch-time and ordering columns (all projected into one child
+ * plan), the state function and its kind, the options, the output attributes and the initial
+ * state.
  */
 class MapWithStateBuilder(session: SparkSession) {
   import MapWithStateBuilder._
@@ -72,17 +76,18 @@ class MapWithStateBuilder(session: SparkSession) {
       val read = AttributeSet(aggregates.flatMap(_.references))
       val narrowed = withoutValuesExcept(read, child, valueAttrs, eventTimeAttr)
       val inputs = read.toSeq
-      MapWithState(keyAttrs, aggregates.map(_.toAttribute), batchTimeAttr, Nil, function,
-        options, output, narrowed, initialState, eventTimeAttr, groups = true,
-        aggregateInputs = inputs, aggregates = GroupAggregates(aggregates.map(_.child), inputs))
+      val kind = FunctionKind.PerGroup(GroupAggregates(aggregates.map(_.child), inputs),
+        aggregates.map(_.toAttribute))
+      MapWithState(keyAttrs, kind, batchTimeAttr, function, options, output, narrowed,
+        initialState, eventTimeAttr)
     } else {
       val resolved = new StateFunctionResolver(session).resolve(
         keyAttrs ++ valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
       val (function, readValues) = withoutUnreadValues(resolved, keyAttrs.size, valueAttrs)
       val output = outputAttributes(request.outputKind, function, keyAttrs, stateType)
       val narrowed = withoutValuesExcept(AttributeSet(readValues), child, valueAttrs, eventTimeAttr)
-      MapWithState(keyAttrs, readValues, batchTimeAttr, orderByAttrs, function, options, output,
-        narrowed, initialState, eventTimeAttr)
+      MapWithState(keyAttrs, FunctionKind.PerRecord(readValues, orderByAttrs), batchTimeAttr,
+        function, options, output, narrowed, initialState, eventTimeAttr)
     }
   }
 
@@ -342,8 +347,9 @@ class MapWithStateBuilder(session: SparkSession) {
   }
 
   /**
-   * The initial state as (key columns, state fields, then the timer column if named), by name, cast to the key's and state's
-   * types where that is safe; keys must then hash exactly like the input's keys.
+   * The initial state as (key columns, state fields, then the timer column if named), by name,
+   * cast to the key's and state's types where that is safe; keys must then hash exactly like
+   * the input's keys.
    */
   private def initialStatePlan(
       plan: LogicalPlan,

@@ -2,9 +2,10 @@ package io.mapwithstate.connect
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
 import io.mapwithstate.execution.{LateRowFilterExec, MapWithStateExec, MapWithStateExecBase}
-import io.mapwithstate.plan.{MapWithState, MapWithStateBuilder, StateFunctionInput}
+import io.mapwithstate.plan.{FunctionKind, MapWithState, MapWithStateBuilder, StateFunctionInput}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression, Relation, SQL, WithWatermark}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, NamedExpression}
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.service.SessionHolder
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
@@ -13,7 +14,7 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * Group functions (`MapWithState.groups`) through the plugin's translation and the planner:
+ * Group functions (`FunctionKind.PerGroup`) through the plugin's translation and the planner:
  * the aggregates taken out of the function, the physical plan (partial aggregation, one
  * shuffle, final aggregation, the stateful operator; with event-time timers the late-row filter
  * below them), results and errors.
@@ -46,30 +47,54 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
-    new MapWithStateBuilder(spark).build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
+    new MapWithStateBuilder(spark)
+      .build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
 
   private def error(message: proto.MapWithState.Builder): String =
     intercept[MapWithStateException](plan(message)).getMessage
 
   test("the aggregates become the function's value columns, each computed once") {
     val p = plan(counts(s"named_struct('word', word, 'n', count(*), 's', sum(v))"))
-    assert(p.groups)
-    assert(p.values.map(_.name) === Seq("__mws_agg_0", "__mws_agg_1"))
-    assert(p.aggregates.expressions.map(_.sql) === Seq("count(1)", "sum(t.v)"))
+    val group = p.kind match {
+      case g: FunctionKind.PerGroup => g
+      case other => fail(s"not a group function: $other")
+    }
+    assert(group.values.map(_.name) === Seq("__mws_agg_0", "__mws_agg_1"))
+    assert(group.aggregates.expressions.map(_.sql) === Seq("count(1)", "sum(t.v)"))
+    // A timing-out call's aggregates over no records: count 0, sum null.
+    assert(group.emptyInput.getLong(0) === 0L && group.emptyInput.isNullAt(1))
     // The column the aggregates do not read is not carried to the aggregation.
     assert(p.child.output.map(_.name) === Seq("word", "v"))
   }
 
   test("planned as partial aggregation, one shuffle by key, final aggregation, the operator") {
-    val qe = spark.sessionState.executePlan(plan(counts()))
+    val p = plan(counts())
+    val qe = spark.sessionState.executePlan(p)
     val executed = qe.executedPlan
     val operator = collect(executed) { case m: MapWithStateExec => m }
     assert(operator.size === 1)
+    assert(operator.head.kind === p.kind)
     assert(collect(executed) { case a: BaseAggregateExec => a }.size === 2)
     assert(collect(executed) { case s: ShuffleExchangeExec => s }.size === 1)
     val rows = qe.executedPlan.executeCollect().map(r =>
       (r.getUTF8String(0).toString, r.getLong(1), r.getLong(2))).sorted.toSeq
     assert(rows === Seq(("a", 2L, 4L), ("b", 1L, 2L)))
+  }
+
+  test("the aggregates' input columns follow Spark's attribute rewrites; the results do not") {
+    val p = plan(counts())
+    val FunctionKind.PerGroup(_, Seq(v), values, _) = p.kind
+    val renamed = v.withExprId(NamedExpression.newExprId)
+    val rewritten = p.transformExpressions {
+      case a: Attribute if a.exprId == v.exprId => renamed
+    }
+    val FunctionKind.PerGroup(_, inputs, sameValues, _) = rewritten.kind
+    assert(inputs === Seq(renamed) && sameValues === values)
+    val bound = rewritten.kind.asInstanceOf[FunctionKind.PerGroup].boundAggregates
+    assert(bound.flatMap(_.references).map(_.exprId) === Seq(renamed.exprId))
+    assert(rewritten.references.contains(renamed) && !rewritten.references.contains(v))
+    // The node produces the aggregates' results: they are not input it misses.
+    assert(p.missingInput.isEmpty, p.missingInput)
   }
 
   test("an array emit gives its elements' fields as the output") {

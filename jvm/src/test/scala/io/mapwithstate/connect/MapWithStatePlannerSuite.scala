@@ -5,10 +5,12 @@ import java.nio.file.{Files, Paths}
 import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
-import io.mapwithstate.plan.{MapWithState, MapWithStateBuilder, OutputKind, StateFunctionInput}
+import io.mapwithstate.plan.{FunctionKind, MapWithState, MapWithStateBuilder, OutputKind,
+  StateFunctionInput}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression, Read, Relation, SQL}
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Attribute, NamedExpression}
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.service.SessionHolder
 import org.apache.spark.sql.types.TimestampType
@@ -45,7 +47,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
-    new MapWithStateBuilder(spark).build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
+    new MapWithStateBuilder(spark)
+      .build(MapWithStateRelationPlugin.toRequest(message.build(), planner))
 
   private def rows(message: proto.MapWithState.Builder): Seq[InternalRow] =
     spark.sessionState.executePlan(plan(message)).executedPlan.executeCollect().toSeq
@@ -57,7 +60,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     val p = plan(runningCount())
     assert(p.keys.map(_.name) === Seq("word"))
     // The count never reads `v`: see "value columns the function never reads are not read".
-    assert(p.values.isEmpty)
+    assert(p.kind.values.isEmpty)
     assert(p.output.map(a => (a.name, a.dataType.simpleString)) ===
       Seq(("word", "string"), ("n", "bigint")))
     assert(p.options.outputKind === OutputKind.Emitted)
@@ -67,8 +70,24 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       Seq(("a", 1L), ("a", 2L), ("b", 1L)))
   }
 
+  test("a per-record function's value columns follow Spark's attribute rewrites") {
+    val sum = runningCount(sql("SELECT * FROM VALUES ('a', 1, 10) AS t(word, v, w)"))
+    sum.getSpecBuilder
+      .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + w)"))
+    val p = plan(sum)
+    val FunctionKind.PerRecord(Seq(w), Nil) = p.kind
+    val renamed = w.withExprId(NamedExpression.newExprId)
+    val rewritten = p.transformExpressions {
+      case a: Attribute if a.exprId == w.exprId => renamed
+    }
+    assert(rewritten.kind === FunctionKind.PerRecord(Seq(renamed), Nil))
+    assert(rewritten.references.contains(renamed) && !rewritten.references.contains(w))
+    assert(rewritten.functionName === "map_with_state")
+  }
+
   test("value columns the function never reads are not read, nor shuffled") {
-    val input = sql("SELECT * FROM VALUES ('a', 1, 10), ('b', 2, 20), ('a', 3, 30) AS t(word, v, w)")
+    val input =
+      sql("SELECT * FROM VALUES ('a', 1, 10), ('b', 2, 20), ('a', 3, 30) AS t(word, v, w)")
     def exchangeColumns(message: proto.MapWithState.Builder): Seq[String] = {
       val executed = spark.sessionState.executePlan(plan(message)).executedPlan match {
         case adaptive: org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec =>
@@ -82,7 +101,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       exchanges.head
     }
     val count = runningCount(input)
-    assert(plan(count).values.isEmpty)
+    assert(plan(count).kind.values.isEmpty)
     assert(plan(count).child.output.map(_.name) === Seq("word"))
     assert(exchangeColumns(count) === Seq("word"))
     assert(rows(count).map(r => (r.getUTF8String(0).toString, r.getLong(1))).sorted ===
@@ -93,7 +112,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     sum.getSpecBuilder
       .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + w)"))
       .setEmit(expr(s"named_struct('word', word, 'w', w, 'n', ${StateFunctionInput.NewState}.n)"))
-    assert(plan(sum).values.map(_.name) === Seq("w"))
+    assert(plan(sum).kind.values.map(_.name) === Seq("w"))
     assert(exchangeColumns(sum) === Seq("word", "w"))
     assert(rows(sum).map(r => (r.getUTF8String(0).toString, r.getInt(1), r.getLong(2))).sorted ===
       Seq(("a", 10, 10L), ("a", 30, 40L), ("b", 20, 20L)))
@@ -103,7 +122,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     // With no value columns named, the event-time column is a value column too; dropping the
     // unread values must not drop the column the operator itself reads for lateness.
     val events = sql("SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt " +
-      "FROM VALUES ('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)")
+      "FROM VALUES ('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) " +
+      "AS t(word, v, e, b)")
     val watermarked = Relation.newBuilder().setWithWatermark(
       org.apache.spark.connect.proto.WithWatermark.newBuilder()
         .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
@@ -124,7 +144,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     val p = plan(message)
     assert(p.output.map(_.name) === Seq("batch_time", "word", "n"))
     assert(p.output.head.dataType === TimestampType)
-    assert(rows(message).map(r => (r.getUTF8String(1).toString, r.getLong(2))).sorted === Seq(("a", 2L), ("b", 1L)))
+    assert(rows(message).map(r => (r.getUTF8String(1).toString, r.getLong(2))).sorted ===
+      Seq(("a", 2L), ("b", 1L)))
   }
 
   test("settings travel: timeout, checkpoint interval, partitions, batch interval") {
@@ -177,7 +198,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
     assert(plan(stream).child.isStreaming)
     assert(error(stream.clone().setBatchTime(expr("timestamp"))).contains(
       "batch_time and batch_interval are for batch DataFrames"))
-    val ordered = stream.clone().addOrderBy(Expression.SortOrder.newBuilder().setChild(expr("timestamp"))
+    val ordered = stream.clone().addOrderBy(Expression.SortOrder.newBuilder()
+      .setChild(expr("timestamp"))
       .setDirection(Expression.SortOrder.SortDirection.SORT_DIRECTION_ASCENDING))
     assert(error(ordered).contains("order_by is for batch DataFrames"))
   }

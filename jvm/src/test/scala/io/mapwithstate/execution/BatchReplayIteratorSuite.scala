@@ -1,11 +1,13 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.LocalSpark
-import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.plan.{FunctionKind, GroupAggregates, StateFunctionInput,
+  StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce, CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce,
+  CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
 import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -20,17 +22,21 @@ import org.scalatest.funsuite.AnyFunSuite
 class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   private val stateType = new StructType().add("n", LongType)
 
+  /** A per-record function's kind; a group function's has no aggregates here (no values). */
+  private val perRecord = FunctionKind.PerRecord(Nil, Nil)
+  private val perGroup = FunctionKind.PerGroup(GroupAggregates(Nil, Nil), Nil)
+
+  /** An updater for `timeouts`; with timers, the function sets them (see `timeoutAt`). */
   private def updater(
-      refreshesIdleKeys: Boolean,
-      timers: Boolean = false,
-      callsInitialKeys: Boolean = false,
-      eventTime: Boolean = false): StateUpdater = {
+      timeouts: TimeoutPolicy,
+      kind: FunctionKind = perRecord): StateUpdater = {
     val key = AttributeReference("k", StringType)()
     val ts = AttributeReference("ts", TimestampType)()
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
     val newState =
       UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState), Literal("n"))
-    val update = CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
+    val update =
+      CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
     val emit = CreateNamedStruct(Seq(
       Literal("k"), UnresolvedAttribute("k"),
       Literal("n"), Coalesce(Seq(newState, state)),
@@ -42,11 +48,13 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       MicrosToTimestamp(Add(UnixMicros(UnresolvedAttribute(StateFunctionInput.BatchTime)),
         Literal(5L))))
     val function = new StateFunctionResolver(spark).resolve(Seq(key, ts), stateType,
-      Some(update), None, Some(emit), if (timers) Some(timeoutAt) else None)
+      Some(update), None, Some(emit), timeouts match {
+        case _: TimeoutPolicy.Timers => Some(timeoutAt)
+        case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => None
+      })
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys,
-      timers, callsInitialKeys = callsInitialKeys, eventTimeTimers = eventTime)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, kind, Seq(1), timeouts)
   }
 
   private def record(key: String, time: Long): InternalRow =
@@ -61,8 +69,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       snapshot: Option[UnsafeProjection] = None,
       updaterToUse: Option[StateUpdater] = None,
       lateRows: Option[Int] = None): Seq[(String, Long, Boolean, Long)] = {
-    val u = updaterToUse.getOrElse(updater(timeouts.refreshesIdleKeys, timeouts.timers,
-      eventTime = timeouts == TimeoutPolicy.Timers(eventTime = true)))
+    val u = updaterToUse.getOrElse(updater(timeouts))
     val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
       u, timeouts, snapshot, () => (), lateRows)
     replay.map { row =>
@@ -94,9 +101,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       ("a", 1, true, 40)))
   }
 
-  test("timers are checked every batch, strictly; the timed-out state is kept; data beats a timer") {
+  test("timers are checked every batch, strictly; the timed-out state is kept; " +
+      "data beats a timer") {
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L, 40L), intervalMicros = None)
-    val u = updater(refreshesIdleKeys = false, timers = true)
+    val u = updater(TimeoutPolicy.Timers(eventTime = false))
     val out = run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false),
       updaterToUse = Some(u))
     // a's timer 15 fires at 20 (its call updates the count and clears the timer), b's 25 at 30.
@@ -111,7 +119,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   test("event-time timers fire once the watermark passes them; late records are dropped") {
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
       .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 12L, 30L)))
-    val u = updater(refreshesIdleKeys = false, timers = true, eventTime = true)
+    val u = updater(TimeoutPolicy.Timers(eventTime = true))
     // The record time doubles as its event time; c at 30 is at the watermark: late.
     val out = run(Seq(record("a", 10), record("b", 20), record("c", 30)), timeline,
       TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u), lateRows = Some(1))
@@ -126,7 +134,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     // is already due, which Spark's setTimeoutTimestamp refuses: the run fails, naming b.
     val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
       .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 30L)))
-    val u = updater(refreshesIdleKeys = false, timers = true, eventTime = true)
+    val u = updater(TimeoutPolicy.Timers(eventTime = true))
     val e = intercept[IllegalArgumentException](run(Seq(record("a", 10), record("b", 20)),
       timeline, TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u)))
     assert(e.getMessage.contains("timeout_at of the key (b) is 1970-01-01T00:00:00.000025Z " +
@@ -150,7 +158,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val policy = TimeoutPolicy.Idle(timeoutMicros = 1, scanEvery = 10)
     // A one-batch timeline as batch 10 of its query scans; as batch 9 it does not.
     assert(run(Seq(record("a", 0)), timeline, policy, firstBatch = 9).map(_._3) === Seq(false))
-    val u = updater(refreshesIdleKeys = true)
+    val u = updater(policy)
     u.loadInitialState(keyRow("a"), stateRow(1L), 0L)
     val scanned = new BatchReplayIterator(Iterator.empty, _ => 100L, timeline, 10, u, policy,
       None, () => ()).map(_.getBoolean(2)).toList
@@ -160,8 +168,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
 
   test("a group function's initial-state keys without records are called once, first batch") {
     val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
-    def loaded(callsInitialKeys: Boolean): StateUpdater = {
-      val u = updater(refreshesIdleKeys = false, callsInitialKeys = callsInitialKeys)
+    def loaded(kind: FunctionKind): StateUpdater = {
+      val u = updater(TimeoutPolicy.Never, kind)
       Seq("a" -> 5L, "c" -> 7L).foreach { case (k, n) =>
         u.loadInitialState(keyRow(k), stateRow(n), 10)
       }
@@ -170,10 +178,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val records = Seq(record("a", 10), record("b", 10), record("c", 20))
     // After the first batch's records: c, which had none in it, is called (its count + 1, as
     // this function counts calls); a was called for its record, and is not called again.
-    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(true))) ===
+    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(perGroup))) ===
       Seq(("a", 6, false, 10), ("b", 1, false, 10), ("c", 8, false, 10), ("c", 9, false, 20)))
     // A per-record function (a DStream's mapWithState) only seeds the state.
-    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(false))) ===
+    assert(run(records, timeline, TimeoutPolicy.Never, updaterToUse = Some(loaded(perRecord))) ===
       Seq(("a", 6, false, 10), ("b", 1, false, 10), ("c", 8, false, 20)))
   }
 
@@ -183,7 +191,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       BoundReference(0, TimestampType, nullable = false),
       BoundReference(1, StringType, nullable = true),
       BoundReference(2, LongType, nullable = true)))
-    val u = updater(refreshesIdleKeys = false)
+    val u = updater(TimeoutPolicy.Never)
     val rows = new BatchReplayIterator(Iterator(record("a", 10), record("a", 20), record("b", 20)),
       _.getLong(1), timeline, 1, u, TimeoutPolicy.Never, Some(snapshot), () => ()).map(_.copy())
       .toList
@@ -198,12 +206,13 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     // groups of records ahead (for the map's prefetch), so it must keep copies. Keys of
     // varying length make a later copy outgrow an earlier one's bytes; 3 batches and 100
     // records cross several groups and batch boundaries inside a group.
-    val input = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType, LongType))
+    val input =
+      UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType, LongType))
     val keys = (0 until 100).map(i => if (i % 3 == 0) "k" * (1 + i % 40) else s"key${i % 7}")
     val times = (0 until 100).map(i => 10L * (1 + i / 40))
     val rows = keys.zip(times).map { case (k, t) => record(k, t) }
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L), intervalMicros = None)
-    val u = updater(refreshesIdleKeys = false)
+    val u = updater(TimeoutPolicy.Never)
     assert(u.prefetches)
     val reused = run(rows.view.map(input(_)), timeline, TimeoutPolicy.Never, updaterToUse = Some(u))
     val fresh = run(rows, timeline, TimeoutPolicy.Never)
@@ -223,8 +232,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     assert(e.getMessage.contains("records left after the last batch"))
   }
 
-  private val keyProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
-  private val stateProjection = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
+  private val keyProjection =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
+  private val stateProjection =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
   private def keyRow(k: String) = keyProjection(InternalRow(UTF8String.fromString(k))).copy()
   private def stateRow(n: Long) = stateProjection(InternalRow(n)).copy()
 }

@@ -7,7 +7,8 @@ import io.mapwithstate.functions._
 import io.mapwithstate.state.DeferredCloses
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.{DataFrame, Encoders}
-import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution, StreamingQueryWrapper}
+import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution,
+  StreamingQueryWrapper}
 import org.apache.spark.sql.functions._
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -113,10 +114,12 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       assert(operator.outputPartitioning.numPartitions == 2)
       // Each partition keeps its own store: a delta per micro-batch (a version) per partition.
       val state = new java.io.File(grouped, s"state/${MapWithStateStreamExec.FirstOperatorId}")
-      assert((0 until 4).forall(p => (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
+      assert((0 until 4).forall(p =>
+        (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
 
       // Off: a task per partition, the same answer; the grouping may change across a restart.
-      val off = fourPartitions + (io.mapwithstate.MapWithStateConf.CoalesceLocalStoreTasks -> "false")
+      val off =
+        fourPartitions + (io.mapwithstate.MapWithStateConf.CoalesceLocalStoreTasks -> "false")
       val singleBefore = DeferredCloses.deferredCount
       val (alone, perPartition) = run(new java.io.File(dir, "single").getPath, batches, off)
       assert(alone == expected)

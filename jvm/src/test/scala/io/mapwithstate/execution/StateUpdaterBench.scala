@@ -1,9 +1,10 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce, CreateNamedStruct, Expression, GenericInternalRow, Literal}
+import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce,
+  CreateNamedStruct, Expression, GenericInternalRow, Literal}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -53,9 +54,8 @@ object StateUpdaterBench {
       Seq(key, value), stateType, Some(update), None, if (emit) Some(emitted) else None)
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(LongType))
     compiled.initialize(0)
-    val updater = new StateUpdater(
-      StateMap.empty(1, 2), compiled, 2,
-      refreshesIdleKeys = false)
+    val updater = StateUpdater(StateMap.empty(1, 2), compiled, 2,
+      FunctionKind.PerRecord(Seq(value), Nil), Seq(1), TimeoutPolicy.Never)
 
     val record = new GenericInternalRow(2)
     val total = keys.toLong * perKey

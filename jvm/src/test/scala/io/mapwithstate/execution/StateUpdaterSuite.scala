@@ -1,11 +1,12 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.LocalSpark
-import io.mapwithstate.plan.{StateFunctionInput, StateFunctionResolver}
+import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce, CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce,
+  CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.{IntegerType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -32,6 +33,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     UnresolvedExtractValue(UnresolvedAttribute(struct), Literal(name))
   private def actionIs(a: String): Expression = EqualTo(col("v"), Literal(a))
 
+  private val perRecord = FunctionKind.PerRecord(Nil, Nil)
+
   private def newUpdater(refreshesIdleKeys: Boolean): StateUpdater = {
     val update = CaseWhen(Seq(
       (actionIs("increment"), CreateNamedStruct(Seq(Literal("n"),
@@ -47,11 +50,15 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1),
+      if (refreshesIdleKeys) TimeoutPolicy.Idle(timeoutMicros = 1, scanEvery = 1)
+      else TimeoutPolicy.Never)
   }
 
-  private val keyRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
-  private val stateRow = UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](IntegerType))
+  private val keyRow =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](StringType))
+  private val stateRow =
+    UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](IntegerType))
   private def k(s: String): UnsafeRow = keyRow(InternalRow(UTF8String.fromString(s))).copy()
   private def s(n: Int): UnsafeRow = stateRow(InternalRow(n)).copy()
   private def record(key: String, act: String): InternalRow =
@@ -67,7 +74,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
 
   /** The map's entries as key -> (state, update time). */
   private def contents(updater: StateUpdater): Map[String, (Int, Long)] =
-    updater.map.getAll().map(e => e.key.getUTF8String(0).toString -> (e.state.getInt(0), e.updateTime)).toMap
+    updater.map.getAll()
+      .map(e => e.key.getUTF8String(0).toString -> (e.state.getInt(0), e.updateTime)).toMap
 
   test("a record is processed even when its key has no state, and leaves it absent") {
     val updater = newUpdater(refreshesIdleKeys = false)
@@ -101,7 +109,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
   test("records of one key see each other's updates, in order") {
     val updater = newUpdater(refreshesIdleKeys = false)
     val calls = (1 to 3).map(_ => call(updater.processRecord(record("a", "increment"), batchTime)))
-    assert(calls.map(c => (c._3, c._4)) === Seq((None, Some(1)), (Some(1), Some(2)), (Some(2), Some(3))))
+    assert(calls.map(c => (c._3, c._4)) ===
+      Seq((None, Some(1)), (Some(1), Some(2)), (Some(2), Some(3))))
     assert(contents(updater) === Map("a" -> (3, batchTime)))
   }
 
@@ -158,7 +167,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
     val updater =
-      new StateUpdater(StateMap.empty(1, 1), compiled, 2, false)
+      StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1), TimeoutPolicy.Never)
 
     def run(key: String, act: String): Option[(String, Int)] =
       Option(updater.processRecord(record(key, act), batchTime))
@@ -196,8 +205,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
       .resolve(Seq(key, due), stateType, Some(update), None, None, Some(timeoutAt))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    new StateUpdater(StateMap.empty(1, 1), compiled, 2, refreshesIdleKeys = false,
-      timers = true, eventTimeTimers = eventTime)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, perRecord, Seq(1),
+      TimeoutPolicy.Timers(eventTime))
   }
 
   private def timed(key: String, timer: java.lang.Long): InternalRow =
@@ -225,7 +234,8 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     }
   }
 
-  test("event time: a timer must be positive, and not earlier than the watermark (equal is due later)") {
+  test("event time: a timer must be positive, and not earlier than the watermark " +
+      "(equal is due later)") {
     val updater = timerUpdater(eventTime = true)
     updater.startBatch(5000L)
     updater.processRecord(timed("a", 5000L), batchTime)
