@@ -88,10 +88,9 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
     val rewritten = p.transformExpressions {
       case a: Attribute if a.exprId == v.exprId => renamed
     }
-    val FunctionKind.PerGroup(_, inputs, sameValues, _) = rewritten.kind
+    val group @ FunctionKind.PerGroup(_, inputs, sameValues, _) = rewritten.kind
     assert(inputs === Seq(renamed) && sameValues === values)
-    val bound = rewritten.kind.asInstanceOf[FunctionKind.PerGroup].boundAggregates
-    assert(bound.flatMap(_.references).map(_.exprId) === Seq(renamed.exprId))
+    assert(group.boundAggregates.flatMap(_.references).map(_.exprId) === Seq(renamed.exprId))
     assert(rewritten.references.contains(renamed) && !rewritten.references.contains(v))
     // The node produces the aggregates' results: they are not input it misses.
     assert(p.missingInput.isEmpty, p.missingInput)
