@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
+from mapwithstate import ddl
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
@@ -115,7 +117,10 @@ class StateSpec:
         The Columns see the key and value columns by name and the functions of
         :mod:`mapwithstate.functions`.
         """
-        if not isinstance(state_schema, (str, StructType)):
+        if isinstance(state_schema, str):
+            # Spark's parser would refuse it only when the query is planned; say it here.
+            ddl.check_struct(state_schema, "state_schema")
+        elif not isinstance(state_schema, StructType):
             raise TypeError(
                 "state_schema must be a DDL string or a StructType, got "
                 f"{type(state_schema).__name__}"
