@@ -12,10 +12,11 @@ needs the plugin jar on the driver (``spark.jars`` / ``--jars``) and
              .getOrCreate())
     map_with_state(spark.createDataFrame(...), key="word", spec=spec).show()
 
-``mapwithstate._request.run`` dispatches here; this module is not public API.
+``mapwithstate._request.run`` and ``mapwithstate.state_reader`` dispatch here; this module is
+not public API.
 """
 
-from typing import TYPE_CHECKING, Any, List, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, TypeGuard
 
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
@@ -24,8 +25,10 @@ from mapwithstate.spec import COLUMNS, SETTINGS, StateSpec
 
 if TYPE_CHECKING:
     from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.session import SparkSession
 
     from mapwithstate._request import ColumnOrName, Request
+    from mapwithstate.state_reader import ReadMessage
 
 __all__: List[str] = []
 
@@ -38,6 +41,13 @@ def is_classic_dataframe(df: object) -> TypeGuard["DataFrame"]:
     from pyspark.sql.classic.dataframe import DataFrame
 
     return isinstance(df, DataFrame)
+
+
+def is_classic_session(spark: object) -> TypeGuard["SparkSession"]:
+    """Whether ``spark`` is a classic (py4j) SparkSession (Connect's is not a subclass)."""
+    from pyspark.sql.session import SparkSession
+
+    return isinstance(spark, SparkSession)
 
 
 def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
@@ -78,6 +88,36 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
             request.output,
         )
     return DataFrame(jdf, session)
+
+
+def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
+    """The state read of ``message`` (a ``ReadState`` or ``ReadStateChanges``, as the Connect
+    door sends it) through the JVM API ``io.mapwithstate.StateReader``, which plans the same
+    relation; errors in the request are raised here, as the JVM API raises them."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a classic session has a JVM"
+    api = jvm_api(jvm, "StateReader")
+
+    def optional(field: str) -> Optional[int]:
+        """A field the message may leave unset, as the API's nullable ``java.lang.Long``."""
+        return getattr(message, field) if message.HasField(field) else None
+
+    operator_id = optional("operator_id")
+    if message.DESCRIPTOR.name == "ReadState":
+        jdf = api.readState(
+            spark._jsparkSession, message.checkpoint, optional("batch_id"), operator_id
+        )
+    else:
+        jdf = api.readStateChanges(
+            spark._jsparkSession,
+            message.checkpoint,
+            message.start_batch,
+            optional("end_batch"),
+            operator_id,
+        )
+    return DataFrame(jdf, spark)
 
 
 def jvm_api(jvm: JavaObject, name: str) -> JavaObject:
