@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column
@@ -82,7 +83,7 @@ class StateSpec:
     #: The state loaded before the first batch (:meth:`initial_state`), if any.
     initial: Optional[InitialState] = None
     #: The plain-valued settings made so far, by their names in ``SETTINGS``.
-    settings: Mapping[str, SettingValue] = field(default_factory=dict)
+    settings: Mapping[str, SettingValue] = field(default_factory=lambda: MappingProxyType({}))
 
     @staticmethod
     def function(
@@ -192,7 +193,7 @@ class StateSpec:
 
     def _with(self, name: str, value: SettingValue) -> "StateSpec":
         assert name in SETTINGS, name
-        return replace(self, settings={**self.settings, name: value})
+        return replace(self, settings=MappingProxyType({**self.settings, name: value}))
 
 
 def duration_text(value: Duration, what: str) -> str:
