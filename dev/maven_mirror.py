@@ -3,6 +3,7 @@
 sbt must resolve from the same place Maven does: on machines whose Maven goes through a
 mirror, Maven Central itself may be unreachable.
 """
+
 import os
 import xml.etree.ElementTree as ET
 

@@ -54,7 +54,7 @@ def wait_for_port(port: int, timeout: float, what: str, log=lambda: "") -> None:
         except OSError:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what} did not listen on {port} within {timeout:.0f}s\n"
-                                   f"{log()[-4000:]}")
+                                   f"{log()[-4000:]}") from None
             time.sleep(0.5)
 
 

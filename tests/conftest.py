@@ -111,7 +111,7 @@ def classic_spark(tmp_path_factory):
                     failures.append(f"attempt {attempt}: {e}\n{_tail(log_path)}")
             if attempt == 1:
                 warnings.warn("the classic Spark JVM died starting; trying once more. "
-                              + failures[-1])
+                              + failures[-1], stacklevel=1)
         else:
             raise RuntimeError("the classic Spark JVM died starting, twice:\n"
                                + "\n".join(failures))

@@ -5,11 +5,21 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from errors import assert_still_serving, error_of, words
+from raw_relation import dataframe as raw_dataframe
+from raw_relation import message_of
 from specs import running_count
 
 
 def test_bad_state_schema(spark):
-    message = error_of(map_with_state(words(spark), key="word", spec=running_count("n BIGINTT")))
+    # The client refuses it itself, without a round trip (tests/test_ddl.py has the parser's
+    # cases)...
+    with pytest.raises(ValueError, match=r"state_schema: 'n BIGINTT' is not a valid schema: at "
+                                         r"position 2, 'BIGINTT' is not a data type"):
+        running_count("n BIGINTT")
+    # ... and the server too, when another client sends it.
+    message = message_of(map_with_state(words(spark), key="word", spec=running_count()))
+    message.spec.state_schema_ddl = "n BIGINTT"
+    message = error_of(raw_dataframe(spark, message.SerializeToString()))
     assert "state_schema" in message and "n BIGINTT" in message
     assert_still_serving(spark)
 

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
@@ -18,6 +19,13 @@ from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from specs import running_count
 from streams import Stream, corrupt
+
+# Every test reads through both doors: a Spark Connect session and a classic one (the JVM API).
+pytestmark = pytest.mark.sessions("connect", "classic")
+
+# A failed Spark job: Spark Connect raises it as a PySparkException, classic pyspark as py4j's
+# error (it converts analysis errors only); the tests assert on its message either way.
+JOB_FAILED = (PySparkException, Py4JJavaError)
 
 # Six micro-batches; a key is removed by its third record, so batches delete keys too.
 BATCHES = [["a", "b", "a"], ["c", "a"], ["b", "d"], ["a", "d", "d"], ["e"], ["b", "e"]]
@@ -127,6 +135,7 @@ def expected_counts(files):
     return dict(counts)
 
 
+@pytest.mark.connect_only  # a second session of the same server
 def test_reading_a_running_query_then_stopped_restarted_and_from_another_session(
         spark, server, tmp_path):
     stream = Stream(str(tmp_path))
@@ -255,11 +264,11 @@ def test_a_cleaned_up_version_names_the_oldest_readable_batch(spark, small_strea
 def test_a_damaged_state_file_fails_the_read_naming_the_file(spark, small_stream):
     delta = max(state_files(small_stream, "3.delta"), key=os.path.getsize)  # one with records
     corrupt(delta, "flip")
-    with pytest.raises(PySparkException) as failure:
+    with pytest.raises(JOB_FAILED) as failure:
         mws.read_state(spark, small_stream.checkpoint).collect()
     assert f"cannot load mapWithState state file file:{delta}" in str(failure.value)
     assert "corrupt" in str(failure.value)
-    with pytest.raises(PySparkException) as failure:
+    with pytest.raises(JOB_FAILED) as failure:
         mws.read_state_changes(spark, small_stream.checkpoint, start_batch=2).collect()
     assert f"cannot load mapWithState state file file:{delta}" in str(failure.value)
 

@@ -4,11 +4,11 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import mapwithstate as mws
 
@@ -69,9 +69,10 @@ def show_tables(output: str) -> list:
         if line.startswith(("+-", "|")):
             block.append(line)
             continue
-        rows = [tuple(c.strip() for c in l.strip("|").split("|")) for l in block if l[0] == "|"]
+        rows = [tuple(c.strip() for c in row.strip("|").split("|"))
+                for row in block if row[0] == "|"]
         if rows:
-            tables.append([dict(zip(rows[0], r)) for r in rows[1:]])
+            tables.append([dict(zip(rows[0], r, strict=True)) for r in rows[1:]])
         block = []
     return tables
 

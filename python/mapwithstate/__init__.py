@@ -14,6 +14,7 @@ natively on the JVM executors by a Spark Connect plugin::
         emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
     map_with_state(df, key="word", spec=spec).show()
 """
+
 from mapwithstate import functions
 from mapwithstate.groups import map_groups_with_state
 from mapwithstate.relation import map_with_state

@@ -1,4 +1,4 @@
-"""The classic PySpark path: ``map_with_state`` on a classic DataFrame, through the JVM API.
+"""The classic PySpark path: a request on a classic DataFrame, through the JVM API.
 
 A classic DataFrame lives in this process's JVM (py4j), so there is no Connect relation to
 send: the same request is made by calling ``io.mapwithstate.MapWithState`` — the JVM API the
@@ -12,116 +12,133 @@ needs the plugin jar on the driver (``spark.jars`` / ``--jars``) and
              .getOrCreate())
     map_with_state(spark.createDataFrame(...), key="word", spec=spec).show()
 
-``mapwithstate.relation.map_with_state`` dispatches here; this module is not public API.
+``mapwithstate._request.run`` and ``mapwithstate.state_reader`` dispatch here; this module is
+not public API.
 """
-from typing import TYPE_CHECKING, List, Optional, Sequence, Union
+
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, TypeGuard
 
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
-if TYPE_CHECKING:
-    from py4j.java_gateway import JavaObject
-    from pyspark.sql.classic.dataframe import DataFrame
+from mapwithstate.spec import COLUMNS, SETTINGS, StateSpec
 
-    from mapwithstate.spec import StateSpec
+if TYPE_CHECKING:
+    from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.session import SparkSession
+
+    from mapwithstate._request import ColumnOrName, Request
+    from mapwithstate.state_reader import ReadMessage
 
 __all__: List[str] = []
 
-ColumnOrName = Union[str, Column]
+#: A py4j proxy of a JVM object or class (py4j ships no type information).
+JavaObject = Any
 
 
-def is_classic_dataframe(df: object) -> bool:
+def is_classic_dataframe(df: object) -> TypeGuard["DataFrame"]:
     """Whether ``df`` is a classic (py4j) PySpark DataFrame."""
     from pyspark.sql.classic.dataframe import DataFrame
 
     return isinstance(df, DataFrame)
 
 
-def is_connect_dataframe(df: object) -> bool:
-    """Whether ``df`` is a Spark Connect DataFrame."""
-    from pyspark.sql.connect.dataframe import DataFrame
+def is_classic_session(spark: object) -> TypeGuard["SparkSession"]:
+    """Whether ``spark`` is a classic (py4j) SparkSession (Connect's is not a subclass)."""
+    from pyspark.sql.session import SparkSession
 
-    return isinstance(df, DataFrame)
+    return isinstance(spark, SparkSession)
 
 
-def map_with_state(
-    df: "DataFrame",
-    keys: Sequence[ColumnOrName],
-    spec: "StateSpec",
-    values: Sequence[ColumnOrName],
-    batch_time: Optional[ColumnOrName],
-    batch_interval: Optional[str],
-    order_by: Sequence[ColumnOrName],
-    output: str,
-) -> "DataFrame":
-    """Builds the mapWithState of a classic DataFrame on the JVM; errors in the request are
-    raised here (the plan is checked as it is made), as the JVM API raises them."""
+def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
+    """The DataFrame of ``request`` over the classic DataFrame ``df``, made on the JVM; errors
+    in the request are raised here (the plan is checked as it is made), as the JVM API raises
+    them."""
     from pyspark.sql.classic.column import _to_seq
     from pyspark.sql.classic.dataframe import DataFrame
 
     session = df.sparkSession
     sc = session.sparkContext
     jvm = sc._jvm
-    api = _api(jvm)
+    api = jvm_api(jvm, "MapWithState")
 
-    def seq(columns: Sequence[ColumnOrName], what: str) -> "JavaObject":
-        return _to_seq(sc, [_java_column(jvm, c, what) for c in columns])
+    def seq(columns: Sequence["ColumnOrName"], what: str) -> JavaObject:
+        return _to_seq(sc, [java_column(jvm, c, what) for c in columns])
 
-    jdf = api.mapWithState(
-        df._jdf,
-        seq(keys, "key"),
-        _java_spec(jvm, spec),
-        seq(values, "value"),
-        _java_column(jvm, batch_time, "batch_time") if batch_time is not None else None,
-        batch_interval,
-        seq(order_by, "order_by"),
-        output,
+    keys = seq(request.keys, "key")
+    spec = _java_spec(jvm, request.spec)
+    batch_time = (
+        java_column(jvm, request.batch_time, "batch_time")
+        if request.batch_time is not None
+        else None
     )
+    if request.groups:
+        jdf = api.mapGroupsWithState(
+            df._jdf, keys, spec, batch_time, request.batch_interval, request.output
+        )
+    else:
+        jdf = api.mapWithState(
+            df._jdf,
+            keys,
+            spec,
+            seq(request.values, "value"),
+            batch_time,
+            request.batch_interval,
+            seq(request.order_by, "order_by"),
+            request.output,
+        )
     return DataFrame(jdf, session)
 
 
-def map_groups_with_state(
-    df: "DataFrame",
-    keys: Sequence[ColumnOrName],
-    spec: "StateSpec",
-    batch_time: Optional[ColumnOrName],
-    batch_interval: Optional[str],
-    output: str,
-) -> "DataFrame":
-    """Builds the mapGroupsWithState of a classic DataFrame on the JVM, as
-    :func:`map_with_state` does."""
-    from pyspark.sql.classic.column import _to_seq
+def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
+    """The state read of ``message`` (a ``ReadState`` or ``ReadStateChanges``, as the Connect
+    door sends it) through the JVM API ``io.mapwithstate.StateReader``, which plans the same
+    relation; errors in the request are raised here, as the JVM API raises them."""
     from pyspark.sql.classic.dataframe import DataFrame
 
-    session = df.sparkSession
-    sc = session.sparkContext
-    jvm = sc._jvm
-    jdf = _api(jvm).mapGroupsWithState(
-        df._jdf,
-        _to_seq(sc, [_java_column(jvm, c, "key") for c in keys]),
-        _java_spec(jvm, spec),
-        _java_column(jvm, batch_time, "batch_time") if batch_time is not None else None,
-        batch_interval,
-        output,
-    )
-    return DataFrame(jdf, session)
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a classic session has a JVM"
+    api = jvm_api(jvm, "StateReader")
+
+    def optional(field: str) -> Optional[int]:
+        """A field the message may leave unset, as the API's nullable ``java.lang.Long``."""
+        return getattr(message, field) if message.HasField(field) else None
+
+    operator_id = optional("operator_id")
+    if message.DESCRIPTOR.name == "ReadState":
+        jdf = api.readState(
+            spark._jsparkSession, message.checkpoint, optional("batch_id"), operator_id
+        )
+    else:
+        jdf = api.readStateChanges(
+            spark._jsparkSession,
+            message.checkpoint,
+            message.start_batch,
+            optional("end_batch"),
+            operator_id,
+        )
+    return DataFrame(jdf, spark)
 
 
-def _api(jvm: "JavaObject") -> "JavaObject":
-    """``io.mapwithstate.MapWithState``, or an error saying how to put it on the driver."""
+def jvm_api(jvm: JavaObject, name: str) -> JavaObject:
+    """The JVM API object ``io.mapwithstate.<name>``, or an error saying how to put the plugin
+    on the driver."""
     from py4j.java_gateway import JavaClass
 
-    api = jvm.io.mapwithstate.MapWithState
+    api = getattr(jvm.io.mapwithstate, name)
     if not isinstance(api, JavaClass):
         raise RuntimeError(
-            "io.mapwithstate.MapWithState is not on this Spark driver's classpath: start the "
+            f"io.mapwithstate.{name} is not on this Spark driver's classpath: start the "
             "session with the plugin jar (spark-submit --jars mapwithstate-assembly.jar, or "
             ".config('spark.jars', mapwithstate.jar_path())) and "
-            "spark.sql.extensions=io.mapwithstate.MapWithStateExtensions")
+            "spark.sql.extensions=io.mapwithstate.MapWithStateExtensions"
+        )
     return api
 
 
-def _java_column(jvm: "JavaObject", value: ColumnOrName, what: str) -> "JavaObject":
+def java_column(jvm: JavaObject, value: "ColumnOrName", what: str) -> JavaObject:
+    """The JVM Column of ``value``, or a ``TypeError`` naming ``what`` when it is a Spark
+    Connect Column."""
     from pyspark.sql.classic.column import Column as ClassicColumn
 
     if isinstance(value, str):
@@ -132,36 +149,33 @@ def _java_column(jvm: "JavaObject", value: ColumnOrName, what: str) -> "JavaObje
         raise TypeError(
             f"{what} is a Spark Connect Column, but the DataFrame is a classic one: build it with "
             "pyspark.sql.functions (not pyspark.sql.connect.functions) while the classic "
-            "session is active")
+            "session is active"
+        )
     raise TypeError(f"{what} must be a column name or a Column, got {type(value).__name__}")
 
 
-def _java_spec(jvm: "JavaObject", spec: "StateSpec") -> "JavaObject":
-    """The JVM ``io.mapwithstate.StateSpec`` for ``spec``."""
-    from pyspark.sql.classic.dataframe import DataFrame
-
-    columns = [None if c is None else _java_column(jvm, c, f"spec.{name}")
-               for name, c in (("update", spec.update), ("remove", spec.remove),
-                               ("emit", spec.emit), ("timeout_at", spec.timeout_at))]
+def _java_spec(jvm: JavaObject, spec: StateSpec) -> JavaObject:
+    """The JVM ``io.mapwithstate.StateSpec`` of ``spec``: its schema, its Columns, its initial
+    state and every setting of the settings table, each through its JVM builder method."""
+    columns = [
+        None
+        if getattr(spec, name) is None
+        else java_column(jvm, getattr(spec, name), f"spec.{name}")
+        for name in COLUMNS
+    ]
     if isinstance(spec.state_schema, StructType):
         schema = jvm.org.apache.spark.sql.types.DataType.fromJson(spec.state_schema.json())
     else:
         schema = spec.state_schema
     java = jvm.io.mapwithstate.StateSpec.function(schema, *columns)
-    if spec._initial_state is not None:
-        if not isinstance(spec._initial_state, DataFrame):
+    if spec.initial is not None:
+        if not is_classic_dataframe(spec.initial.df):
             raise TypeError(
                 "spec.initial_state is a Spark Connect DataFrame, but the DataFrame is a classic "
-                "one: both must come from the same session")
-        java = java.initialState(spec._initial_state._jdf, spec._initial_state_timeout_at)
-    if spec._num_partitions is not None:
-        java = java.numPartitions(spec._num_partitions)
-    if spec._timeout is not None:
-        java = java.timeout(spec._timeout)
-    if spec._checkpoint_interval is not None:
-        java = java.checkpointInterval(spec._checkpoint_interval)
-    if spec._timeout_domain is not None:
-        java = java.timeoutDomain(spec._timeout_domain)
-    if spec._backend is not None:
-        java = java.backend(spec._backend)
+                "one: both must come from the same session"
+            )
+        java = java.initialState(spec.initial.df._jdf, spec.initial.timeout_at)
+    for setting in SETTINGS.values():
+        if setting.name in spec.settings:
+            java = getattr(java, setting.jvm_method)(spec.settings[setting.name])
     return java

@@ -20,12 +20,20 @@ active — so they mix with the rest of the state function; before any session e
 return Connect Columns, which a classic session cannot use: build a classic spec after
 ``SparkSession.builder.getOrCreate()``.
 """
+
 from typing import Optional
 
 from pyspark.sql import Column
 
-__all__ = ["state", "new_state", "state_exists", "is_timing_out", "batch_time", "timeout_at",
-           "watermark"]
+__all__ = [
+    "state",
+    "new_state",
+    "state_exists",
+    "is_timing_out",
+    "batch_time",
+    "timeout_at",
+    "watermark",
+]
 
 #: The state function's own input columns, by function, as state_spec.proto defines them (the
 #: one place the client names them; tests/test_contract.py checks them against the proto).

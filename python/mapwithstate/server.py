@@ -1,5 +1,6 @@
 """Running the plugin: where its jar is, the configuration a Connect server needs, and a local
 Spark Connect server for notebooks, demos and tests."""
+
 import atexit
 import errno
 import glob
@@ -16,16 +17,25 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 from pyspark.sql import SparkSession
 
-__all__ = ["jar_path", "server_conf", "local_session", "LocalConnectServer",
-           "RELATION_PLUGIN_CLASS", "SQL_EXTENSIONS_CLASS"]
+__all__ = [
+    "jar_path",
+    "server_conf",
+    "local_session",
+    "LocalConnectServer",
+    "RELATION_PLUGIN_CLASS",
+    "SQL_EXTENSIONS_CLASS",
+]
 
 #: The Connect relation plugins (map_with_state, and the state reader), comma-separated as
 #: ``spark.connect.extensions.relation.classes`` takes them.
-RELATION_PLUGIN_CLASS = ("io.mapwithstate.connect.MapWithStateRelationPlugin,"
-                         "io.mapwithstate.connect.StateReaderRelationPlugin")
+RELATION_PLUGIN_CLASS = (
+    "io.mapwithstate.connect.MapWithStateRelationPlugin,"
+    "io.mapwithstate.connect.StateReaderRelationPlugin"
+)
 #: The gRPC interceptor that keeps error trailers readable by a default client:
 #: ``spark.connect.grpc.interceptor.classes``.
 _ERROR_TRAILERS_INTERCEPTOR = "io.mapwithstate.connect.BoundedErrorTrailers"
+_CHECKPOINT_FILE_MANAGER = "io.mapwithstate.state.LocalCheckpointFileManager"
 #: The planner extension: ``spark.sql.extensions``.
 SQL_EXTENSIONS_CLASS = "io.mapwithstate.MapWithStateExtensions"
 
@@ -65,7 +75,8 @@ def jar_path() -> str:
         f"the mapwithstate plugin jar ({_JAR_PATTERN}) is not built: looked in "
         + " and ".join(places)
         + "; install the wheel (`dev/build-wheel`), build the jar (`dev/sbt plugin/assembly`) "
-        "or set MAPWITHSTATE_JAR")
+        "or set MAPWITHSTATE_JAR"
+    )
 
 
 def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
@@ -75,11 +86,15 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
     (clients then connect to ``sc://host:15002/;token=...``)::
 
         export SPARK_CONNECT_AUTHENTICATE_TOKEN=...   # a long random string
+        relations=io.mapwithstate.connect.MapWithStateRelationPlugin
+        relations=$relations,io.mapwithstate.connect.StateReaderRelationPlugin
+        files=io.mapwithstate.state.LocalCheckpointFileManager
+        errors=io.mapwithstate.connect.BoundedErrorTrailers
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\
-            --conf spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin,io.mapwithstate.connect.StateReaderRelationPlugin \\
+            --conf spark.connect.extensions.relation.classes=$relations \\
             --conf spark.sql.extensions=io.mapwithstate.MapWithStateExtensions \\
-            --conf spark.sql.streaming.checkpointFileManagerClass=io.mapwithstate.state.LocalCheckpointFileManager \\
-            --conf spark.connect.grpc.interceptor.classes=io.mapwithstate.connect.BoundedErrorTrailers
+            --conf spark.sql.streaming.checkpointFileManagerClass=$files \\
+            --conf spark.connect.grpc.interceptor.classes=$errors
 
     ``spark.sql.streaming.checkpointFileManagerClass`` is for every streaming query's logs
     (offsets, commits, metadata), not only map_with_state's: on a local file system the plugin's
@@ -104,8 +119,7 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
         "spark.jars": jar or jar_path(),
         "spark.connect.extensions.relation.classes": RELATION_PLUGIN_CLASS,
         "spark.sql.extensions": SQL_EXTENSIONS_CLASS,
-        "spark.sql.streaming.checkpointFileManagerClass":
-            "io.mapwithstate.state.LocalCheckpointFileManager",
+        "spark.sql.streaming.checkpointFileManagerClass": _CHECKPOINT_FILE_MANAGER,
         "spark.connect.grpc.interceptor.classes": _ERROR_TRAILERS_INTERCEPTOR,
     }
 
@@ -137,7 +151,7 @@ def _properties_escape(text: str) -> str:
     units = text.encode("utf-16-be")
     out = []
     for i in range(0, len(units), 2):
-        code = int.from_bytes(units[i:i + 2], "big")
+        code = int.from_bytes(units[i : i + 2], "big")
         ch = chr(code)
         out.append(ch if ch.isascii() and (ch.isalnum() or ch in "._-/,+@%") else f"\\u{code:04x}")
     return "".join(out)
@@ -172,19 +186,26 @@ class LocalConnectServer:
     :param startup_timeout: seconds to wait for the server to answer.
     """
 
-    def __init__(self, master: str = "local[2]", conf: Optional[Dict[str, str]] = None,
-                 port: Optional[int] = None, startup_timeout: float = 180.0) -> None:
+    def __init__(
+        self,
+        master: str = "local[2]",
+        conf: Optional[Dict[str, str]] = None,
+        port: Optional[int] = None,
+        startup_timeout: float = 180.0,
+    ) -> None:
         if port is not None and not _port_is_free(port):
-            raise OSError(errno.EADDRINUSE,
-                          f"port {port} on {_LOOPBACK} is in use by another process; pass another "
-                          "port, or none to have a free one chosen")
+            raise OSError(
+                errno.EADDRINUSE,
+                f"port {port} on {_LOOPBACK} is in use by another process; pass another "
+                "port, or none to have a free one chosen",
+            )
         self.master = master
         self.conf: Dict[str, str] = {**server_conf(), **(conf or {})}
         plugins = [p for p in self.conf.get("spark.plugins", "").split(",") if p.strip()]
         self.conf["spark.plugins"] = ",".join(plugins + [_EXIT_WITH_OWNER_PLUGIN])
         self._token = secrets.token_urlsafe(32)
         self._server_id = secrets.token_hex(16)
-        self._process: Optional[subprocess.Popen] = None
+        self._process: Optional[subprocess.Popen[bytes]] = None
         self._started = False
         self._last_probe_error: Optional[Exception] = None
         self._dir = tempfile.mkdtemp(prefix="mapwithstate-server-")  # mode 0700
@@ -201,10 +222,12 @@ class LocalConnectServer:
                 return
             except _PortTaken:
                 if attempt == attempts - 1:
-                    raise OSError(errno.EADDRINUSE,
-                                  f"the Spark Connect server could not bind port {self.port} or "
-                                  f"{self.ui_port} on {_LOOPBACK}: in use by another process; "
-                                  f"its log ({self.log_path}) ends with:\n{self.log_tail()}")
+                    raise OSError(
+                        errno.EADDRINUSE,
+                        f"the Spark Connect server could not bind port {self.port} or "
+                        f"{self.ui_port} on {_LOOPBACK}: in use by another process; "
+                        f"its log ({self.log_path}) ends with:\n{self.log_tail()}",
+                    ) from None
 
     @property
     def url(self) -> str:
@@ -250,12 +273,20 @@ class LocalConnectServer:
 
     def _start(self, timeout: float) -> None:
         home = _spark_home()
-        command = [os.path.join(home, "bin", "spark-submit"),
-                   "--properties-file", self._write_properties(),
-                   "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-                   "spark-internal"]
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=_LOOPBACK,
-                   SPARK_CONNECT_AUTHENTICATE_TOKEN=self._token)
+        command = [
+            os.path.join(home, "bin", "spark-submit"),
+            "--properties-file",
+            self._write_properties(),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "spark-internal",
+        ]
+        env = dict(
+            os.environ,
+            SPARK_HOME=home,
+            SPARK_LOCAL_IP=_LOOPBACK,
+            SPARK_CONNECT_AUTHENTICATE_TOKEN=self._token,
+        )
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
         # The server's Python workers run this client's code (a foreachBatch function, a UDF),
         # which needs this interpreter's packages; Spark's own default is `python3` on the PATH.
@@ -265,8 +296,13 @@ class LocalConnectServer:
             # reads end of file and exits (ExitWithOwnerPlugin). spark-submit execs the JVM, so
             # this child is the JVM itself.
             self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
-                env=env, start_new_session=True)
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -277,7 +313,8 @@ class LocalConnectServer:
                     raise _PortTaken()
                 raise RuntimeError(
                     f"the Spark Connect server exited with code {code} while starting; its log "
-                    f"({self.log_path}) ends with:\n{tail}")
+                    f"({self.log_path}) ends with:\n{tail}"
+                )
             if self._answers():
                 # spark-submit read the settings at launch; they may hold secrets (a user's
                 # credentials in a Hadoop setting), so they do not stay on disk.
@@ -288,7 +325,8 @@ class LocalConnectServer:
         self.stop()
         raise TimeoutError(
             f"the Spark Connect server did not answer on port {self.port} within {timeout:.0f}s "
-            f"(last attempt: {self._last_probe_error!r}); its log ends with:\n{self.log_tail()}")
+            f"(last attempt: {self._last_probe_error!r}); its log ends with:\n{self.log_tail()}"
+        )
 
     def _answers(self) -> bool:
         """Whether this server answers an authenticated request on its port; raises when
@@ -310,7 +348,8 @@ class LocalConnectServer:
         if answered != self._server_id:
             raise RuntimeError(
                 f"port {self.port} on {_LOOPBACK} is served by another Spark Connect server than "
-                f"the one started here (pid {self.pid}); not using it")
+                f"the one started here (pid {self.pid}); not using it"
+            )
         return True
 
     def log_tail(self, lines: int = 40) -> str:
@@ -337,6 +376,7 @@ class LocalConnectServer:
             return
         running = process.poll() is None
         if running:
+            assert process.stdin is not None  # started with stdin=PIPE
             process.stdin.close()  # the JVM's watchdog sees end of file and exits cleanly
             try:
                 process.wait(timeout=30)
@@ -384,8 +424,9 @@ def local_session(master: str = "local[2]", **conf: str) -> SparkSession:
     >>> spark = mws.local_session(**{"spark.sql.shuffle.partitions": "4"})  # doctest: +SKIP
     """
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise RuntimeError("the local Spark Connect server needs Java 17: neither JAVA_HOME nor "
-                           "java on PATH")
+        raise RuntimeError(
+            "the local Spark Connect server needs Java 17: neither JAVA_HOME nor java on PATH"
+        )
     settings = {k: str(v) for k, v in conf.items()}
     key = (master, frozenset(settings.items()))
     with _servers_lock:

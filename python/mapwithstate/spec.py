@@ -1,20 +1,59 @@
 """``StateSpec``: the state function of a mapWithState, as in Spark's ``StateSpec.function``."""
-from dataclasses import dataclass, replace
+
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Optional, Union
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
-from mapwithstate.proto import state_spec_pb2
+from mapwithstate import ddl
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.client import SparkConnectClient
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame
 
 __all__ = ["StateSpec"]
 
 Duration = Union[str, timedelta]
+SettingValue = Union[int, str]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One plain-valued builder setting of a ``StateSpec``: its name, which is both the Python
+    builder method's and the ``mapwithstate.StateSpec`` proto field's, and the builder method
+    of the JVM ``io.mapwithstate.StateSpec`` that sets it."""
+
+    name: str
+    jvm_method: str
+
+
+#: The settings table: both serializers (the Connect proto in ``connect_plan``, the JVM spec in
+#: ``classic``) iterate it, so that a new plain-valued setting is one row here.
+SETTINGS: Mapping[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting("num_partitions", "numPartitions"),
+        Setting("timeout", "timeout"),
+        Setting("checkpoint_interval", "checkpointInterval"),
+        Setting("timeout_domain", "timeoutDomain"),
+        Setting("backend", "backend"),
+    )
+}
+
+#: The spec's Column fields, in the order the JVM's ``StateSpec.function`` takes them after the
+#: schema; each is also the name of its ``mapwithstate.StateSpec`` proto field.
+COLUMNS: Tuple[str, ...] = ("update", "remove", "emit", "timeout_at")
+
+
+@dataclass(frozen=True)
+class InitialState:
+    """The state loaded before the first batch: a DataFrame of the key columns and the state's
+    fields, and optionally the name of its column holding each key's first timer."""
+
+    df: "DataFrame"
+    timeout_at: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -32,20 +71,19 @@ class StateSpec:
     ...         emit=F.struct(F.col("word"), S.new_state("n").alias("n")))
     ...     .timeout("30 minutes")
     ...     .num_partitions(4))
+    >>> dict(spec.settings)
+    {'timeout': '30 minutes', 'num_partitions': 4}
     """
 
     state_schema: Union[str, StructType]
     update: Optional[Column] = None
     remove: Optional[Column] = None
     emit: Optional[Column] = None
-    _initial_state: Optional["DataFrame"] = None
-    _num_partitions: Optional[int] = None
-    _timeout: Optional[str] = None
-    _checkpoint_interval: Optional[int] = None
     timeout_at: Optional[Column] = None
-    _timeout_domain: Optional[str] = None
-    _initial_state_timeout_at: Optional[str] = None
-    _backend: Optional[str] = None
+    #: The state loaded before the first batch (:meth:`initial_state`), if any.
+    initial: Optional[InitialState] = None
+    #: The plain-valued settings made so far, by their names in ``SETTINGS``.
+    settings: Mapping[str, SettingValue] = field(default_factory=lambda: MappingProxyType({}))
 
     @staticmethod
     def function(
@@ -80,14 +118,23 @@ class StateSpec:
         The Columns see the key and value columns by name and the functions of
         :mod:`mapwithstate.functions`.
         """
-        if not isinstance(state_schema, (str, StructType)):
+        if isinstance(state_schema, str):
+            # Spark's parser would refuse it only when the query is planned; say it here.
+            ddl.check_struct(state_schema, "state_schema")
+        elif not isinstance(state_schema, StructType):
             raise TypeError(
-                f"state_schema must be a DDL string or a StructType, got {type(state_schema).__name__}")
-        for name, column in (("update", update), ("remove", remove), ("emit", emit),
-                             ("timeout_at", timeout_at)):
+                "state_schema must be a DDL string or a StructType, got "
+                f"{type(state_schema).__name__}"
+            )
+        for name, column in (
+            ("update", update),
+            ("remove", remove),
+            ("emit", emit),
+            ("timeout_at", timeout_at),
+        ):
             if column is not None and not isinstance(column, Column):
                 raise TypeError(f"{name} must be a Column, got {type(column).__name__}")
-        return StateSpec(state_schema, update, remove, emit, timeout_at=timeout_at)
+        return StateSpec(state_schema, update, remove, emit, timeout_at)
 
     def initial_state(self, df: "DataFrame", timeout_at: Optional[str] = None) -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
@@ -101,9 +148,10 @@ class StateSpec:
         if not isinstance(df, AnyDataFrame):
             raise TypeError(f"initial_state must be a DataFrame, got {type(df).__name__}")
         if timeout_at is not None and not isinstance(timeout_at, str):
-            raise TypeError(f"initial_state's timeout_at must be a column name, got "
-                            f"{type(timeout_at).__name__}")
-        return replace(self, _initial_state=df, _initial_state_timeout_at=timeout_at)
+            raise TypeError(
+                f"initial_state's timeout_at must be a column name, got {type(timeout_at).__name__}"
+            )
+        return replace(self, initial=InitialState(df, timeout_at))
 
     def timeout_domain(self, domain: str) -> "StateSpec":
         """What ``timeout_at`` timers are compared with: ``"processing_time"`` (the default;
@@ -112,27 +160,27 @@ class StateSpec:
         or before the watermark are then dropped as late)."""
         if not isinstance(domain, str):
             raise TypeError(f"timeout_domain must be a string, got {type(domain).__name__}")
-        return replace(self, _timeout_domain=domain)
+        return self._with("timeout_domain", domain)
 
     def num_partitions(self, n: int) -> "StateSpec":
         """Spreads the state over ``n`` partitions (default: the session's shuffle partitions)."""
         if not isinstance(n, int) or isinstance(n, bool):
             raise TypeError(f"num_partitions must be an int, got {type(n).__name__}")
-        return replace(self, _num_partitions=n)
+        return self._with("num_partitions", n)
 
     def timeout(self, duration: Duration) -> "StateSpec":
         """Removes a key's state when no record has come for it for ``duration``: a string such
         as ``"30 seconds"`` or a ``timedelta``. Timed-out keys are found on checkpoint batches
         (see :meth:`checkpoint_interval`), and the state function is called for each one.
         Cannot be combined with ``timeout_at``."""
-        return replace(self, _timeout=_duration(duration, "timeout"))
+        return self._with("timeout", duration_text(duration, "timeout"))
 
     def checkpoint_interval(self, n_batches: int) -> "StateSpec":
         """Scans the state for timed-out keys on every ``n_batches``-th batch (default 10, as
         Spark checkpoints a mapWithState every 10 batch intervals)."""
         if not isinstance(n_batches, int) or isinstance(n_batches, bool):
             raise TypeError(f"checkpoint_interval must be an int, got {type(n_batches).__name__}")
-        return replace(self, _checkpoint_interval=n_batches)
+        return self._with("checkpoint_interval", n_batches)
 
     def backend(self, name: str) -> "StateSpec":
         """Where each partition's state is kept: ``"memory"`` (the default: on the heap, the
@@ -141,47 +189,19 @@ class StateSpec:
         memory). A streaming query keeps the backend its checkpoint was started with."""
         if not isinstance(name, str):
             raise TypeError(f"backend must be a str, got {type(name).__name__}")
-        return replace(self, _backend=name)
+        return self._with("backend", name)
 
-    def to_proto(self, client: "SparkConnectClient") -> state_spec_pb2.StateSpec:
-        """The ``mapwithstate.StateSpec`` message for this spec."""
-        message = state_spec_pb2.StateSpec()
-        if isinstance(self.state_schema, str):
-            message.state_schema_ddl = self.state_schema
-        else:
-            from pyspark.sql.connect.types import pyspark_types_to_proto_types
-
-            message.state_schema_type.CopyFrom(pyspark_types_to_proto_types(self.state_schema))
-        if self.update is not None:
-            message.update.CopyFrom(self.update.to_plan(client))
-        if self.remove is not None:
-            message.remove.CopyFrom(self.remove.to_plan(client))
-        if self.emit is not None:
-            message.emit.CopyFrom(self.emit.to_plan(client))
-        if self._initial_state is not None:
-            message.initial_state.CopyFrom(self._initial_state._plan.plan(client))
-        if self._num_partitions is not None:
-            message.num_partitions = self._num_partitions
-        if self._timeout is not None:
-            message.timeout = self._timeout
-        if self._checkpoint_interval is not None:
-            message.checkpoint_interval = self._checkpoint_interval
-        if self.timeout_at is not None:
-            message.timeout_at.CopyFrom(self.timeout_at.to_plan(client))
-        if self._timeout_domain is not None:
-            message.timeout_domain = self._timeout_domain
-        if self._initial_state_timeout_at is not None:
-            message.initial_state_timeout_at = self._initial_state_timeout_at
-        if self._backend is not None:
-            message.backend = self._backend
-        return message
+    def _with(self, name: str, value: SettingValue) -> "StateSpec":
+        assert name in SETTINGS, name
+        return replace(self, settings=MappingProxyType({**self.settings, name: value}))
 
 
-def _duration(value: Duration, what: str) -> str:
+def duration_text(value: Duration, what: str) -> str:
     """A duration as the server parses it; the server also checks that it makes sense."""
     if isinstance(value, timedelta):
         return f"{value // timedelta(microseconds=1)} microseconds"
     if isinstance(value, str):
         return value
-    raise TypeError(f"{what} must be a string such as '30 seconds' or a timedelta, "
-                    f"got {type(value).__name__}")
+    raise TypeError(
+        f"{what} must be a string such as '30 seconds' or a timedelta, got {type(value).__name__}"
+    )

@@ -4,27 +4,36 @@ Both readers are relations of the plugin: the server resolves the checkpoint (it
 state schemas, partitions and committed batches) and its executors read the state files in
 parallel, one task per state partition, wherever the checkpoint is (local, HDFS, object store).
 They only read: a running query's checkpoint can be read while it runs, and only committed
-batches are ever returned.
+batches are ever returned. On a classic session the same read is made through the JVM API
+``io.mapwithstate.StateReader``, which plans the same relation.
 """
-from typing import TYPE_CHECKING, Optional
+
+from typing import TYPE_CHECKING, Optional, Union
 
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
 
+from mapwithstate import classic
 from mapwithstate.proto import state_reader_pb2
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql import SparkSession as ClassicSession
     from pyspark.sql.connect.client import SparkConnectClient
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    SparkSession = Union[ConnectSession, ClassicSession]
+
+ReadMessage = Union[state_reader_pb2.ReadState, state_reader_pb2.ReadStateChanges]
 
 __all__ = ["read_state", "read_state_changes"]
 
 
 class _StateReaderPlan(LogicalPlan):
-    """A leaf plan node: packs a ``ReadState`` or ``ReadStateChanges`` into ``Relation.extension``."""
+    """A leaf plan node: packs a ``ReadState`` or ``ReadStateChanges`` into
+    ``Relation.extension``."""
 
-    def __init__(self, message: object) -> None:
+    def __init__(self, message: ReadMessage) -> None:
         super().__init__(None)
         self._message = message
 
@@ -34,9 +43,13 @@ class _StateReaderPlan(LogicalPlan):
         return relation
 
 
-def read_state(spark: "SparkSession", checkpoint: str, *,
-               batch_id: Optional[int] = None,
-               operator_id: Optional[int] = None) -> "DataFrame":
+def read_state(
+    spark: "SparkSession",
+    checkpoint: str,
+    *,
+    batch_id: Optional[int] = None,
+    operator_id: Optional[int] = None,
+) -> "DataFrame":
     """Every key's map_with_state state as committed after one micro-batch of a streaming query.
 
     The columns are the key columns, the state's fields, ``last_updated`` (TIMESTAMP: the batch
@@ -44,7 +57,8 @@ def read_state(spark: "SparkSession", checkpoint: str, *,
     timer) and ``partition`` (INT: the state partition holding the key). The types come from the
     checkpoint itself.
 
-    :param spark: a Spark Connect session on a server with the plugin.
+    :param spark: a Spark Connect session on a server with the plugin, or a classic one with
+        the plugin jar and its ``spark.sql.extensions`` (see :mod:`mapwithstate.classic`).
     :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
     :param batch_id: the micro-batch after which to read the state; default the last committed
         one (when the DataFrame is planned: each action reads the latest).
@@ -74,9 +88,14 @@ def read_state(spark: "SparkSession", checkpoint: str, *,
     return _dataframe(spark, message)
 
 
-def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: int,
-                       end_batch: Optional[int] = None,
-                       operator_id: Optional[int] = None) -> "DataFrame":
+def read_state_changes(
+    spark: "SparkSession",
+    checkpoint: str,
+    *,
+    start_batch: int,
+    end_batch: Optional[int] = None,
+    operator_id: Optional[int] = None,
+) -> "DataFrame":
     """The change feed of a map_with_state query's state: one row per change of a key in the
     micro-batches ``start_batch`` to ``end_batch`` (inclusive; default the last committed one).
 
@@ -84,7 +103,7 @@ def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: i
     columns and the state's fields (null for a delete). Applying the changes of batches k + 1 to
     m, in batch order, to the state after batch k gives the state after batch m.
 
-    :param spark: a Spark Connect session on a server with the plugin.
+    :param spark: a Spark Connect or classic session, as in :func:`read_state`.
     :param checkpoint: the query's ``checkpointLocation``, as the server sees it.
     :param start_batch: the first micro-batch whose changes to return.
     :param end_batch: the last one; default the last committed micro-batch.
@@ -98,21 +117,26 @@ def read_state_changes(spark: "SparkSession", checkpoint: str, *, start_batch: i
     """
     _check_checkpoint(checkpoint)
     message = state_reader_pb2.ReadStateChanges(
-        checkpoint=checkpoint, start_batch=_non_negative_int(start_batch, "start_batch"))
+        checkpoint=checkpoint, start_batch=_non_negative_int(start_batch, "start_batch")
+    )
     if end_batch is not None:
         message.end_batch = _non_negative_int(end_batch, "end_batch")
     _set_operator(message, operator_id)
     return _dataframe(spark, message)
 
 
-def _dataframe(spark: "SparkSession", message: object) -> "DataFrame":
+def _dataframe(spark: "SparkSession", message: ReadMessage) -> "DataFrame":
+    """The read of ``message``: a plugin relation on Spark Connect, the JVM API on classic."""
     from pyspark.sql.connect.dataframe import DataFrame
     from pyspark.sql.connect.session import SparkSession
 
+    if classic.is_classic_session(spark):
+        return classic.read_state(spark, message)
     if not isinstance(spark, SparkSession):
         raise TypeError(
-            f"spark must be a Spark Connect SparkSession, got {type(spark).__name__} "
-            "(use mapwithstate.local_session() or SparkSession.builder.remote(...))")
+            f"spark must be a SparkSession (Spark Connect or classic), got {type(spark).__name__} "
+            "(use mapwithstate.local_session() or SparkSession.builder...)"
+        )
     return DataFrame(_StateReaderPlan(message), session=spark)
 
 
@@ -121,12 +145,11 @@ def _check_checkpoint(checkpoint: str) -> None:
         raise TypeError(f"checkpoint must be a non-empty path string, got {checkpoint!r}")
 
 
-def _set_operator(message: object, operator_id: Optional[int]) -> None:
+def _set_operator(message: ReadMessage, operator_id: Optional[int]) -> None:
     """Sets the message's ``operator_id`` when one is given; the server checks that the
     checkpoint has it."""
     if operator_id is not None:
-        message.operator_id = _non_negative_int(  # type: ignore[attr-defined]
-            operator_id, "operator_id")
+        message.operator_id = _non_negative_int(operator_id, "operator_id")
 
 
 def _non_negative_int(value: int, what: str) -> int:

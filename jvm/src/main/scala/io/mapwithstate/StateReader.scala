@@ -1,0 +1,74 @@
+package io.mapwithstate
+
+import io.mapwithstate.reader.StateReadRequest
+import org.apache.spark.sql.{DataFrame, Encoders, Row, SparkSession}
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.classic
+
+/**
+ * Reading a map_with_state query's state back from its checkpoint, from Scala, Java or classic
+ * PySpark: the DataFrames Python's `read_state` / `read_state_changes` give.
+ * {{{
+ *   val state = StateReader.readState(spark, "ck/")
+ *   val after3 = StateReader.readState(spark, "ck/", batchId = 3L)
+ *   val deletes = StateReader.readStateChanges(spark, "ck/", startBatch = 2).where("change = 'delete'")
+ * }}}
+ * It needs a classic session with `spark.sql.extensions=io.mapwithstate.MapWithStateExtensions`
+ * (the planner of the read). The Spark Connect plugin comes through [[plan]] too, so every door
+ * resolves and checks the checkpoint the same way. Optional arguments are `java.lang.Long`, null
+ * when not wanted (Java and py4j callers pass null).
+ */
+object StateReader {
+
+  /**
+   * Every key's state as committed after one micro-batch: the key columns, the state's fields,
+   * `last_updated`, `timeout_at` and `partition`.
+   *
+   * @param checkpoint the query's `checkpointLocation`
+   * @param batchId    the micro-batch after which to read the state; null: the last committed
+   * @param operatorId which map_with_state operator (its `state/<id>/` directory); null: the
+   *                   checkpoint's only one
+   */
+  def readState(
+      spark: SparkSession,
+      checkpoint: String,
+      batchId: java.lang.Long = null,
+      operatorId: java.lang.Long = null): DataFrame =
+    dataFrame(spark, StateReadRequest.State(checkpoint, option(batchId), option(operatorId)))
+
+  /**
+   * The change feed of the state: one row per change of a key in micro-batches `startBatch` to
+   * `endBatch` (null: the last committed one), with `batch_id`, `change` (`update` or `delete`),
+   * the key columns and the state's fields.
+   */
+  def readStateChanges(
+      spark: SparkSession,
+      checkpoint: String,
+      startBatch: Long,
+      endBatch: java.lang.Long = null,
+      operatorId: java.lang.Long = null): DataFrame =
+    dataFrame(spark,
+      StateReadRequest.Changes(checkpoint, startBatch, option(endBatch),
+        option(operatorId)))
+
+  /**
+   * The resolved, checked plan of a read: the one function every door goes through (this API,
+   * the Spark Connect plugin).
+   */
+  def plan(session: classic.SparkSession, request: StateReadRequest): LogicalPlan =
+    request.relation(session.sessionState.newHadoopConf())
+
+  private def dataFrame(spark: SparkSession, request: StateReadRequest): DataFrame = {
+    val session = spark match {
+      case s: classic.SparkSession => s
+      case null => throw MapWithStateException("spark: a SparkSession is needed, got null")
+      case other => throw MapWithStateException(
+          s"spark must be a classic SparkSession, got ${other.getClass.getName} (a Spark Connect " +
+            "client reads the state through the Connect plugin instead)")
+    }
+    val built = plan(session, request)
+    new classic.Dataset[Row](session, built, Encoders.row(built.schema))
+  }
+
+  private def option(value: java.lang.Long): Option[Long] = Option(value).map(_.longValue)
+}
