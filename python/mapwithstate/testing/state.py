@@ -35,9 +35,12 @@ class State:
     - ``state.timing_out``: the call is the key's timeout (a timer passed, or the key was idle
       for ``.timeout(...)``); a record's columns are then ``None``, a group's ``rows`` empty.
     - ``state.batch_time``, ``state.watermark`` (``None`` without one): the batch's.
-    - ``state.timer``: the key's timer at this point of the call, ``None`` if none. In a
-      timing-out call it is the timer that fired, which the key loses unless the call sets a
-      new one (a timer fires once).
+    - ``state.timer``: the key's timer at this point of the call, ``None`` if none. A timer
+      stays until a call sets or clears it, except that a timing-out call's timer is the one
+      that fired, which the key loses unless the call sets a new one (a timer fires once).
+      The timer a call leaves, set or kept, obeys the server's rules (a processing-time timer
+      after the batch time, an event-time one not before the watermark): a call for data in
+      a batch that its key's timer has already passed must set a new timer or clear it.
     - ``state.update(**fields)``: the fields named take the values given, converted as the
       state's column types store them; the others keep their current value (``None`` for a
       key without a state). An unknown field raises ``TypeError``.
@@ -172,11 +175,13 @@ class State:
 class CallResult:
     """What one call did: the rows it emitted (each a dict of output column to value), the
     key's state after it (a dict of field to value, ``None`` without one) and its timer after
-    it (``None`` without one); ``timer_set`` says whether the call set or cleared the timer."""
+    it (``None`` without one); ``state_set`` and ``timer_set`` say whether the call updated or
+    removed the state, and whether it set or cleared the timer."""
 
     emitted: List[Dict[str, Any]]
     state: Optional[Dict[str, Any]]
     timer: Optional[datetime.datetime]
+    state_set: bool
     timer_set: bool
 
 
@@ -222,7 +227,7 @@ def call(
     if "state" not in arguments:
         raise TypeError(f"{_name(function)} has no parameter 'state'")
     emitted = _rows_of(function, function(**arguments))
-    return CallResult(emitted, state._values, state._timer, state._timer_set)
+    return CallResult(emitted, state._values, state._timer, state._state_set, state._timer_set)
 
 
 def _rows_of(function: Callable[..., Any], result: Any) -> List[Dict[str, Any]]:
