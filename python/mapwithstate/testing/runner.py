@@ -105,6 +105,8 @@ class Tester:
     {'b': {'n': 2}}
     """
 
+    __test__ = False  # not a test class for pytest, whatever its name says
+
     def __init__(
         self,
         spec: Any,
