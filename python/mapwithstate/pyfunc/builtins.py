@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.formatting import to_str
-from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
-                                         from_spark, list_of, to_spark, unify)
-from mapwithstate.pyfunc.values import Value, c_and, c_column, c_not, literal
+from mapwithstate.pyfunc.pytypes import (BOOL, FLOAT, INT, NONE, STR, TIMEDELTA, from_spark,
+                                         list_of, to_spark, unify)
+from mapwithstate.pyfunc.values import Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
@@ -241,8 +241,7 @@ def _int(it, node, args, kwargs):
     if kind in ("int", "bool"):
         return Value(value.column.cast("bigint"), INT, False)
     if kind in ("float", "num"):
-        return _float_to_int(it, node, F.trunc_double(value) if False else
-                             operators.as_float(value), truncate=True)
+        return _float_to_int(it, node, operators.as_float(value), truncate=True)
     if kind == "str":
         text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
         valid = text.rlike(r"^[+-]?[0-9]+(_[0-9]+)*$")
@@ -519,8 +518,8 @@ def _math_log(it, node, args, kwargs):
     if len(args) == 1:
         return Value(F.log(x), FLOAT, False)
     base = operators.as_float(args[1])
-    it.ctx.check(node, (base <= F.lit(0.0)) | (base == F.lit(1.0)), "ValueError"
-                 if True else "", "math domain error")
+    it.ctx.check(node, base <= F.lit(0.0), "ValueError", "math domain error")
+    it.ctx.check(node, base == F.lit(1.0), "ZeroDivisionError", "float division by zero")
     return Value(F.log(x) / F.log(base), FLOAT, False)
 
 
@@ -531,7 +530,6 @@ def _math_pow(it, node, args, kwargs):
     return operators.binary(it.ctx, node, ast.Pow(), a, b)
 
 
-_INF = F.lit(float("inf")) if False else None
 _BUILTINS: Dict[int, Callable] = {
     id(py.len): _len, id(py.abs): _abs, id(py.bool): _bool, id(py.str): _str,
     id(py.int): _int, id(py.float): _float, id(py.round): _round,
@@ -636,10 +634,10 @@ def _split(it, node, base, args, kwargs):
 
 def _find(it, node, base, args, kwargs):
     _arity(it, node, args, kwargs, 1, 1, "find")
-    return Value((F.locate_column(args[0].column, base.column) if False else
-                  F.instr(base.column, args[0].column)).cast("bigint") - F.lit(1)
-                 if not (args[0].is_const and args[0].const == "") else F.lit(0).cast("bigint"),
-                 INT, False)
+    if args[0].type.kind != "str":
+        raise it.ctx.refuse(node, f"find() of a {args[0].type}", "find a str")
+    # instr counts characters from 1 and gives 0 when absent; Python counts from 0, -1.
+    return Value(F.instr(base.column, args[0].column).cast("bigint") - F.lit(1), INT, False)
 
 
 def _join(it, node, base, args, kwargs):
@@ -742,8 +740,8 @@ def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) 
     start = (lower + 1).cast("int")
     if base.type.kind == "str":
         return Value(F.substring(base.column, start, count), STR, False)
-    return Value(F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count)
-                 if True else None, base.type, False)
+    return Value(F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count),
+                 base.type, False)
 
 
 def comprehension(it: "Interpreter", node: ast.AST) -> Value:
@@ -809,4 +807,3 @@ def comprehension(it: "Interpreter", node: ast.AST) -> Value:
     return Value(column, list_of(sample.type), False)
 
 
-_ = (DATETIME, c_not, _INF)

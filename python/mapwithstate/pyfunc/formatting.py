@@ -13,7 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import STR
-from mapwithstate.pyfunc.values import Value
+from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -75,9 +75,7 @@ def _datetime_str(ts: Column) -> Column:
 
 def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     """``str(value)``."""
-    if value.is_const and isinstance(value.const, (int, float, str, bool)) or value.const is None:
-        from mapwithstate.pyfunc.values import literal
-
+    if value.is_const and (value.const is None or isinstance(value.const, (int, float, str))):
         return literal(str(value.const))
     kind = value.type.kind
     if kind == "str":
