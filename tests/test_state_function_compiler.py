@@ -30,14 +30,19 @@ def normal(value):
     return value
 
 
-def server_rows(spark, spec, rows, ddl, key, groups=False, output="emitted", **kw):
+def server_rows(spark, spec, rows, ddl, key, groups=False, output="emitted", event_time=None,
+                **kw):
     df = spark.createDataFrame([tuple(r.values()) for r in rows], ddl)
+    if event_time is not None:
+        df = df.withWatermark(event_time, "0 seconds")
     run = map_groups_with_state if groups else map_with_state
     out = run(df, key=key, spec=spec, batch_time="t", output=output, **kw).collect()
     return sorted((normal(r.asDict(recursive=True)) for r in out), key=repr)
 
 
-def python_rows(spec, rows, key, what="emitted", **kw):
+def python_rows(spec, rows, key, what="emitted", event_time=None, **kw):
+    if event_time is not None:
+        kw.update(event_time=event_time, watermark_delay="0 seconds")
     results = replay(spec, rows, key=key, batch_time="t", **kw)
     return sorted((normal(row) for r in results for row in getattr(r, what)), key=repr)
 
@@ -418,6 +423,30 @@ def test_timers_set_cleared_and_fired(spark):
     out = assert_same(spark, sla.timeout_domain("processing_time"), rows,
                       "order STRING, event STRING, t TIMESTAMP", key="order",
                       batch_interval="50 seconds")
+    assert [r["order"] for r in out] == ["o1"]
+
+
+@mws.state_function("placed TIMESTAMP")
+def sla_event_time(order, event, ts, state):
+    if state.timing_out:
+        return {"order": order, "alert": "not shipped", "placed": state.placed}
+    if event == "placed":
+        state.update(placed=ts)
+        state.set_timer(ts + timedelta(seconds=LIMIT))
+    elif event == "shipped":
+        state.remove()
+        state.clear_timer()
+
+
+def test_event_time_timers_fire_as_the_watermark_passes(spark):
+    rows = [{"order": "o1", "event": "placed", "ts": at(0), "t": at(0)},
+            {"order": "o2", "event": "placed", "ts": at(5), "t": at(0)},
+            {"order": "o2", "event": "shipped", "ts": at(60), "t": at(60)},
+            {"order": "o3", "event": "placed", "ts": at(250), "t": at(250)},
+            {"order": "o3", "event": "placed", "ts": at(260), "t": at(260)}]
+    out = assert_same(spark, sla_event_time.timeout_domain("event_time"), rows,
+                      "order STRING, event STRING, ts TIMESTAMP, t TIMESTAMP", key="order",
+                      event_time="ts")
     assert [r["order"] for r in out] == ["o1"]
 
 
