@@ -376,6 +376,7 @@ def branches(k, v, state):
     return {"k": k, "n": n, "note": note}
 
 
+@pytest.mark.sessions("connect", "classic")
 def test_if_elif_else_return_and_augmented_assignment(spark):
     rows = [{"k": "a", "v": 1, "t": at(0)}, {"k": "a", "v": 2, "t": at(0)},
             {"k": "a", "v": 3, "t": at(1)}, {"k": "b", "v": 4, "t": at(1)},
@@ -396,6 +397,7 @@ def fraud(card, amount, state):
         yield {"card": card, "amount": max(for_big), "kind": "big"}
 
 
+@pytest.mark.sessions("connect", "classic")
 def test_a_generator_emits_any_number_of_rows(spark):
     rows = [{"card": "c1", "amount": a, "t": at(i)} for i, a in
             enumerate([10.0, 12.0, 11.0, 90.0, 150.0, 5.0])]
