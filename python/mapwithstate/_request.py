@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Uni
 from pyspark.sql import Column
 
 from mapwithstate import classic, connect_plan
+from mapwithstate.pyfunc import compile_for
 from mapwithstate.spec import COLUMNS, Duration, StateSpec, duration_text
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ def run(
         raise TypeError(f"spec must be a StateSpec, got {type(spec).__name__}")
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {sorted(OUTPUTS)}, got {output!r}")
+    # A Python-authored state function becomes Columns here, against df's schema.
+    spec = compile_for(spec, df, key, value, groups=groups)
     request = Request(
         groups=groups,
         keys=_names_or_columns(key, "key"),
