@@ -60,6 +60,25 @@ def server():
 
 
 @pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real Kafka broker (tests/kafka.py) for the whole session, started by the first test
+    that needs it; a fresh log directory each session."""
+    from kafka import KafkaBroker
+
+    broker = KafkaBroker(str(tmp_path_factory.mktemp("kafka-broker")))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_server():
+    """A local Connect server with Spark's Kafka connector (``packages=["kafka"]``)."""
+    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS},
+                                packages=["kafka"]) as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
 def connect_spark(server):
     session = server.session()
     yield session

@@ -44,3 +44,22 @@ def test_the_built_jar_holds_the_plugin_classes():
                                 "org/sparkproject/"))
                and not n.startswith("org/apache/spark/sql/mapwithstate/")]
     assert foreign == []
+
+
+def test_package_jars_come_from_the_packages_dir(monkeypatch, tmp_path):
+    (tmp_path / "kafka").mkdir()
+    for name in ("b.jar", "a.jar", "notes.txt"):
+        (tmp_path / "kafka" / name).write_text("")
+    monkeypatch.setenv("MAPWITHSTATE_PACKAGES_DIR", str(tmp_path))
+    assert mws.package_jars("kafka") == [str(tmp_path / "kafka" / "a.jar"),
+                                         str(tmp_path / "kafka" / "b.jar")]
+
+
+def test_package_jars_name_what_is_wrong(monkeypatch, tmp_path):
+    monkeypatch.setenv("MAPWITHSTATE_PACKAGES_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"'kafka' has no jars in .*dev/fetch-kafka"):
+        mws.package_jars("kafka")
+    with pytest.raises(ValueError, match=r"unknown package 'kafak'; known: 'kafka'"):
+        mws.package_jars("kafak")
+    with pytest.raises(TypeError, match=r"packages=\['kafka'\]"):
+        mws.LocalConnectServer(packages="kafka")

@@ -25,6 +25,7 @@ from mapwithstate.server import (
     LocalConnectServer,
     jar_path,
     local_session,
+    package_jars,
     server_conf,
 )
 from mapwithstate.spec import StateSpec
@@ -44,6 +45,7 @@ __all__ = [
     "local_session",
     "LocalConnectServer",
     "jar_path",
+    "package_jars",
     "server_conf",
     "RELATION_PLUGIN_CLASS",
     "SQL_EXTENSIONS_CLASS",

@@ -13,12 +13,13 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from pyspark.sql import SparkSession
 
 __all__ = [
     "jar_path",
+    "package_jars",
     "server_conf",
     "local_session",
     "LocalConnectServer",
@@ -47,6 +48,11 @@ _LOOPBACK = "127.0.0.1"
 _JAR_PATTERN = "mapwithstate-assembly-*.jar"
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_JAR_DIR = os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "jvm", "target", "scala-2.13")
+#: Where :func:`package_jars` looks for the jars of ``packages=[...]``: ``<dir>/<name>/*.jar``.
+PACKAGES_DIR_ENV = "MAPWITHSTATE_PACKAGES_DIR"
+_REPO_PACKAGES_DIR = os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, ".tools", "packages")
+#: The packages a local server can load, and the script of this repository that fetches each.
+_PACKAGES = {"kafka": "dev/fetch-kafka"}
 
 
 def jar_path() -> str:
@@ -77,6 +83,38 @@ def jar_path() -> str:
         + "; install the wheel (`dev/build-wheel`), build the jar (`dev/sbt plugin/assembly`) "
         "or set MAPWITHSTATE_JAR"
     )
+
+
+def package_jars(name: str) -> List[str]:
+    """The jars of a package a local server can load (``packages=[name]``), beside Spark's own.
+
+    ``"kafka"`` is Spark's Kafka connector (``spark-sql-kafka-0-10``, with the token provider,
+    ``kafka-clients`` and ``commons-pool2`` it needs): ``format("kafka")`` for ``readStream``,
+    ``writeStream``, ``read`` and ``write``. The jars are every ``*.jar`` in
+    ``$MAPWITHSTATE_PACKAGES_DIR/<name>/``, or, unset, in this repository's
+    ``.tools/packages/<name>/``, which ``dev/fetch-kafka`` fills. Nothing is downloaded here.
+
+    :raises ValueError: for a package name other than those known.
+    :raises FileNotFoundError: naming the directory, when it holds no jar.
+
+    >>> [os.path.basename(j) for j in package_jars("kafka")]  # doctest: +SKIP
+    ['commons-pool2-2.13.1.jar', 'kafka-clients-3.9.2.jar', ...]
+    """
+    if name not in _PACKAGES:
+        raise ValueError(
+            f"packages: unknown package {name!r}; known: "
+            + ", ".join(repr(p) for p in sorted(_PACKAGES))
+        )
+    root = os.environ.get(PACKAGES_DIR_ENV) or os.path.normpath(_REPO_PACKAGES_DIR)
+    place = os.path.join(root, name)
+    jars = sorted(glob.glob(os.path.join(place, "*.jar")))
+    if not jars:
+        raise FileNotFoundError(
+            f"packages: {name!r} has no jars in {place}; fetch them with {_PACKAGES[name]} in "
+            f"the mapwithstate repository, or set {PACKAGES_DIR_ENV} to a directory with a "
+            f"{name}/ of jars"
+        )
+    return jars
 
 
 def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
@@ -184,6 +222,8 @@ class LocalConnectServer:
     :param conf: Spark settings for the server.
     :param port: the Connect port on 127.0.0.1; a free one when not given.
     :param startup_timeout: seconds to wait for the server to answer.
+    :param packages: packages to load beside the plugin (see :func:`package_jars`), e.g.
+        ``["kafka"]`` for Spark's Kafka connector; their jars are added to ``spark.jars``.
     """
 
     def __init__(
@@ -192,6 +232,7 @@ class LocalConnectServer:
         conf: Optional[Dict[str, str]] = None,
         port: Optional[int] = None,
         startup_timeout: float = 180.0,
+        packages: Sequence[str] = (),
     ) -> None:
         if port is not None and not _port_is_free(port):
             raise OSError(
@@ -201,6 +242,15 @@ class LocalConnectServer:
             )
         self.master = master
         self.conf: Dict[str, str] = {**server_conf(), **(conf or {})}
+        if isinstance(packages, str):
+            raise TypeError(
+                f"packages must be a list of package names, not the string "
+                f"{packages!r}: packages=[{packages!r}]"
+            )
+        extra_jars = [j for name in packages for j in package_jars(name)]
+        if extra_jars:
+            jars = [j for j in self.conf.get("spark.jars", "").split(",") if j.strip()]
+            self.conf["spark.jars"] = ",".join(jars + extra_jars)
         plugins = [p for p in self.conf.get("spark.plugins", "").split(",") if p.strip()]
         self.conf["spark.plugins"] = ",".join(plugins + [_EXIT_WITH_OWNER_PLUGIN])
         self._token = secrets.token_urlsafe(32)
@@ -406,32 +456,38 @@ class _PortTaken(Exception):
     """The JVM could not bind one of its ports."""
 
 
-_servers: Dict[Tuple[str, FrozenSet[Tuple[str, str]]], LocalConnectServer] = {}
+_servers: Dict[Tuple[str, Tuple[str, ...], FrozenSet[Tuple[str, str]]], LocalConnectServer] = {}
 _servers_lock = threading.Lock()
 
 
-def local_session(master: str = "local[2]", **conf: str) -> SparkSession:
+def local_session(
+    master: str = "local[2]", packages: Sequence[str] = (), **conf: str
+) -> SparkSession:
     """A Spark Connect session served by a local Connect server with the plugin.
 
-    The server (see :class:`LocalConnectServer`) is started on first use with ``master`` and
+    The server (see :class:`LocalConnectServer`) is started on first use with ``master``,
+    ``packages`` (e.g. ``["kafka"]``: Spark's Kafka connector, see :func:`package_jars`) and
     ``conf`` (Spark settings, e.g. ``**{"spark.sql.shuffle.partitions": "4"}``); later calls
     with the same settings get a new session on the same server. It listens on loopback only,
     requires a token, and stops when the Python process exits.
 
-    :raises FileNotFoundError: when the plugin jar is not built (see :func:`jar_path`).
+    :raises FileNotFoundError: when the plugin jar is not built (see :func:`jar_path`), or a
+        package's jars are not fetched.
 
     >>> import mapwithstate as mws
     >>> spark = mws.local_session(**{"spark.sql.shuffle.partitions": "4"})  # doctest: +SKIP
+    >>> kafka = mws.local_session(packages=["kafka"])  # doctest: +SKIP
     """
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise RuntimeError(
             "the local Spark Connect server needs Java 17: neither JAVA_HOME nor java on PATH"
         )
     settings = {k: str(v) for k, v in conf.items()}
-    key = (master, frozenset(settings.items()))
+    names = (packages,) if isinstance(packages, str) else tuple(packages)
+    key = (master, names, frozenset(settings.items()))
     with _servers_lock:
         server = _servers.get(key)
         if server is None or not server.running():
-            server = LocalConnectServer(master=master, conf=settings)
+            server = LocalConnectServer(master=master, conf=settings, packages=packages)
             _servers[key] = server
     return server.session()

@@ -8,6 +8,7 @@ group function's ``rows``), :mod:`.paths` (a path's symbolic state and merging),
 :mod:`.interpreter` (statements and expressions), :mod:`.compiler` (the Columns of a
 ``StateSpec``) and :mod:`.spec` (the decorator and the spec it returns).
 """
+
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.spec import PythonStateSpec, compile_for, state_function
 

@@ -6,6 +6,7 @@ Spark aggregates, so the operator keeps its partial aggregation before the shuff
 reads a value column. Where Python would raise for some record (``None`` in a sum, ``max()``
 of no rows), the aggregate counts such records and the query fails if there is one.
 """
+
 import ast
 import builtins as py
 from typing import TYPE_CHECKING, Any, Callable, List, Tuple
@@ -33,8 +34,11 @@ class RowVariable:
     def attribute(self, it: "Interpreter", node: ast.Attribute) -> Value:
         data_type = it.ctx.columns.get(node.attr)
         if data_type is None:
-            raise it.ctx.refuse(node, f"unknown column {node.attr!r} of a row",
-                                f"the rows' columns are {', '.join(it.ctx.columns)}")
+            raise it.ctx.refuse(
+                node,
+                f"unknown column {node.attr!r} of a row",
+                f"the rows' columns are {', '.join(it.ctx.columns)}",
+            )
         py_type = from_spark(data_type)
         column = F.col(node.attr)
         if py_type is not None and py_type.kind in ("int", "float"):
@@ -42,8 +46,9 @@ class RowVariable:
         return Value(column, py_type, True)
 
 
-def _per_row(it: "Interpreter", generator: ast.comprehension, element: ast.expr
-             ) -> Tuple[Value, Cond, List[Tuple[Cond, str]]]:
+def _per_row(
+    it: "Interpreter", generator: ast.comprehension, element: ast.expr
+) -> Tuple[Value, Cond, List[Tuple[Cond, str]]]:
     """The element and filter of a generator over rows, evaluated per record, and the
     failures a record may raise."""
     if not isinstance(generator.target, ast.Name):
@@ -81,16 +86,21 @@ def rows_list(it: "Interpreter", node: ast.ListComp) -> Value:
     return Value(F.transform(collected, lambda s: s.getField("v")), list_of(value.type), False)
 
 
-def aggregate(it: "Interpreter", node: ast.Call, target: Any, generator: ast.GeneratorExp
-              ) -> Value:
+def aggregate(it: "Interpreter", node: ast.Call, target: Any, generator: ast.GeneratorExp) -> Value:
     """``sum/min/max/any/all/sorted/len(<expr> for r in rows [if <cond>])``."""
     if len(generator.generators) != 1 or node.keywords:
-        raise it.ctx.refuse(node, "an aggregate with several for clauses or keywords",
-                            "one generator: sum(r.v for r in rows if ...)")
+        raise it.ctx.refuse(
+            node,
+            "an aggregate with several for clauses or keywords",
+            "one generator: sum(r.v for r in rows if ...)",
+        )
     handler = _AGGREGATES.get(id(target))
     if handler is None:
-        raise it.ctx.refuse(node, f"{getattr(target, '__name__', target)}() over rows",
-                            "rows are reduced with len, sum, min, max, any, all or sorted")
+        raise it.ctx.refuse(
+            node,
+            f"{getattr(target, '__name__', target)}() over rows",
+            "rows are reduced with len, sum, min, max, any, all or sorted",
+        )
     value, keep, failures = _per_row(it, generator.generators[0], generator.elt)
     _lift(it, [(c_and(keep, f), m) for f, m in failures])
     return handler(it, node, value, c_column(keep))
@@ -103,16 +113,21 @@ def _nulls(it: "Interpreter", node: ast.AST, value: Value, keep: Column, message
 
 def _in_order(value: Value, keep: Column) -> Column:
     """The kept records' values, in record order (a list)."""
-    return F.transform(F.collect_list(F.when(keep, F.struct(value.column.alias("v")))),
-                       lambda s: s.getField("v"))
+    return F.transform(
+        F.collect_list(F.when(keep, F.struct(value.column.alias("v")))), lambda s: s.getField("v")
+    )
 
 
 def _sum(it, node, value: Value, keep: Column) -> Value:
     _nulls(it, node, value, keep, "unsupported operand type(s) for +: 'int' and 'NoneType'")
     if value.type.kind in ("int", "bool"):
         total = F.try_sum(F.when(keep, value.column.cast("bigint")))
-        it.ctx.check(node, total.isNull() & (F.count_if(keep) > 0), "OverflowError",
-                     "int result does not fit in 64 bits (BIGINT)")
+        it.ctx.check(
+            node,
+            total.isNull() & (F.count_if(keep) > 0),
+            "OverflowError",
+            "int result does not fit in 64 bits (BIGINT)",
+        )
         return Value(F.coalesce(total, F.lit(0).cast("bigint")), INT, False)
     if value.type.kind == "float":
         # Python adds in record order; Spark's sum adds partial sums in any order.
@@ -125,23 +140,32 @@ def _min_max(largest: bool) -> Callable:
     name = "max" if largest else "min"
 
     def handler(it, node, value: Value, keep: Column) -> Value:
-        it.ctx.check(node, F.count_if(keep) == 0, "ValueError",
-                     f"{name}() arg is an empty sequence")
+        it.ctx.check(
+            node, F.count_if(keep) == 0, "ValueError", f"{name}() arg is an empty sequence"
+        )
         if value.nullable:
-            it.ctx.check(node, (F.count_if(keep) > 1) & (F.count_if(
-                keep & value.column.isNull()) > 0), "TypeError",
+            it.ctx.check(
+                node,
+                (F.count_if(keep) > 1) & (F.count_if(keep & value.column.isNull()) > 0),
+                "TypeError",
                 f"'{'>' if largest else '<'}' not supported between instances of "
-                f"'NoneType' and '{value.type}'")
+                f"'NoneType' and '{value.type}'",
+            )
         if value.type.kind == "float":
             from mapwithstate.pyfunc.builtins import _list_min_max
 
-            return _list_min_max(it, node, Value(_in_order(value, keep), list_of(FLOAT),
-                                                 False), largest)
+            return _list_min_max(
+                it, node, Value(_in_order(value, keep), list_of(FLOAT), False), largest
+            )
         if value.type.kind not in ("int", "str", "datetime", "date", "timedelta", "bool"):
-            raise it.ctx.refuse(node, f"{name}() of {value.type} values",
-                                "min/max of ints, floats, strings or datetimes")
+            raise it.ctx.refuse(
+                node,
+                f"{name}() of {value.type} values",
+                "min/max of ints, floats, strings or datetimes",
+            )
         function = F.max if largest else F.min
         return Value(function(F.when(keep, value.column)), value.type, True)
+
     return handler
 
 
@@ -153,6 +177,7 @@ def _any_all(is_all: bool) -> Callable:
         else:
             column = F.coalesce(F.bool_or(F.when(keep, test)), F.lit(False))
         return Value(column, BOOL, False)
+
     return handler
 
 
@@ -162,5 +187,11 @@ def _sorted(it, node, value: Value, keep: Column) -> Value:
     return sort_list(it, node, [Value(_in_order(value, keep), list_of(value.type), False)], {})
 
 
-_AGGREGATES = {id(py.sum): _sum, id(py.min): _min_max(False), id(py.max): _min_max(True),
-               id(py.any): _any_all(False), id(py.all): _any_all(True), id(py.sorted): _sorted}
+_AGGREGATES = {
+    id(py.sum): _sum,
+    id(py.min): _min_max(False),
+    id(py.max): _min_max(True),
+    id(py.any): _any_all(False),
+    id(py.all): _any_all(True),
+    id(py.sorted): _sorted,
+}

@@ -4,6 +4,7 @@ Raised at compile time (in ``map_with_state`` / ``map_groups_with_state``, or ``
 any construct the compiler does not translate exactly: it names the source file, line and
 column, the construct, and the way out. There is no fallback to a Python worker.
 """
+
 from typing import Optional
 
 __all__ = ["CompileError"]
@@ -16,8 +17,9 @@ class CompileError(Exception):
     mapwithstate.pyfunc.errors.CompileError: f.py:3:4: while loop is not supported: use ...
     """
 
-    def __init__(self, file: str, line: int, col: int, construct: str,
-                 hint: Optional[str] = None) -> None:
+    def __init__(
+        self, file: str, line: int, col: int, construct: str, hint: Optional[str] = None
+    ) -> None:
         self.file = file
         self.line = line
         self.col = col

@@ -6,6 +6,7 @@ Spark's ``CAST(x AS STRING)`` differs from Python for floats (``1.0E16`` where P
 compiler re-lays them out as Python's ``repr`` does: positional for decimal exponents from -4
 to 15, scientific with a signed two-digit exponent otherwise.
 """
+
 import ast
 from typing import TYPE_CHECKING
 
@@ -49,28 +50,40 @@ def float_repr(x: Column) -> Column:
     count = F.length(significant)
     whole = F.substring(F.rpad(significant, exp10 + 1, "0"), F.lit(1), exp10 + 1)
     after = F.substring(significant, exp10 + 2, F.greatest(count - exp10 - 1, F.lit(0)))
-    positional = F.when(exp10 >= 0, F.concat(
-        whole, F.lit("."), F.when(F.length(after) == 0, F.lit("0")).otherwise(after))) \
-        .otherwise(F.concat(F.lit("0."), F.repeat(F.lit("0"), -exp10 - 1), significant))
+    positional = F.when(
+        exp10 >= 0,
+        F.concat(whole, F.lit("."), F.when(F.length(after) == 0, F.lit("0")).otherwise(after)),
+    ).otherwise(F.concat(F.lit("0."), F.repeat(F.lit("0"), -exp10 - 1), significant))
     magnitude = F.abs(exp10).cast("string")
     scientific = F.concat(
         F.substring(significant, 1, 1),
-        F.when(count > 1, F.concat(F.lit("."), F.substring(significant, F.lit(2), count)))
-        .otherwise(F.lit("")),
-        F.lit("e"), F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
-        F.when(F.length(magnitude) < 2, F.concat(F.lit("0"), magnitude)).otherwise(magnitude))
-    finite = F.concat(sign, F.when(count == 0, F.lit("0.0"))
-                      .when((exp10 >= -4) & (exp10 < 16), positional).otherwise(scientific))
-    return F.when(F.isnan(x), F.lit("nan")) \
-        .when(x == F.lit(float("inf")), F.lit("inf")) \
-        .when(x == F.lit(float("-inf")), F.lit("-inf")).otherwise(finite)
+        F.when(
+            count > 1, F.concat(F.lit("."), F.substring(significant, F.lit(2), count))
+        ).otherwise(F.lit("")),
+        F.lit("e"),
+        F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
+        F.when(F.length(magnitude) < 2, F.concat(F.lit("0"), magnitude)).otherwise(magnitude),
+    )
+    finite = F.concat(
+        sign,
+        F.when(count == 0, F.lit("0.0"))
+        .when((exp10 >= -4) & (exp10 < 16), positional)
+        .otherwise(scientific),
+    )
+    return (
+        F.when(F.isnan(x), F.lit("nan"))
+        .when(x == F.lit(float("inf")), F.lit("inf"))
+        .when(x == F.lit(float("-inf")), F.lit("-inf"))
+        .otherwise(finite)
+    )
 
 
 def _datetime_str(ts: Column) -> Column:
     base = F.date_format(ts, "yyyy-MM-dd HH:mm:ss")
     micros = F.unix_micros(ts.cast("timestamp")) % F.lit(1_000_000)
     return F.when(micros == 0, base).otherwise(
-        F.concat(base, F.lit("."), F.date_format(ts, "SSSSSS")))
+        F.concat(base, F.lit("."), F.date_format(ts, "SSSSSS"))
+    )
 
 
 def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
@@ -87,16 +100,20 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     elif kind == "float":
         column = float_repr(value.column)
     elif kind == "num":
-        column = F.coalesce(value.column.getField("i").cast("string"),
-                            float_repr(value.column.getField("f")))
+        column = F.coalesce(
+            value.column.getField("i").cast("string"), float_repr(value.column.getField("f"))
+        )
     elif kind == "datetime":
         column = _datetime_str(value.column)
     elif kind == "date":
         column = F.date_format(value.column, "yyyy-MM-dd")
     else:
-        raise ctx.refuse(node, f"str() of a {value.type}",
-                         "str() works on str, int, float, bool, None, datetime and date; "
-                         "format other values with pyspark.sql.functions")
+        raise ctx.refuse(
+            node,
+            f"str() of a {value.type}",
+            "str() works on str, int, float, bool, None, datetime and date; "
+            "format other values with pyspark.sql.functions",
+        )
     if value.nullable:
         column = F.coalesce(column, F.lit("None"))
     return Value(column, STR, False)

@@ -7,6 +7,7 @@ comparisons with NaN are false, ``==`` with ``None`` is a null-safe test, ``and`
 an operand. Each runtime failure is registered with :meth:`Context.check`, under the path's
 guard, so it fires only where Python would raise.
 """
+
 import ast
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -14,8 +15,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, NUM, STR,
-                                         TIMEDELTA, unify)
+from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, INT, NONE, NUM, STR, TIMEDELTA, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not
 
 if TYPE_CHECKING:
@@ -23,10 +23,27 @@ if TYPE_CHECKING:
 
 __all__ = ["binary", "compare", "unary", "truthy", "none_check", "as_float", "int_result"]
 
-_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
-            ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@",
-            ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_SYMBOLS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.MatMult: "@",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+}
 _MIN_LONG = -(1 << 63)
 
 
@@ -88,16 +105,22 @@ def _as_int(value: Value) -> Column:
 def int_result(ctx: "Context", node: ast.AST, exact: Column, operands: Cond) -> Value:
     """An int result from a ``try_*`` Column: null where the operands are not null means it
     does not fit in 64 bits, which fails the query (Python's int would not fit the column)."""
-    ctx.check(node, c_and(operands, exact.isNull()), "OverflowError",
-              "int result does not fit in 64 bits (BIGINT)")
+    ctx.check(
+        node,
+        c_and(operands, exact.isNull()),
+        "OverflowError",
+        "int result does not fit in 64 bits (BIGINT)",
+    )
     return Value(exact, INT, False)
 
 
 def _type_error(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Exception:
     return ctx.refuse(
-        node, f"operator {symbol(op)} between {a.type} and {b.type}",
+        node,
+        f"operator {symbol(op)} between {a.type} and {b.type}",
         f"Python raises TypeError: unsupported operand type(s) for {symbol(op)}: "
-        f"'{a.type}' and '{b.type}'")
+        f"'{a.type}' and '{b.type}'",
+    )
 
 
 def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
@@ -113,19 +136,29 @@ def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Va
     ka, kb = a.type.kind, b.type.kind
     if "num" in (ka, kb):
         if {ka, kb} <= {"num", "float", "int", "bool"} and (
-                "float" in (ka, kb) or isinstance(op, ast.Div)):
+            "float" in (ka, kb) or isinstance(op, ast.Div)
+        ):
             return _float_binary(ctx, node, op, as_float(a), as_float(b))
         if {ka, kb} <= {"num", "int", "bool"} and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
             return _num_binary(ctx, node, op, a, b)
-        raise ctx.refuse(node, f"operator {sym} on a value that is an int or a float",
-                         "the value is an int on some paths and a float on others; convert "
-                         "it with float(...) first")
-    if ka in ("int", "bool") and kb in ("int", "bool") and not (
-            ka == kb == "bool" and isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor))):
+        raise ctx.refuse(
+            node,
+            f"operator {sym} on a value that is an int or a float",
+            "the value is an int on some paths and a float on others; convert "
+            "it with float(...) first",
+        )
+    if (
+        ka in ("int", "bool")
+        and kb in ("int", "bool")
+        and not (ka == kb == "bool" and isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)))
+    ):
         return _int_binary(ctx, node, op, _as_int(a), _as_int(b))
     if ka == kb == "bool":
-        column = {ast.BitAnd: a.column & b.column, ast.BitOr: a.column | b.column,
-                  ast.BitXor: a.column != b.column}[type(op)]
+        column = {
+            ast.BitAnd: a.column & b.column,
+            ast.BitOr: a.column | b.column,
+            ast.BitXor: a.column != b.column,
+        }[type(op)]
         return Value(column, BOOL, False)
     if {ka, kb} <= {"int", "bool", "float"}:
         if isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)):
@@ -152,8 +185,9 @@ def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Va
             return Value(a.column - b.column, TIMEDELTA, False)
     if isinstance(op, ast.Mult) and {ka, kb} == {"str", "int"}:
         text, times = (a, b) if ka == "str" else (b, a)
-        return Value(F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")),
-                     STR, False)
+        return Value(
+            F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")), STR, False
+        )
     raise _type_error(ctx, node, op, a, b)
 
 
@@ -170,8 +204,7 @@ def _num_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) 
     exact = _int_binary(ctx, node, op, _int_part(a), _int_part(b)).column
     ctx.guard = saved
     inexact = _float_binary(ctx, node, op, as_float(a), as_float(b)).column
-    column = F.struct(F.when(both_int, exact).alias("i"),
-                      F.when(~both_int, inexact).alias("f"))
+    column = F.struct(F.when(both_int, exact).alias("i"), F.when(~both_int, inexact).alias("f"))
     return Value(column, NUM, False)
 
 
@@ -185,30 +218,46 @@ def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column
     if isinstance(op, ast.Div):
         return _float_binary(ctx, node, op, a.cast("double"), b.cast("double"))
     if isinstance(op, (ast.FloorDiv, ast.Mod)):
-        ctx.check(node, b == F.lit(0), "ZeroDivisionError",
-                  "integer division or modulo by zero" if isinstance(op, ast.FloorDiv)
-                  else "integer modulo by zero")
+        ctx.check(
+            node,
+            b == F.lit(0),
+            "ZeroDivisionError",
+            "integer division or modulo by zero"
+            if isinstance(op, ast.FloorDiv)
+            else "integer modulo by zero",
+        )
         safe_b = F.when(b == F.lit(0), F.lit(1).cast("bigint")).otherwise(b)
         # Spark's % truncates toward zero: its result has the dividend's sign, Python's the
         # divisor's. Where they differ (a non-zero remainder of the other sign), Python's is
         # one divisor further and its quotient one less.
-        remainder = F.when((a == F.lit(_MIN_LONG)) & (safe_b == F.lit(-1)), F.lit(0)) \
-            .otherwise(a % safe_b)
+        remainder = F.when((a == F.lit(_MIN_LONG)) & (safe_b == F.lit(-1)), F.lit(0)).otherwise(
+            a % safe_b
+        )
         adjust = (remainder != F.lit(0)) & ((remainder < F.lit(0)) != (safe_b < F.lit(0)))
         if isinstance(op, ast.Mod):
             return Value(F.when(adjust, remainder + safe_b).otherwise(remainder), INT, False)
-        ctx.check(node, (a == F.lit(_MIN_LONG)) & (b == F.lit(-1)), "OverflowError",
-                  "int result does not fit in 64 bits (BIGINT)")
-        quotient = F.call_function("div", a, F.when(safe_b == F.lit(-1), F.lit(1)).otherwise(
-            safe_b))
-        quotient = F.when(safe_b == F.lit(-1), F.when(a == F.lit(_MIN_LONG), F.lit(None))
-                          .otherwise(-a)).otherwise(quotient)
-        return Value(F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint"),
-                     INT, False)
+        ctx.check(
+            node,
+            (a == F.lit(_MIN_LONG)) & (b == F.lit(-1)),
+            "OverflowError",
+            "int result does not fit in 64 bits (BIGINT)",
+        )
+        quotient = F.call_function(
+            "div", a, F.when(safe_b == F.lit(-1), F.lit(1)).otherwise(safe_b)
+        )
+        quotient = F.when(
+            safe_b == F.lit(-1), F.when(a == F.lit(_MIN_LONG), F.lit(None)).otherwise(-a)
+        ).otherwise(quotient)
+        return Value(
+            F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint"), INT, False
+        )
     if isinstance(op, ast.Pow):
-        raise ctx.refuse(node, "** between ints",
-                         "Python's int power is exact and unbounded; write float(x) ** y, or "
-                         "x * x for a small power")
+        raise ctx.refuse(
+            node,
+            "** between ints",
+            "Python's int power is exact and unbounded; write float(x) ** y, or "
+            "x * x for a small power",
+        )
     if isinstance(op, ast.BitAnd):
         return Value(a.bitwiseAND(b), INT, False)
     if isinstance(op, ast.BitOr):
@@ -230,33 +279,54 @@ def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Colu
         ctx.check(node, zero, "ZeroDivisionError", "division by zero")
         return Value(a / F.when(zero, F.lit(1.0)).otherwise(b), FLOAT, False)
     if isinstance(op, (ast.FloorDiv, ast.Mod)):
-        ctx.check(node, zero, "ZeroDivisionError", "float floor division by zero"
-                  if isinstance(op, ast.FloorDiv) else "float modulo")
+        ctx.check(
+            node,
+            zero,
+            "ZeroDivisionError",
+            "float floor division by zero" if isinstance(op, ast.FloorDiv) else "float modulo",
+        )
         safe_b = F.when(zero, F.lit(1.0)).otherwise(b)
         # CPython's float_divmod: fmod (Java's % on doubles), then floor-corrected.
         fmod = a % safe_b
         adjust = (fmod != F.lit(0.0)) & ((safe_b < F.lit(0.0)) != (fmod < F.lit(0.0)))
         mod = F.when(adjust, fmod + safe_b).otherwise(fmod)
         # A zero remainder takes the divisor's sign (CPython's copysign(0.0, b)).
-        mod = F.when(mod == F.lit(0.0), F.when(safe_b < 0, F.lit(-0.0)).otherwise(F.lit(0.0))) \
-            .otherwise(mod)
+        mod = F.when(
+            mod == F.lit(0.0), F.when(safe_b < 0, F.lit(-0.0)).otherwise(F.lit(0.0))
+        ).otherwise(mod)
         if isinstance(op, ast.Mod):
             return Value(mod, FLOAT, False)
         div = (a - fmod) / safe_b
         div = F.when(adjust, div - F.lit(1.0)).otherwise(div)
         floor = F.floor(div).cast("double")
         floor = F.when(div - floor > F.lit(0.5), floor + F.lit(1.0)).otherwise(floor)
-        return Value(F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div)
-                     .otherwise(floor), FLOAT, False)
+        return Value(
+            F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div).otherwise(floor),
+            FLOAT,
+            False,
+        )
     if isinstance(op, ast.Pow):
-        ctx.check(node, (a == F.lit(0.0)) & (b < F.lit(0.0)), "ZeroDivisionError",
-                  "0.0 cannot be raised to a negative power")
-        ctx.check(node, (a < F.lit(0.0)) & (F.floor(b) != b), "ValueError",
-                  "a negative number raised to a fractional power is complex")
+        ctx.check(
+            node,
+            (a == F.lit(0.0)) & (b < F.lit(0.0)),
+            "ZeroDivisionError",
+            "0.0 cannot be raised to a negative power",
+        )
+        ctx.check(
+            node,
+            (a < F.lit(0.0)) & (F.floor(b) != b),
+            "ValueError",
+            "a negative number raised to a fractional power is complex",
+        )
         result = F.pow(a, b)
-        ctx.check(node, (F.abs(result) == F.lit(float("inf")))
-                  & (F.abs(a) != F.lit(float("inf"))) & (F.abs(b) != F.lit(float("inf"))),
-                  "OverflowError", "(34, 'Numerical result out of range')")
+        ctx.check(
+            node,
+            (F.abs(result) == F.lit(float("inf")))
+            & (F.abs(a) != F.lit(float("inf")))
+            & (F.abs(b) != F.lit(float("inf"))),
+            "OverflowError",
+            "(34, 'Numerical result out of range')",
+        )
         return Value(result, FLOAT, False)
     raise ctx.refuse(node, f"operator {symbol(op)} on floats", "Python raises TypeError")
 
@@ -269,8 +339,11 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
     if isinstance(op, (ast.Is, ast.IsNot)):
         other = b if a.type.kind == "none" else a if b.type.kind == "none" else None
         if other is None:
-            raise ctx.refuse(node, "'is' between values that are not None",
-                             "use == (identity of values has no meaning in a column)")
+            raise ctx.refuse(
+                node,
+                "'is' between values that are not None",
+                "use == (identity of values has no meaning in a column)",
+            )
         test = other.column.isNull() if other.type.kind != "none" else F.lit(True)
         return Value(test if isinstance(op, ast.Is) else ~test, BOOL, False)
     if isinstance(op, (ast.In, ast.NotIn)):
@@ -300,11 +373,18 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
     elif a.type == b.type and a.type.kind in ("str", "datetime", "date", "timedelta", "list"):
         left, right, nan = a.column, b.column, None
     else:
-        raise ctx.refuse(node, f"ordering {a.type} with {b.type}",
-                         f"Python raises TypeError: '{sym}' not supported between instances "
-                         f"of '{a.type}' and '{b.type}'")
-    test = {ast.Lt: left < right, ast.LtE: left <= right, ast.Gt: left > right,
-            ast.GtE: left >= right}[type(op)]
+        raise ctx.refuse(
+            node,
+            f"ordering {a.type} with {b.type}",
+            f"Python raises TypeError: '{sym}' not supported between instances "
+            f"of '{a.type}' and '{b.type}'",
+        )
+    test = {
+        ast.Lt: left < right,
+        ast.LtE: left <= right,
+        ast.Gt: left > right,
+        ast.GtE: left >= right,
+    }[type(op)]
     if nan is not None:
         test = test & ~nan
     return Value(test, BOOL, False)
@@ -321,8 +401,11 @@ def _equals(a: Value, b: Value) -> Column:
         return other.column.isNull()
     numeric = {ka, kb} <= {"int", "float", "bool", "num"}
     if not numeric and a.type != b.type and unify(a.type, b.type) is None:
-        return F.when(a.column.isNull() & b.column.isNull(), True).otherwise(False) \
-            if a.nullable and b.nullable else F.lit(False)
+        return (
+            F.when(a.column.isNull() & b.column.isNull(), True).otherwise(False)
+            if a.nullable and b.nullable
+            else F.lit(False)
+        )
     if numeric and not (ka in ("int", "bool") and kb in ("int", "bool")):
         left, right = as_float(a), as_float(b)
         test = left.eqNullSafe(right)
@@ -337,28 +420,27 @@ def _equals(a: Value, b: Value) -> Column:
 def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> Column:
     kind = container.type.kind
     if kind == "str":
-        container = none_check(ctx, node, container,
-                               "argument of type 'NoneType' is not iterable")
+        container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         if item.type.kind != "str":
-            raise ctx.refuse(node, f"{item.type} in str",
-                             "Python raises TypeError: 'in <string>' requires string as left "
-                             "operand")
-        item = none_check(ctx, node, item, "'in <string>' requires string as left operand, "
-                                           "not NoneType")
-        return F.coalesce(F.instr(container.column, item.column) > 0, F.lit(False)) | \
-            (item.column == F.lit(""))
+            raise ctx.refuse(
+                node,
+                f"{item.type} in str",
+                "Python raises TypeError: 'in <string>' requires string as left operand",
+            )
+        item = none_check(
+            ctx, node, item, "'in <string>' requires string as left operand, not NoneType"
+        )
+        return F.coalesce(F.instr(container.column, item.column) > 0, F.lit(False)) | (
+            item.column == F.lit("")
+        )
     if kind == "list":
-        container = none_check(ctx, node, container,
-                               "argument of type 'NoneType' is not iterable")
+        container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         element = container.type.args[0]
-        return F.exists(container.column, lambda e: _equals(
-            Value(e, element, True), item))
+        return F.exists(container.column, lambda e: _equals(Value(e, element, True), item))
     if kind == "dict":
-        container = none_check(ctx, node, container,
-                               "argument of type 'NoneType' is not iterable")
+        container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         return F.coalesce(F.map_contains_key(container.column, item.column), F.lit(False))
-    raise ctx.refuse(node, f"'in' on {container.type}",
-                     "'in' works on str, list and dict values")
+    raise ctx.refuse(node, f"'in' on {container.type}", "'in' works on str, list and dict values")
 
 
 def unary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value) -> Value:
@@ -370,17 +452,27 @@ def unary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value) -> Value:
     if kind in ("int", "bool"):
         column = _as_int(a)
         if isinstance(op, ast.USub):
-            ctx.check(node, column == F.lit(_MIN_LONG), "OverflowError",
-                      "int result does not fit in 64 bits (BIGINT)")
-            return Value(F.when(column == F.lit(_MIN_LONG), F.lit(None)).otherwise(-column)
-                         .cast("bigint"), INT, False)
+            ctx.check(
+                node,
+                column == F.lit(_MIN_LONG),
+                "OverflowError",
+                "int result does not fit in 64 bits (BIGINT)",
+            )
+            return Value(
+                F.when(column == F.lit(_MIN_LONG), F.lit(None)).otherwise(-column).cast("bigint"),
+                INT,
+                False,
+            )
         if isinstance(op, ast.UAdd):
             return Value(column, INT, False)
         return Value(F.bitwise_not(column), INT, False)
     if kind in ("float", "timedelta") and not isinstance(op, ast.Invert):
         return Value(-a.column if isinstance(op, ast.USub) else a.column, a.type, False)
-    raise ctx.refuse(node, f"unary {name} on {a.type}",
-                     f"Python raises TypeError: bad operand type for unary {name}")
+    raise ctx.refuse(
+        node,
+        f"unary {name} on {a.type}",
+        f"Python raises TypeError: bad operand type for unary {name}",
+    )
 
 
 def _cond_column(cond: Cond) -> Column:
@@ -395,20 +487,21 @@ def boolean(ctx: "Context", node: ast.AST, op: ast.AST, values: list, conds: lis
     for value in values[:-1]:
         joined = unify(joined, value.type) if joined is not None else None
     if joined is None:
-        raise ctx.refuse(node, f"'{'and' if isinstance(op, ast.And) else 'or'}' of "
-                         f"{', '.join(str(v.type) for v in values)}",
-                         "and/or return an operand, which must all have one type; compare "
-                         "explicitly or convert with bool(...)")
+        raise ctx.refuse(
+            node,
+            f"'{'and' if isinstance(op, ast.And) else 'or'}' of "
+            f"{', '.join(str(v.type) for v in values)}",
+            "and/or return an operand, which must all have one type; compare "
+            "explicitly or convert with bool(...)",
+        )
     from mapwithstate.pyfunc.paths import merge_values
 
     for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1])):
         if isinstance(op, ast.Or):
             # `a or b` gives `a` only where `a` is true, so never a None there.
-            result = merge_values(cond, value.non_null() if value.type.kind != "none"
-                                  else value, result)
+            result = merge_values(
+                cond, value.non_null() if value.type.kind != "none" else value, result
+            )
         else:
             result = merge_values(c_not(cond), value, result)
     return result
-
-
-

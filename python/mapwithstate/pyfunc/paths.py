@@ -7,9 +7,9 @@ merges them afterwards: every local variable and every part of the key's state b
 is *maybe unassigned* after the merge, and reading it is a compile error (Python would raise
 ``UnboundLocalError`` on the other path).
 """
+
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional
-
 
 
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
@@ -56,7 +56,8 @@ def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
         is_int = value.type.kind != "float"
         return F.struct(
             (value.column.cast("bigint") if is_int else F.lit(None).cast("bigint")).alias("i"),
-            (F.lit(None).cast("double") if is_int else value.column).alias("f"))
+            (F.lit(None).cast("double") if is_int else value.column).alias("f"),
+        )
     return value.column.cast(spark_type)
 
 
@@ -89,9 +90,9 @@ def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
     spark_type = to_spark(joined)
     left = a.column if a.type == joined else _converted(a, joined, spark_type)
     right = b.column if b.type == joined else _converted(b, joined, spark_type)
-    const = a.const if a.is_const and b.is_const and a.const == b.const \
-        and type(a.const) is type(b.const) else Value.__dataclass_fields__["const"].default
+    const = (
+        a.const
+        if a.is_const and b.is_const and a.const == b.const and type(a.const) is type(b.const)
+        else Value.__dataclass_fields__["const"].default
+    )
     return Value(select(cond, left, right), joined, a.nullable or b.nullable, const)
-
-
-

@@ -5,13 +5,30 @@ Python semantics an operation gets (``//`` on ints floors, ``str`` of a float is
 ``repr``), and which Spark type the Column has (every ``int`` is a BIGINT, every ``float`` a
 DOUBLE, so arithmetic never overflows at 32 bits where Python would not).
 """
+
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from pyspark.sql import types as T
 
-__all__ = ["PyType", "INT", "FLOAT", "NUM", "BOOL", "STR", "NONE", "DATETIME", "DATE", "TIMEDELTA",
-           "list_of", "dict_of", "row_of", "from_spark", "to_spark", "unify"]
+__all__ = [
+    "PyType",
+    "INT",
+    "FLOAT",
+    "NUM",
+    "BOOL",
+    "STR",
+    "NONE",
+    "DATETIME",
+    "DATE",
+    "TIMEDELTA",
+    "list_of",
+    "dict_of",
+    "row_of",
+    "from_spark",
+    "to_spark",
+    "unify",
+]
 
 
 @dataclass(frozen=True)
@@ -26,8 +43,13 @@ class PyType:
     @property
     def name(self) -> str:
         """The type's name as Python spells it in error messages."""
-        return {"none": "NoneType", "datetime": "datetime.datetime", "date": "datetime.date",
-                "timedelta": "datetime.timedelta", "row": "Row"}.get(self.kind, self.kind)
+        return {
+            "none": "NoneType",
+            "datetime": "datetime.datetime",
+            "date": "datetime.date",
+            "timedelta": "datetime.timedelta",
+            "row": "Row",
+        }.get(self.kind, self.kind)
 
     @property
     def is_numeric(self) -> bool:
@@ -100,9 +122,16 @@ def from_spark(data_type: T.DataType) -> Optional[PyType]:
 
 def to_spark(py_type: PyType) -> T.DataType:
     """The Spark type that holds values of ``py_type`` in a compiled function."""
-    simple = {"int": T.LongType(), "float": T.DoubleType(), "bool": T.BooleanType(),
-              "str": T.StringType(), "none": T.NullType(), "datetime": T.TimestampType(),
-              "date": T.DateType(), "timedelta": T.DayTimeIntervalType()}
+    simple = {
+        "int": T.LongType(),
+        "float": T.DoubleType(),
+        "bool": T.BooleanType(),
+        "str": T.StringType(),
+        "none": T.NullType(),
+        "datetime": T.TimestampType(),
+        "date": T.DateType(),
+        "timedelta": T.DayTimeIntervalType(),
+    }
     if py_type.kind in simple:
         return simple[py_type.kind]
     if py_type.kind == "list":

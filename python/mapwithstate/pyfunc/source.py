@@ -4,6 +4,7 @@ The compiler reads the function's own source (``inspect.getsource``), so every n
 place in the file for error messages; names that are not parameters or locals resolve to the
 function's globals and closure at compile time (module constants, imported modules).
 """
+
 import ast
 import builtins
 import inspect
@@ -38,13 +39,23 @@ class FunctionSource:
         try:
             lines, first_line = inspect.getsourcelines(function)
         except (OSError, TypeError) as e:
-            raise CompileError(file, 0, 0, f"state function {name} has no source",
-                               f"define it with def in a file or notebook cell ({e})") from None
+            raise CompileError(
+                file,
+                0,
+                0,
+                f"state function {name} has no source",
+                f"define it with def in a file or notebook cell ({e})",
+            ) from None
         module = ast.parse(textwrap.dedent("".join(lines)))
         tree = module.body[0] if module.body else None
         if not isinstance(tree, ast.FunctionDef):
-            raise CompileError(file, first_line, 0, f"{name} is not a def",
-                               "decorate a plain def function (not async, not a lambda)")
+            raise CompileError(
+                file,
+                first_line,
+                0,
+                f"{name} is not a def",
+                "decorate a plain def function (not async, not a lambda)",
+            )
         ast.increment_lineno(tree, first_line - 1)
         scope = dict(vars(builtins))
         scope.update(getattr(function, "__globals__", {}))

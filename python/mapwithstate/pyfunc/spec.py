@@ -6,6 +6,7 @@ Python, for tests without Spark), and ``map_with_state`` / ``map_groups_with_sta
 it against the input's columns and the state schema (:func:`compile_for`) before the request
 is built, so no Python runs on the executors.
 """
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
@@ -55,12 +56,17 @@ class PythonStateSpec(StateSpec):
         keys = _as_list(key)
         values = _as_list(value) if value is not None else None
         columns = input_columns(df, keys, values)
-        key_names = list(columns)[:len(keys)]
-        result = compile_function(self.python, self.state_schema, df, columns,
-                                  self.is_group_function, key_names)
+        key_names = list(columns)[: len(keys)]
+        result = compile_function(
+            self.python, self.state_schema, df, columns, self.is_group_function, key_names
+        )
         settings = {name: getattr(self, name) for name in StateSpec.__dataclass_fields__}
-        settings.update(update=result.update, remove=result.remove, emit=result.emit,
-                        timeout_at=result.timeout_at)
+        settings.update(
+            update=result.update,
+            remove=result.remove,
+            emit=result.emit,
+            timeout_at=result.timeout_at,
+        )
         return StateSpec(**settings)
 
     def explain(self, df: "DataFrame", key: Any = None) -> Dict[str, str]:
@@ -71,18 +77,22 @@ class PythonStateSpec(StateSpec):
         from mapwithstate.pyfunc.compiler import _Probe, _state_struct
 
         if key is None:
-            key = [p for p in _parameters(self.python) if p not in ("state", "rows")] \
-                if self.is_group_function else []
+            key = (
+                [p for p in _parameters(self.python) if p not in ("state", "rows")]
+                if self.is_group_function
+                else []
+            )
         keys = _as_list(key)
         compiled = self.compiled(df, keys)
         probe = _Probe(df, input_columns(df, keys, None), _state_struct(df, self.state_schema))
-        return {name: probe.sql(getattr(compiled, name))
-                for name in ("update", "remove", "emit", "timeout_at")
-                if getattr(compiled, name) is not None}
+        return {
+            name: probe.sql(getattr(compiled, name))
+            for name in ("update", "remove", "emit", "timeout_at")
+            if getattr(compiled, name) is not None
+        }
 
 
-def state_function(state_schema: Union[str, StructType]) -> Callable[[Callable],
-                                                                    PythonStateSpec]:
+def state_function(state_schema: Union[str, StructType]) -> Callable[[Callable], PythonStateSpec]:
     """Decorates a Python state function: returns a :class:`PythonStateSpec` over a state of
     type ``state_schema`` (a DDL string or ``StructType``).
 
@@ -100,20 +110,22 @@ def state_function(state_schema: Union[str, StructType]) -> Callable[[Callable],
     'clicks'
     """
     if not isinstance(state_schema, (str, StructType)):
-        raise TypeError(f"state_schema must be a DDL string or a StructType, got "
-                        f"{type(state_schema).__name__}")
+        raise TypeError(
+            f"state_schema must be a DDL string or a StructType, got {type(state_schema).__name__}"
+        )
 
     def decorate(function: Callable) -> PythonStateSpec:
         if not callable(function):
-            raise TypeError(f"state_function decorates a function, got "
-                            f"{type(function).__name__}")
+            raise TypeError(f"state_function decorates a function, got {type(function).__name__}")
         FunctionSource.of(function)  # refuses a function without source now
         return PythonStateSpec(state_schema, _function=function)
+
     return decorate
 
 
-def compile_for(spec: StateSpec, df: "DataFrame", key: Any, value: Any = None,
-                groups: bool = False) -> StateSpec:
+def compile_for(
+    spec: StateSpec, df: "DataFrame", key: Any, value: Any = None, groups: bool = False
+) -> StateSpec:
     """``spec`` as the request needs it: a :class:`PythonStateSpec` compiled for ``df``
     (a group function for ``map_groups_with_state``, a per-record one otherwise); any other
     spec as it is."""
@@ -122,17 +134,22 @@ def compile_for(spec: StateSpec, df: "DataFrame", key: Any, value: Any = None,
     if spec.is_group_function != groups:
         source = FunctionSource.of(spec.python)
         if groups:
-            raise source.error(source.tree, f"{source.name} has no 'rows' parameter",
-                               "map_groups_with_state takes a group function: "
-                               "def f(<key columns>, rows, state)")
-        raise source.error(source.tree, f"{source.name} has a 'rows' parameter",
-                           "a group function runs with map_groups_with_state")
+            raise source.error(
+                source.tree,
+                f"{source.name} has no 'rows' parameter",
+                "map_groups_with_state takes a group function: def f(<key columns>, rows, state)",
+            )
+        raise source.error(
+            source.tree,
+            f"{source.name} has a 'rows' parameter",
+            "a group function runs with map_groups_with_state",
+        )
     return spec.compiled(df, key, value)
 
 
 def _parameters(function: Callable) -> List[str]:
     code = function.__code__
-    return list(code.co_varnames[:code.co_argcount])
+    return list(code.co_varnames[: code.co_argcount])
 
 
 def _as_list(value: Any) -> List[Union[str, "Column"]]:

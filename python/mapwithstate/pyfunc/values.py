@@ -4,17 +4,27 @@ A :class:`Value` is a Spark Column with the Python type of its values and whethe
 ``None`` (a null Column). Conditions known when compiling stay Python ``bool`` s (:data:`Cond`)
 so that code on paths that cannot run adds nothing to the plan.
 """
+
 from dataclasses import dataclass
 from typing import Any, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc.pytypes import (BOOL, DATE, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
-                                         PyType, to_spark)
+from mapwithstate.pyfunc.pytypes import (
+    BOOL,
+    DATE,
+    DATETIME,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    TIMEDELTA,
+    PyType,
+    to_spark,
+)
 
-__all__ = ["Value", "Cond", "NOTHING", "literal", "c_and", "c_or", "c_not", "c_column",
-           "select"]
+__all__ = ["Value", "Cond", "NOTHING", "literal", "c_and", "c_or", "c_not", "c_column", "select"]
 
 #: A condition: a Python bool when known at compile time, else a non-null BOOLEAN Column.
 Cond = Union[bool, Column]
@@ -112,4 +122,3 @@ def select(cond: Cond, if_true: Column, if_false: Column) -> Column:
     if cond is False:
         return if_false
     return F.when(cond, if_true).otherwise(if_false)
-

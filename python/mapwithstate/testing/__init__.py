@@ -17,6 +17,7 @@ call's view of a key's state, the ``state`` parameter; :func:`call` makes one ca
 >>> tester.state
 {'a': {'n': 2}}
 """
+
 from mapwithstate.testing.runner import BatchResult, Tester, replay
 from mapwithstate.testing.state import CallResult, State, call
 

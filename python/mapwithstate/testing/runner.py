@@ -6,6 +6,7 @@ Spark — the role Spark's ``TwsTester`` plays for ``transformWithState``.
 :class:`Tester` holds the keys' states and timers and runs one batch at a time;
 :func:`replay` cuts recorded data into batches by a batch-time column, as a batch replay does.
 """
+
 import datetime
 import inspect
 from collections import OrderedDict
@@ -136,17 +137,22 @@ class Tester:
         domain = timeout_domain or settings.timeout_domain
         self._domain = checked_domain(domain) if domain is not None else None
         if self._timeout is not None and self._domain is not None:
-            raise ValueError("timeout and timers cannot be used together: timeout removes keys "
-                             "idle for a fixed duration, timers fire at each key's time")
+            raise ValueError(
+                "timeout and timers cannot be used together: timeout removes keys "
+                "idle for a fixed duration, timers fire at each key's time"
+            )
         self._timers = self._domain is not None
         self._groups = "rows" in inspect.signature(self._function).parameters
         if (event_time is None) != (watermark_delay is None):
-            raise ValueError("event_time and watermark_delay go together (withWatermark's "
-                             "column and delay)")
+            raise ValueError(
+                "event_time and watermark_delay go together (withWatermark's column and delay)"
+            )
         self._event_time = event_time
-        self._delay_ms = (duration(watermark_delay, "watermark_delay")
-                          // datetime.timedelta(milliseconds=1)
-                          if watermark_delay is not None else 0)
+        self._delay_ms = (
+            duration(watermark_delay, "watermark_delay") // datetime.timedelta(milliseconds=1)
+            if watermark_delay is not None
+            else 0
+        )
         # Spark's tracker: a stream's watermark starts at the epoch; a replay has none until
         # its first batch with event times is done.
         self._watermark_ms: Optional[int] = 0 if stream and event_time is not None else None
@@ -156,7 +162,8 @@ class Tester:
         self._batches = 0
         self._last_batch_time: Optional[datetime.datetime] = None
         self._initial = _initial_rows(
-            initial_state if initial_state is not None else settings.initial_state)
+            initial_state if initial_state is not None else settings.initial_state
+        )
         self._initial_timer = initial_state_timeout_at or settings.initial_state_timeout_at
         self._initial_keys: List[Key] = []
 
@@ -173,18 +180,24 @@ class Tester:
     @property
     def watermark(self) -> Optional[datetime.datetime]:
         """The watermark the next batch will have (``None`` without one)."""
-        return None if self._watermark_ms is None else \
-            EPOCH + datetime.timedelta(milliseconds=self._watermark_ms)
+        return (
+            None
+            if self._watermark_ms is None
+            else EPOCH + datetime.timedelta(milliseconds=self._watermark_ms)
+        )
 
-    def batch(self, records: Iterable[Union[Record, Row]],
-              batch_time: datetime.datetime) -> BatchResult:
+    def batch(
+        self, records: Iterable[Union[Record, Row]], batch_time: datetime.datetime
+    ) -> BatchResult:
         """Runs one batch of ``records`` (dicts or Rows: the key and value columns) at
         ``batch_time``: the data calls, then the timing-out calls."""
         if not isinstance(batch_time, datetime.datetime):
             raise TypeError(f"batch_time must be a datetime, got {type(batch_time).__name__}")
         if self._last_batch_time is not None and batch_time < self._last_batch_time:
-            raise ValueError(f"batch_time {batch_time} is before the previous batch's "
-                             f"{self._last_batch_time}: batches run in time order")
+            raise ValueError(
+                f"batch_time {batch_time} is before the previous batch's "
+                f"{self._last_batch_time}: batches run in time order"
+            )
         rows = [r.asDict() if isinstance(r, Row) else dict(r) for r in records]
         self._batches += 1
         watermark = self.watermark
@@ -216,20 +229,30 @@ class Tester:
             emitted += self._time_out(key, context)
         self._advance_watermark(rows)
         self._last_batch_time = batch_time
-        snapshots = [{"batch_time": batch_time, **self._key_columns(k), **v}
-                     for k, v in self._states.items()]
-        return BatchResult(batch_time, watermark, emitted, snapshots, self.state, self.timers,
-                           late)
+        snapshots = [
+            {"batch_time": batch_time, **self._key_columns(k), **v} for k, v in self._states.items()
+        ]
+        return BatchResult(batch_time, watermark, emitted, snapshots, self.state, self.timers, late)
 
     # --- calls -------------------------------------------------------------------------
 
-    def _call(self, key: Key, record: Dict[str, Any], rows: Optional[List[Dict[str, Any]]],
-              context: Tuple[datetime.datetime, Optional[datetime.datetime]],
-              called: set) -> List[Dict[str, Any]]:
+    def _call(
+        self,
+        key: Key,
+        record: Dict[str, Any],
+        rows: Optional[List[Dict[str, Any]]],
+        context: Tuple[datetime.datetime, Optional[datetime.datetime]],
+        called: set,
+    ) -> List[Dict[str, Any]]:
         batch_time, watermark = context
         before = self._states.get(key)
-        state = State(self._schema, before, batch_time=batch_time, watermark=watermark,
-                      timer=self._times.get(key) if self._timers else None)
+        state = State(
+            self._schema,
+            before,
+            batch_time=batch_time,
+            watermark=watermark,
+            timer=self._times.get(key) if self._timers else None,
+        )
         result = call(self._function, state, record, rows)
         if result.timer_set:
             self._use_timers()
@@ -246,18 +269,24 @@ class Tester:
                 self._times[key] = batch_time
         return result.emitted
 
-    def _time_out(self, key: Key, context: Tuple[datetime.datetime,
-                                                  Optional[datetime.datetime]]
-                  ) -> List[Dict[str, Any]]:
+    def _time_out(
+        self, key: Key, context: Tuple[datetime.datetime, Optional[datetime.datetime]]
+    ) -> List[Dict[str, Any]]:
         batch_time, watermark = context
-        state = State(self._schema, self._states.get(key), timing_out=True,
-                      batch_time=batch_time, watermark=watermark,
-                      timer=self._times.get(key) if self._timers else None)
+        state = State(
+            self._schema,
+            self._states.get(key),
+            timing_out=True,
+            batch_time=batch_time,
+            watermark=watermark,
+            timer=self._times.get(key) if self._timers else None,
+        )
         record = self._key_columns(key)
         parameters = inspect.signature(self._function).parameters
         # A timing-out call has no record: its value columns are null, its rows empty.
-        record.update({p: None for p in parameters
-                       if p not in record and p not in ("state", "rows")})
+        record.update(
+            {p: None for p in parameters if p not in record and p not in ("state", "rows")}
+        )
         result = call(self._function, state, record, [] if self._groups else None)
         if self._timers:
             self._keep(key, result.state, result.timer, context, timing_out=True)
@@ -266,10 +295,14 @@ class Tester:
             self._times.pop(key, None)
         return result.emitted
 
-    def _keep(self, key: Key, value: Optional[Dict[str, Any]],
-              timer: Optional[datetime.datetime],
-              context: Tuple[datetime.datetime, Optional[datetime.datetime]],
-              timing_out: bool) -> None:
+    def _keep(
+        self,
+        key: Key,
+        value: Optional[Dict[str, Any]],
+        timer: Optional[datetime.datetime],
+        context: Tuple[datetime.datetime, Optional[datetime.datetime]],
+        timing_out: bool,
+    ) -> None:
         """Stores the outcome of a call with timers: the state and the timer, either of which
         the key may hold without the other."""
         if timer is not None:
@@ -282,38 +315,53 @@ class Tester:
         else:
             self._states[key] = value
 
-    def _check_timer(self, key: Key, timer: datetime.datetime,
-                     context: Tuple[datetime.datetime, Optional[datetime.datetime]],
-                     timing_out: bool) -> None:
+    def _check_timer(
+        self,
+        key: Key,
+        timer: datetime.datetime,
+        context: Tuple[datetime.datetime, Optional[datetime.datetime]],
+        timing_out: bool,
+    ) -> None:
         """A timer a call leaves must not be due already, as the server (and Spark's
         GroupState) require."""
         batch_time, watermark = context
-        where = (f"the timer of the key {key!r} is {timer} (left by its "
-                 f"{'timing-out ' if timing_out else ''}call in the batch at {batch_time})")
+        where = (
+            f"the timer of the key {key!r} is {timer} (left by its "
+            f"{'timing-out ' if timing_out else ''}call in the batch at {batch_time})"
+        )
         if self._domain == "event_time":
             if timer <= EPOCH:
-                raise ValueError(f"{where}, not after 1970-01-01 00:00:00: an event-time timer "
-                                 f"must be after the epoch (Timeout timestamp must be positive)")
+                raise ValueError(
+                    f"{where}, not after 1970-01-01 00:00:00: an event-time timer "
+                    f"must be after the epoch (Timeout timestamp must be positive)"
+                )
             if watermark is not None and timer < watermark:
-                raise ValueError(f"{where}, earlier than the batch's watermark {watermark}: it "
-                                 f"would already be due (Timeout timestamp cannot be earlier "
-                                 f"than the current watermark)")
+                raise ValueError(
+                    f"{where}, earlier than the batch's watermark {watermark}: it "
+                    f"would already be due (Timeout timestamp cannot be earlier "
+                    f"than the current watermark)"
+                )
         elif timer <= batch_time:
-            raise ValueError(f"{where}, not after that batch time: a processing-time timer must "
-                             f"be later than the batch time (Timeout duration must be "
-                             f"positive)")
+            raise ValueError(
+                f"{where}, not after that batch time: a processing-time timer must "
+                f"be later than the batch time (Timeout duration must be "
+                f"positive)"
+            )
 
     def _use_timers(self) -> None:
         if self._timeout is not None:
-            raise ValueError("the function sets a timer, but the spec has an idle timeout "
-                             "(.timeout): timers and timeout cannot be used together")
+            raise ValueError(
+                "the function sets a timer, but the spec has an idle timeout "
+                "(.timeout): timers and timeout cannot be used together"
+            )
         if not self._timers:
             self._timers, self._domain = True, "processing_time"
 
     # --- timeouts and watermarks -------------------------------------------------------
 
-    def _timing_out(self, batch_time: datetime.datetime, watermark: Optional[datetime.datetime],
-                    called: set) -> List[Key]:
+    def _timing_out(
+        self, batch_time: datetime.datetime, watermark: Optional[datetime.datetime], called: set
+    ) -> List[Key]:
         if self._timers:
             threshold = watermark if self._domain == "event_time" else batch_time
             if threshold is None:
@@ -321,8 +369,7 @@ class Tester:
             due = [(t, k) for k, t in self._times.items() if t < threshold and k not in called]
         elif self._timeout is not None and self._batches % self._interval == 0:
             threshold = batch_time - self._timeout
-            due = [(t, k) for k, t in self._times.items()
-                   if t < threshold and k in self._states]
+            due = [(t, k) for k, t in self._times.items() if t < threshold and k in self._states]
         else:
             return []
         return [k for _, k in sorted(due, key=lambda item: item[0])]
@@ -358,10 +405,14 @@ class Tester:
         names = self._schema.fieldNames()
         unknown = [n for n in value if n not in names]
         if unknown:
-            raise ValueError(f"unknown state field(s) {', '.join(unknown)}; the state's fields "
-                             f"are {', '.join(names)}")
-        return {f.name: to_stored(value.get(f.name), f.dataType, f"state.{f.name}")
-                for f in self._schema.fields}
+            raise ValueError(
+                f"unknown state field(s) {', '.join(unknown)}; the state's fields "
+                f"are {', '.join(names)}"
+            )
+        return {
+            f.name: to_stored(value.get(f.name), f.dataType, f"state.{f.name}")
+            for f in self._schema.fields
+        }
 
     def _load_initial_state(self, batch_time: datetime.datetime) -> None:
         for row in self._initial:
@@ -432,13 +483,17 @@ def replay(
 def _settings(spec: Any, schema: Optional[str]) -> SpecSettings:
     if schema is not None:
         if not callable(spec):
-            raise TypeError(f"with state_schema, spec is a plain function, got "
-                            f"{type(spec).__name__}")
-        return SpecSettings(function=getattr(spec, "python", spec),
-                            state_schema=state_schema(schema))
+            raise TypeError(
+                f"with state_schema, spec is a plain function, got {type(spec).__name__}"
+            )
+        return SpecSettings(
+            function=getattr(spec, "python", spec), state_schema=state_schema(schema)
+        )
     if inspect.isfunction(spec):
-        raise TypeError(f"{spec.__qualname__} is a plain function: give its state_schema=, or "
-                        f"decorate it with mws.state_function")
+        raise TypeError(
+            f"{spec.__qualname__} is a plain function: give its state_schema=, or "
+            f"decorate it with mws.state_function"
+        )
     return spec_settings(spec)
 
 

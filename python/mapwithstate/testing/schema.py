@@ -6,6 +6,7 @@ a state function runs with none, so the state schemas ``StateSpec.function`` acc
 parsed here: ``"n BIGINT, seen ARRAY<STRING>"``, with ``STRUCT<...>``, ``MAP<K, V>`` and
 ``DECIMAL(p, s)`` nested as deep as needed.
 """
+
 import datetime
 import decimal
 import math
@@ -37,11 +38,24 @@ from pyspark.sql.types import (
 __all__ = ["state_schema", "to_stored"]
 
 _ATOMIC = {
-    "TINYINT": ByteType, "BYTE": ByteType, "SMALLINT": ShortType, "SHORT": ShortType,
-    "INT": IntegerType, "INTEGER": IntegerType, "BIGINT": LongType, "LONG": LongType,
-    "FLOAT": FloatType, "REAL": FloatType, "DOUBLE": DoubleType, "STRING": StringType,
-    "BOOLEAN": BooleanType, "BOOL": BooleanType, "BINARY": BinaryType, "DATE": DateType,
-    "TIMESTAMP": TimestampType, "TIMESTAMP_LTZ": TimestampType,
+    "TINYINT": ByteType,
+    "BYTE": ByteType,
+    "SMALLINT": ShortType,
+    "SHORT": ShortType,
+    "INT": IntegerType,
+    "INTEGER": IntegerType,
+    "BIGINT": LongType,
+    "LONG": LongType,
+    "FLOAT": FloatType,
+    "REAL": FloatType,
+    "DOUBLE": DoubleType,
+    "STRING": StringType,
+    "BOOLEAN": BooleanType,
+    "BOOL": BooleanType,
+    "BINARY": BinaryType,
+    "DATE": DateType,
+    "TIMESTAMP": TimestampType,
+    "TIMESTAMP_LTZ": TimestampType,
     "TIMESTAMP_NTZ": TimestampNTZType,
 }
 _INTEGER_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
@@ -57,8 +71,9 @@ def state_schema(schema: Union[str, StructType]) -> StructType:
     if isinstance(schema, StructType):
         return schema
     if not isinstance(schema, str):
-        raise TypeError(f"a state schema is a DDL string or a StructType, "
-                        f"got {type(schema).__name__}")
+        raise TypeError(
+            f"a state schema is a DDL string or a StructType, got {type(schema).__name__}"
+        )
     parser = _Parser(schema)
     fields = parser.fields(end=None)
     return StructType(fields)
@@ -215,13 +230,16 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
     if kind is ArrayType:
         if not isinstance(value, (list, tuple)):
             raise _mismatch(value, data_type, where)
-        return [to_stored(v, data_type.elementType, f"{where}[{i}]")
-                for i, v in enumerate(value)]
+        return [to_stored(v, data_type.elementType, f"{where}[{i}]") for i, v in enumerate(value)]
     if kind is MapType:
         if not isinstance(value, dict):
             raise _mismatch(value, data_type, where)
-        return {to_stored(k, data_type.keyType, f"{where} key"):
-                to_stored(v, data_type.valueType, f"{where}[{k!r}]") for k, v in value.items()}
+        return {
+            to_stored(k, data_type.keyType, f"{where} key"): to_stored(
+                v, data_type.valueType, f"{where}[{k!r}]"
+            )
+            for k, v in value.items()
+        }
     if kind is StructType:
         return _struct(value, data_type, where)
     raise TypeError(f"{where}: type {data_type.simpleString()} is not supported here")
@@ -238,11 +256,16 @@ def _struct(value: Any, data_type: StructType, where: str) -> Row:
     names = data_type.fieldNames()
     unknown = [name for name, _ in items if name not in names]
     if unknown:
-        raise TypeError(f"{where}: unknown field(s) {', '.join(unknown)} for "
-                        f"{data_type.simpleString()}")
+        raise TypeError(
+            f"{where}: unknown field(s) {', '.join(unknown)} for {data_type.simpleString()}"
+        )
     given = dict(items)
-    return Row(**{f.name: to_stored(given.get(f.name), f.dataType, f"{where}.{f.name}")
-                  for f in data_type.fields})
+    return Row(
+        **{
+            f.name: to_stored(given.get(f.name), f.dataType, f"{where}.{f.name}")
+            for f in data_type.fields
+        }
+    )
 
 
 def _expect(value: Any, kind: type, data_type: DataType, where: str) -> Any:
@@ -252,5 +275,7 @@ def _expect(value: Any, kind: type, data_type: DataType, where: str) -> Any:
 
 
 def _mismatch(value: Any, data_type: DataType, where: str) -> TypeError:
-    return TypeError(f"{where}: a {type(value).__name__} ({value!r}) cannot be stored as "
-                     f"{data_type.simpleString()}")
+    return TypeError(
+        f"{where}: a {type(value).__name__} ({value!r}) cannot be stored as "
+        f"{data_type.simpleString()}"
+    )

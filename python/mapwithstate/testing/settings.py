@@ -3,6 +3,7 @@
 :func:`spec_settings` is the one place that reads a ``StateSpec``'s fields, so a change to
 how specs keep their settings touches only it.
 """
+
 import datetime
 import re
 from dataclasses import dataclass
@@ -18,9 +19,15 @@ __all__ = ["SpecSettings", "spec_settings", "duration"]
 DOMAINS = ("processing_time", "event_time")
 # Units of Spark's interval strings with a fixed length, in microseconds.
 _UNITS = {
-    "week": 7 * 86_400_000_000, "day": 86_400_000_000, "hour": 3_600_000_000,
-    "minute": 60_000_000, "second": 1_000_000, "millisecond": 1_000, "ms": 1_000,
-    "microsecond": 1, "us": 1,
+    "week": 7 * 86_400_000_000,
+    "day": 86_400_000_000,
+    "hour": 3_600_000_000,
+    "minute": 60_000_000,
+    "second": 1_000_000,
+    "millisecond": 1_000,
+    "ms": 1_000,
+    "microsecond": 1,
+    "us": 1,
 }
 _PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]+?)s?\b", re.IGNORECASE)
 
@@ -48,8 +55,10 @@ def spec_settings(spec: Any) -> SpecSettings:
     ``spec.python``)."""
     function = getattr(spec, "python", None)
     if not callable(function):
-        raise TypeError(f"a runner needs a spec made by mws.state_function (with spec.python, "
-                        f"its Python function), got {type(spec).__name__}")
+        raise TypeError(
+            f"a runner needs a spec made by mws.state_function (with spec.python, "
+            f"its Python function), got {type(spec).__name__}"
+        )
     timeout = getattr(spec, "_timeout", None)
     domain = getattr(spec, "_timeout_domain", None)
     return SpecSettings(
@@ -59,13 +68,16 @@ def spec_settings(spec: Any) -> SpecSettings:
         checkpoint_interval=getattr(spec, "_checkpoint_interval", None) or 10,
         timeout_domain=checked_domain(domain) if domain is not None else None,
         initial_state=getattr(spec, "_initial_state", None),
-        initial_state_timeout_at=getattr(spec, "_initial_state_timeout_at", None))
+        initial_state_timeout_at=getattr(spec, "_initial_state_timeout_at", None),
+    )
 
 
 def checked_domain(domain: str) -> str:
     if domain not in DOMAINS:
-        raise ValueError(f"timeout_domain: {domain!r} is not a timeout domain; expected "
-                         f"'processing_time' or 'event_time'")
+        raise ValueError(
+            f"timeout_domain: {domain!r} is not a timeout domain; expected "
+            f"'processing_time' or 'event_time'"
+        )
     return domain
 
 
@@ -82,7 +94,7 @@ def duration(value: Union[str, datetime.timedelta], what: str) -> datetime.timed
     elif isinstance(value, str):
         text = value.strip()
         if text.lower().startswith("interval"):
-            text = text[len("interval"):]
+            text = text[len("interval") :]
         micros, position = 0, 0
         for part in _PART.finditer(text):
             unit = part.group(2).lower()
@@ -91,9 +103,13 @@ def duration(value: Union[str, datetime.timedelta], what: str) -> datetime.timed
             micros += int(Decimal(part.group(1)) * _UNITS[unit])
             position = part.end()
         if position == 0 or text[position:].strip():
-            raise ValueError(f"{what}: {value!r} is not a duration; expected e.g. '30 seconds', "
-                             f"'1 minute' or '500 milliseconds'")
+            raise ValueError(
+                f"{what}: {value!r} is not a duration; expected e.g. '30 seconds', "
+                f"'1 minute' or '500 milliseconds'"
+            )
     else:
-        raise TypeError(f"{what} must be a string such as '30 seconds' or a timedelta, got "
-                        f"{type(value).__name__}")
+        raise TypeError(
+            f"{what} must be a string such as '30 seconds' or a timedelta, got "
+            f"{type(value).__name__}"
+        )
     return datetime.timedelta(milliseconds=micros // 1000)

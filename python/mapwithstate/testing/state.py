@@ -6,6 +6,7 @@ it on the executors. :func:`call` makes one call — parameters bound by name to
 columns, ``state``, and ``rows`` for a group function — and returns what it emitted and what
 it left: the key's state and timer.
 """
+
 import datetime
 import inspect
 from dataclasses import dataclass
@@ -19,9 +20,19 @@ from mapwithstate.testing.schema import state_schema, to_stored
 __all__ = ["State", "CallResult", "call"]
 
 # The names State answers itself; a state field cannot be read through one of them.
-_OWN_NAMES = frozenset({
-    "exists", "timing_out", "batch_time", "watermark", "timer", "update", "remove",
-    "set_timer", "clear_timer"})
+_OWN_NAMES = frozenset(
+    {
+        "exists",
+        "timing_out",
+        "batch_time",
+        "watermark",
+        "timer",
+        "update",
+        "remove",
+        "set_timer",
+        "clear_timer",
+    }
+)
 
 
 class State:
@@ -79,8 +90,10 @@ class State:
         struct = state_schema(schema)
         clashes = sorted(_OWN_NAMES.intersection(struct.fieldNames()))
         if clashes:
-            raise ValueError(f"state field(s) {', '.join(clashes)} clash with the state's "
-                             f"own attributes; rename them")
+            raise ValueError(
+                f"state field(s) {', '.join(clashes)} clash with the state's "
+                f"own attributes; rename them"
+            )
         self._schema = struct
         self._types = {f.name: f.dataType for f in struct.fields}
         self._values: Optional[Dict[str, Any]] = None
@@ -102,20 +115,19 @@ class State:
         if types is None or name.startswith("_"):
             raise AttributeError(name)
         if name not in types:
-            raise AttributeError(f"the state has no field {name!r}; its fields are "
-                                 f"{', '.join(types)}")
+            raise AttributeError(
+                f"the state has no field {name!r}; its fields are {', '.join(types)}"
+            )
         return None if self._values is None else self._values[name]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):
             object.__setattr__(self, name, value)
         else:
-            raise AttributeError(f"state.{name} cannot be assigned: use "
-                                 f"state.update({name}=...)")
+            raise AttributeError(f"state.{name} cannot be assigned: use state.update({name}=...)")
 
     def __repr__(self) -> str:
-        return (f"State({self._values!r}, timer={self.timer!r}, "
-                f"timing_out={self._timing_out!r})")
+        return f"State({self._values!r}, timer={self.timer!r}, timing_out={self._timing_out!r})"
 
     @property
     def exists(self) -> bool:
@@ -141,8 +153,10 @@ class State:
         """Sets the fields named to the values given; the others keep their current value."""
         unknown = [name for name in fields if name not in self._types]
         if unknown:
-            raise TypeError(f"state.update() got unknown field(s) {', '.join(unknown)}; the "
-                            f"state's fields are {', '.join(self._types)}")
+            raise TypeError(
+                f"state.update() got unknown field(s) {', '.join(unknown)}; the "
+                f"state's fields are {', '.join(self._types)}"
+            )
         current = self._values or dict.fromkeys(self._types)
         self._values = {**current, **self._stored(fields, "state")}
         self._state_set = True
@@ -156,8 +170,7 @@ class State:
         """Sets the key's timer: the call with ``timing_out`` true comes in the first batch
         whose time (or watermark, in event time) is strictly after it."""
         if not isinstance(timestamp, datetime.datetime):
-            raise TypeError(f"state.set_timer() takes a datetime, got "
-                            f"{type(timestamp).__name__}")
+            raise TypeError(f"state.set_timer() takes a datetime, got {type(timestamp).__name__}")
         self._timer = self._timer_read = timestamp
         self._timer_set = True
 
@@ -167,8 +180,9 @@ class State:
         self._timer_set = True
 
     def _stored(self, values: Dict[str, Any], where: str) -> Dict[str, Any]:
-        return {name: to_stored(v, self._types[name], f"{where}.{name}")
-                for name, v in values.items()}
+        return {
+            name: to_stored(v, self._types[name], f"{where}.{name}") for name, v in values.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -210,20 +224,26 @@ def call(
     arguments: Dict[str, Any] = {}
     for name, parameter in inspect.signature(function).parameters.items():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            raise TypeError(f"{_name(function)}: parameter {name!r} is variadic; a state "
-                            f"function's parameters are column names, 'state' and 'rows'")
+            raise TypeError(
+                f"{_name(function)}: parameter {name!r} is variadic; a state "
+                f"function's parameters are column names, 'state' and 'rows'"
+            )
         if name == "state":
             arguments[name] = state
         elif name == "rows":
             if rows is None:
-                raise TypeError(f"{_name(function)} has a parameter 'rows' (a group function, "
-                                f"for map_groups_with_state) but was given a record")
+                raise TypeError(
+                    f"{_name(function)} has a parameter 'rows' (a group function, "
+                    f"for map_groups_with_state) but was given a record"
+                )
             arguments[name] = [r if isinstance(r, Row) else Row(**r) for r in rows]
         elif name in record:
             arguments[name] = record[name]
         else:
-            raise TypeError(f"{_name(function)}: parameter {name!r} names no column; the "
-                            f"columns are {', '.join(record) or '(none)'}")
+            raise TypeError(
+                f"{_name(function)}: parameter {name!r} names no column; the "
+                f"columns are {', '.join(record) or '(none)'}"
+            )
     if "state" not in arguments:
         raise TypeError(f"{_name(function)} has no parameter 'state'")
     emitted = _rows_of(function, function(**arguments))
@@ -239,15 +259,21 @@ def _rows_of(function: Callable[..., Any], result: Any) -> List[Dict[str, Any]]:
     elif inspect.isgenerator(result):
         rows = list(result)
     else:
-        raise TypeError(f"{_name(function)} returned a value of type {type(result).__name__}; "
-                        f"a state function returns a dict, None, or yields dicts")
+        raise TypeError(
+            f"{_name(function)} returned a value of type {type(result).__name__}; "
+            f"a state function returns a dict, None, or yields dicts"
+        )
     for row in rows:
         if not isinstance(row, dict):
-            raise TypeError(f"{_name(function)} emitted a {type(row).__name__}; each emitted "
-                            f"row is a dict of output column to value")
+            raise TypeError(
+                f"{_name(function)} emitted a {type(row).__name__}; each emitted "
+                f"row is a dict of output column to value"
+            )
         if list(row) != list(rows[0]):
-            raise ValueError(f"{_name(function)} emitted rows with different keys: "
-                             f"{list(rows[0])} and {list(row)}")
+            raise ValueError(
+                f"{_name(function)} emitted rows with different keys: "
+                f"{list(rows[0])} and {list(row)}"
+            )
     return [dict(row) for row in rows]
 
 
