@@ -76,7 +76,7 @@ def line_of(function, text):
     import inspect
 
     lines, first = inspect.getsourcelines(function)
-    return first + next(i for i, l in enumerate(lines) if text in l)
+    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def at(seconds):
@@ -123,7 +123,7 @@ def _state():
 # --- truthiness, and/or ------------------------------------------------------------------
 
 @mws.state_function("n BIGINT")
-def truthiness(k, i, f, s, l, state):
+def truthiness(k, i, f, s, l, state):  # noqa: E741 (the input column is named l)
     return {"k": k, "i": bool(i), "f": "yes" if f else "no", "s": not s, "l": bool(l),
             "n": bool(state.n), "none": bool(None)}
 
@@ -295,7 +295,7 @@ def overflow(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def empty_max(k, l, state):
+def empty_max(k, l, state):  # noqa: E741 (the input column is named l)
     return {"k": k, "m": max(l)}
 
 

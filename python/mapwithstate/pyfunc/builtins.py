@@ -569,7 +569,9 @@ def _datetime(it, node, args, kwargs):
         try:
             made = datetime(*[a.const for a in args], **{k: v.const for k, v in kwargs.items()})
         except (TypeError, ValueError) as e:
-            raise it.ctx.refuse(node, "datetime(...)", f"Python raises {type(e).__name__}: {e}")
+            raise it.ctx.refuse(
+                node, "datetime(...)", f"Python raises {type(e).__name__}: {e}"
+            ) from e
         if made.tzinfo is not None:
             raise it.ctx.refuse(
                 node,
@@ -599,7 +601,7 @@ def _timedelta(it, node, args, kwargs):
     names = ["days", "seconds", "microseconds", "milliseconds", "minutes", "hours", "weeks"]
     if len(args) > len(names):
         raise it.ctx.refuse(node, "timedelta() with too many arguments", "at most 7")
-    given = dict(zip(names, args))
+    given = dict(zip(names, args, strict=False))
     for key in kwargs:
         if key not in _TIMEDELTA_UNITS or key in given:
             raise it.ctx.refuse(node, f"timedelta({key}=)", f"units are {', '.join(names)}")
@@ -608,7 +610,9 @@ def _timedelta(it, node, args, kwargs):
         try:
             return literal(timedelta(**{k: v.const for k, v in given.items()}))
         except (TypeError, OverflowError) as e:
-            raise it.ctx.refuse(node, "timedelta(...)", f"Python raises {type(e).__name__}: {e}")
+            raise it.ctx.refuse(
+                node, "timedelta(...)", f"Python raises {type(e).__name__}: {e}"
+            ) from e
     micros: Column = F.lit(0).cast("bigint")
     for unit, value in given.items():
         if value.type.kind not in ("int", "bool"):

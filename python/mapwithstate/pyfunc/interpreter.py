@@ -532,7 +532,7 @@ class Interpreter:
         outer = self.ctx.guard
         left = self.value(node.left)
         result: Cond = True
-        for op, right_node in zip(node.ops, node.comparators):
+        for op, right_node in zip(node.ops, node.comparators, strict=False):
             right = self.value(right_node)
             test = operators.compare(self.ctx, node, op, left, right)
             result = c_and(result, test.column)
@@ -560,7 +560,7 @@ class Interpreter:
 
     def expr_Dict(self, node: ast.Dict) -> Record:
         fields = {}
-        for key, value in zip(node.keys, node.values):
+        for key, value in zip(node.keys, node.values, strict=False):
             if key is None or not isinstance(key, ast.Constant) or not isinstance(key.value, str):
                 raise self.ctx.refuse(
                     node,

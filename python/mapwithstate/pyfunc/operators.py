@@ -496,7 +496,7 @@ def boolean(ctx: "Context", node: ast.AST, op: ast.AST, values: list, conds: lis
         )
     from mapwithstate.pyfunc.paths import merge_values
 
-    for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1])):
+    for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1]), strict=False):
         if isinstance(op, ast.Or):
             # `a or b` gives `a` only where `a` is true, so never a None there.
             result = merge_values(

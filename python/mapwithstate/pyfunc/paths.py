@@ -11,7 +11,6 @@ is *maybe unassigned* after the merge, and reading it is a compile error (Python
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional
 
-
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, select
 

@@ -60,7 +60,7 @@ class FunctionSource:
         scope = dict(vars(builtins))
         scope.update(getattr(function, "__globals__", {}))
         closure = getattr(function, "__closure__", None) or ()
-        for var, cell in zip(function.__code__.co_freevars, closure):
+        for var, cell in zip(function.__code__.co_freevars, closure, strict=False):
             try:
                 scope[var] = cell.cell_contents
             except ValueError:

@@ -11,7 +11,7 @@ import datetime
 import inspect
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.sql import Row
 
@@ -399,7 +399,7 @@ class Tester:
 
     def _key_columns(self, key: Key) -> Dict[str, Any]:
         values = (key,) if len(self._keys) == 1 else key
-        return dict(zip(self._keys, values))
+        return dict(zip(self._keys, values, strict=False))
 
     def _stored(self, value: Mapping[str, Any]) -> Dict[str, Any]:
         names = self._schema.fieldNames()

@@ -191,7 +191,9 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
             raise _mismatch(value, data_type, where)
         bits = _INTEGER_BITS[kind]
         if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-            raise OverflowError(f"{where}: {value} does not fit {data_type.simpleString()}")
+            raise OverflowError(
+                f"{where}: {value} does not fit {data_type.simpleString()}"
+            ) from None
         return int(value)
     if kind in (DoubleType, FloatType):
         if not isinstance(value, (int, float)):
@@ -199,7 +201,9 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
         try:
             stored = float(value)
         except OverflowError:
-            raise OverflowError(f"{where}: {value} does not fit {data_type.simpleString()}")
+            raise OverflowError(
+                f"{where}: {value} does not fit {data_type.simpleString()}"
+            ) from None
         if kind is FloatType and math.isfinite(stored):
             import struct
 
@@ -211,7 +215,9 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
         quantum = decimal.Decimal(1).scaleb(-data_type.scale)
         stored = decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
         if len(stored.as_tuple().digits) > data_type.precision:
-            raise OverflowError(f"{where}: {value} does not fit {data_type.simpleString()}")
+            raise OverflowError(
+                f"{where}: {value} does not fit {data_type.simpleString()}"
+            ) from None
         return stored
     if kind is StringType:
         return _expect(value, str, data_type, where)
