@@ -1,0 +1,168 @@
+"""The differential test of Python state functions (issue #41): for every function of the
+corpus (``tests/pyfuncs/corpus.py``) and the realistic ones of ``examples/state_functions.py``,
+seeded random cases run through ``mapwithstate.testing`` and through the real server (the
+function compiled by ``mws.state_function``) must give the same emitted rows and the same
+state after every batch, as a batch replay and as a stream; where Python raises, the server's
+query fails too, naming the Python exception.
+
+``MWS_DIFF_CASES`` sets the cases per function and way of running (default 40: with about 40
+functions, two operators' worth of constructs and two ways each, some 3,000 cases in all).
+"""
+import os
+import sys
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import strategies as st
+
+import mapwithstate as mws
+from differential import (
+    ERROR_CASES,
+    Function,
+    Outcome,
+    ParquetStream,
+    canonical,
+    differences,
+    draw_cases,
+    python_outcome,
+    run_replay_in_python,
+    run_stream_in_python,
+    server_outcome,
+    server_replay,
+    server_stream,
+    split_raising,
+    prefixed,
+)
+from pyfuncs import inputs
+from pyfuncs.corpus import CORPUS, Entry
+
+if not hasattr(mws, "state_function"):
+    pytest.skip("needs the compiler: mws.state_function is not in this build",
+                allow_module_level=True)
+
+CASES = int(os.environ.get("MWS_DIFF_CASES", "40"))
+SEED = 41
+
+
+def corpus_function(entry: Entry) -> Function:
+    def spec(spark, initial):
+        built = mws.state_function(entry.state_schema)(entry.function)
+        for method, argument in entry.settings.items():
+            built = getattr(built, method)(argument)
+        return built if initial is None else built.initial_state(initial)
+
+    strategy = inputs.batches(inputs.records(
+        {c: entry.strategies[c] for c in entry.columns}))
+    return Function(entry.name, entry.function, spec, "k", entry.columns, entry.state_schema,
+                    dict(entry.settings), entry.event_time, entry.delay,
+                    entry.initial_state), strategy
+
+
+MINUTES = st.integers(-30, 400).map(lambda m: inputs.T0 + timedelta(minutes=m))
+SECONDS = st.integers(0, 12).map(lambda s: inputs.T0 + timedelta(seconds=s))
+AMOUNTS = st.one_of(st.floats(0.5, 200, allow_nan=False).map(lambda f: round(f, 2)),
+                    st.sampled_from([0.0, 10.0, 1e6, -5.0, 1e308]))
+REALISTIC = {
+    # name: (spec, key, columns, per-column strategies, event time and delay)
+    "sessions": (lambda: examples().sessions.timeout("3 seconds").checkpoint_interval(1), "user",
+                 {"page": "STRING", "ts": "TIMESTAMP"},
+                 {"page": st.sampled_from(["home", "search", "cart", "checkout", "", "é"]),
+                  "ts": SECONDS}, None, None),
+    "fraud": (lambda: examples().fraud, "card", {"amount": "DOUBLE"},
+              {"amount": st.one_of(AMOUNTS, AMOUNTS, AMOUNTS, st.none())}, None, None),
+    "deduplicate": (lambda: examples().deduplicate, "event_id",
+                    {"ts": "TIMESTAMP", "payload": "STRING"},
+                    {"ts": MINUTES, "payload": inputs.STRINGS}, "ts", "5 minutes"),
+    "top_scores": (lambda: examples().top_scores, "player", {"score": "DOUBLE"},
+                   {"score": inputs.DOUBLES}, None, None),
+    "sla": (lambda: examples().sla, "order_id", {"status": "STRING", "ts": "TIMESTAMP"},
+            {"status": st.sampled_from(["placed", "placed", "shipped", "paid"]),
+             "ts": MINUTES}, "ts", "30 minutes"),
+}
+
+
+def examples():
+    """``examples/state_functions.py``, the realistic functions."""
+    root = os.path.join(os.path.dirname(__file__), os.pardir)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from examples import state_functions
+
+    return state_functions
+
+
+def realistic_function(name):
+    make_spec, key, columns, strategies, event_time, delay = REALISTIC[name]
+    spec = make_spec()
+    strategy = inputs.batches(st.fixed_dictionaries({key: inputs.KEYS, **strategies}))
+    return Function(name, spec.python, lambda spark, initial: spec, key, columns,
+                    str(spec.state_schema), {}, event_time, delay, runner_spec=spec), strategy
+
+
+FUNCTIONS = {e.name: (lambda e=e: corpus_function(e)) for e in CORPUS}
+FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
+
+
+def check_same(name, ours: Outcome, theirs: Outcome, how: str):
+    assert ours.emitted == theirs.emitted, \
+        f"{name} ({how}): emitted rows differ; " + differences(ours.emitted, theirs.emitted)
+    times = sorted(set(ours.snapshots) | set(theirs.snapshots))
+    for t in times:
+        mine, server = ours.snapshots.get(t, []), theirs.snapshots.get(t, [])
+        assert mine == server, \
+            f"{name} ({how}): the state after the batch at {t} differs; " + \
+            differences(mine, server)
+
+
+def check_raising(spark, function, raising, run):
+    """Each case where Python raises (a few) fails the server's query too, naming the
+    exception, unless the runner's error is one of the server's own rules (timers)."""
+    for case, error in raising[:ERROR_CASES]:
+        with pytest.raises(Exception) as failure:
+            run(case)
+        if "Timeout" not in str(error):
+            assert type(error).__name__ in str(failure.value), \
+                f"{function.name}: case {case[0]} raises {type(error).__name__} in Python " \
+                f"({error}); the server's error does not name it: {failure.value}"
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_replay(spark, name):
+    function, strategy = FUNCTIONS[name]()
+    passing, raising = split_raising(function, draw_cases(strategy, CASES, SEED))
+    assert passing, f"{name}: Python raises on every case: {raising[0][1]!r}"
+    ours = python_outcome(run_replay_in_python(function, passing))
+    theirs = server_outcome(server_replay(spark, function, passing),
+                            server_replay(spark, function, passing, "snapshots"))
+    check_same(name, ours, theirs, f"replay of {len(passing)} cases")
+    check_raising(spark, function, raising,
+                  lambda case: server_replay(spark, function, [case]).collect())
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_stream(spark, tmp_path, name):
+    function, strategy = FUNCTIONS[name]()
+    passing, _ = split_raising(function, draw_cases(strategy, CASES, SEED))
+    assert passing, f"{name}: Python raises on every case"
+    stream = ParquetStream(str(tmp_path))
+    for batch in prefixed(function, passing):
+        stream.add(spark, function, batch)
+    numbers = [n for n, _ in passing]
+    # Two queries over the same files, each with its own micro-batches (and batch times).
+    emitted, batches = server_stream(spark, function, stream, numbers, "emitted",
+                                     f"diff_{name}_emitted")
+    ours = python_outcome(run_stream_in_python(function, passing, batches))
+    snapshot_rows, batches = server_stream(spark, function, stream, numbers, "snapshots",
+                                           f"diff_{name}_snapshots")
+    ours_snapshots = python_outcome(run_stream_in_python(function, passing, batches))
+    snapshots = {}
+    for row in snapshot_rows:
+        snapshots.setdefault(row[0], []).append(row)
+    theirs = Outcome(canonical(emitted), {t: canonical(r) for t, r in snapshots.items()})
+    check_same(name, Outcome(ours.emitted, ours_snapshots.snapshots), theirs,
+               f"stream of {len(passing)} cases")
+
+
+def test_the_corpus_covers_enough():
+    assert len(FUNCTIONS) >= 30
+    assert any(Function.groups.fget(FUNCTIONS[n]()[0]) for n in FUNCTIONS)
