@@ -16,6 +16,7 @@ natively on the JVM executors by a Spark Connect plugin::
 """
 from mapwithstate import functions
 from mapwithstate.groups import map_groups_with_state
+from mapwithstate.pyfunc import CompileError, state_function
 from mapwithstate.relation import map_with_state
 from mapwithstate.server import (
     RELATION_PLUGIN_CLASS,
@@ -32,6 +33,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "StateSpec",
+    "state_function",
+    "CompileError",
     "map_with_state",
     "map_groups_with_state",
     "read_state",

@@ -12,6 +12,7 @@ from mapwithstate.relation import (
     _columns,
     _names_or_columns,
 )
+from mapwithstate.pyfunc import compile_for
 from mapwithstate.spec import StateSpec, _duration
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def map_groups_with_state(
         raise TypeError(f"spec must be a StateSpec, got {type(spec).__name__}")
     if output not in _OUTPUTS:
         raise ValueError(f"output must be one of {sorted(_OUTPUTS)}, got {output!r}")
+    spec = compile_for(spec, df, key, groups=True)
     if classic.is_classic_dataframe(df):
         # A classic session: the same request, made through the JVM API over py4j.
         return classic.map_groups_with_state(

@@ -9,6 +9,7 @@ from pyspark.sql.connect.plan import LogicalPlan
 
 from mapwithstate import classic
 from mapwithstate.proto import relations_pb2
+from mapwithstate.pyfunc import compile_for
 from mapwithstate.spec import StateSpec, _duration
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def map_with_state(
     if output not in _OUTPUTS:
         raise ValueError(f"output must be one of {sorted(_OUTPUTS)}, got {output!r}")
     interval = _duration(batch_interval, "batch_interval") if batch_interval is not None else None
+    spec = compile_for(spec, df, key, value)
     if classic.is_classic_dataframe(df):
         # A classic session: the same request, made through the JVM API over py4j.
         return classic.map_with_state(

@@ -1,0 +1,166 @@
+"""A group function's ``rows``: Python's reductions over a key's records of the batch become
+Spark aggregates, so the operator keeps its partial aggregation before the shuffle.
+
+``len(rows)``, ``sum/min/max/any/all/sorted(<expr> for r in rows [if <cond>])`` and
+``[<expr> for r in rows [if <cond>]]`` (in record order) are the supported uses; ``r.<column>``
+reads a value column. Where Python would raise for some record (``None`` in a sum, ``max()``
+of no rows), the aggregate counts such records and the query fails if there is one.
+"""
+import ast
+import builtins as py
+from typing import TYPE_CHECKING, Any, Callable, List, Tuple
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.pytypes import BOOL, FLOAT, INT, from_spark, list_of
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Interpreter
+
+__all__ = ["Rows", "RowVariable", "aggregate", "rows_length", "rows_list"]
+
+
+class Rows:
+    """The ``rows`` parameter of a group function."""
+
+
+class RowVariable:
+    """The loop variable of a generator over ``rows``: ``r.<column>`` is that column."""
+
+    def attribute(self, it: "Interpreter", node: ast.Attribute) -> Value:
+        data_type = it.ctx.columns.get(node.attr)
+        if data_type is None:
+            raise it.ctx.refuse(node, f"unknown column {node.attr!r} of a row",
+                                f"the rows' columns are {', '.join(it.ctx.columns)}")
+        py_type = from_spark(data_type)
+        column = F.col(node.attr)
+        if py_type is not None and py_type.kind in ("int", "float"):
+            column = column.cast("bigint" if py_type.kind == "int" else "double")
+        return Value(column, py_type, True)
+
+
+def _per_row(it: "Interpreter", generator: ast.comprehension, element: ast.expr
+             ) -> Tuple[Value, Cond, List[Tuple[Cond, str]]]:
+    """The element and filter of a generator over rows, evaluated per record, and the
+    failures a record may raise."""
+    if not isinstance(generator.target, ast.Name):
+        raise it.ctx.refuse(generator, "a target that is not a name", "for r in rows")
+    saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
+    it.path.env[generator.target.id] = RowVariable()
+    it.ctx.failures, it.ctx.guard = [], True
+    try:
+        keep: Cond = True
+        for condition in generator.ifs:
+            keep = c_and(keep, operators.truthy(it.value(condition)))
+            it.ctx.guard = keep
+        value = it.value(element)
+        return value, keep, it.ctx.failures
+    finally:
+        it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
+
+
+def _lift(it: "Interpreter", failures: List[Tuple[Cond, str]]) -> None:
+    for cond, message in failures:
+        it.ctx.failures.append((c_and(it.ctx.guard, F.count_if(c_column(cond)) > 0), message))
+
+
+def rows_length(it: "Interpreter") -> Value:
+    return Value(F.count(F.lit(1)).cast("bigint"), INT, False)
+
+
+def rows_list(it: "Interpreter", node: ast.ListComp) -> Value:
+    """``[expr for r in rows if cond]``: the records' values in record order, ``None``s
+    kept."""
+    value, keep, failures = _per_row(it, node.generators[0], node.elt)
+    _lift(it, [(c_and(keep, f), m) for f, m in failures])
+    wrapped = F.struct(value.column.alias("v"))
+    collected = F.collect_list(wrapped if keep is True else F.when(c_column(keep), wrapped))
+    return Value(F.transform(collected, lambda s: s.getField("v")), list_of(value.type), False)
+
+
+def aggregate(it: "Interpreter", node: ast.Call, target: Any, generator: ast.GeneratorExp
+              ) -> Value:
+    """``sum/min/max/any/all/sorted/len(<expr> for r in rows [if <cond>])``."""
+    if len(generator.generators) != 1 or node.keywords:
+        raise it.ctx.refuse(node, "an aggregate with several for clauses or keywords",
+                            "one generator: sum(r.v for r in rows if ...)")
+    handler = _AGGREGATES.get(id(target))
+    if handler is None:
+        raise it.ctx.refuse(node, f"{getattr(target, '__name__', target)}() over rows",
+                            "rows are reduced with len, sum, min, max, any, all or sorted")
+    value, keep, failures = _per_row(it, generator.generators[0], generator.elt)
+    _lift(it, [(c_and(keep, f), m) for f, m in failures])
+    return handler(it, node, value, c_column(keep))
+
+
+def _nulls(it: "Interpreter", node: ast.AST, value: Value, keep: Column, message: str) -> None:
+    if value.nullable:
+        it.ctx.check(node, F.count_if(keep & value.column.isNull()) > 0, "TypeError", message)
+
+
+def _in_order(value: Value, keep: Column) -> Column:
+    """The kept records' values, in record order (a list)."""
+    return F.transform(F.collect_list(F.when(keep, F.struct(value.column.alias("v")))),
+                       lambda s: s.getField("v"))
+
+
+def _sum(it, node, value: Value, keep: Column) -> Value:
+    _nulls(it, node, value, keep, "unsupported operand type(s) for +: 'int' and 'NoneType'")
+    if value.type.kind in ("int", "bool"):
+        total = F.try_sum(F.when(keep, value.column.cast("bigint")))
+        it.ctx.check(node, total.isNull() & (F.count_if(keep) > 0), "OverflowError",
+                     "int result does not fit in 64 bits (BIGINT)")
+        return Value(F.coalesce(total, F.lit(0).cast("bigint")), INT, False)
+    if value.type.kind == "float":
+        # Python adds in record order; Spark's sum adds partial sums in any order.
+        total = F.aggregate(_in_order(value, keep), F.lit(0.0), lambda acc, x: acc + x)
+        return Value(total, FLOAT, False)
+    raise it.ctx.refuse(node, f"sum() of {value.type} values", "sum ints or floats")
+
+
+def _min_max(largest: bool) -> Callable:
+    name = "max" if largest else "min"
+
+    def handler(it, node, value: Value, keep: Column) -> Value:
+        it.ctx.check(node, F.count_if(keep) == 0, "ValueError",
+                     f"{name}() arg is an empty sequence")
+        if value.nullable:
+            it.ctx.check(node, (F.count_if(keep) > 1) & (F.count_if(
+                keep & value.column.isNull()) > 0), "TypeError",
+                f"'{'>' if largest else '<'}' not supported between instances of "
+                f"'NoneType' and '{value.type}'")
+        if value.type.kind == "float":
+            from mapwithstate.pyfunc.builtins import _list_min_max
+
+            return _list_min_max(it, node, Value(_in_order(value, keep), list_of(FLOAT),
+                                                 False), largest)
+        if value.type.kind not in ("int", "str", "datetime", "date", "timedelta", "bool"):
+            raise it.ctx.refuse(node, f"{name}() of {value.type} values",
+                                "min/max of ints, floats, strings or datetimes")
+        function = F.max if largest else F.min
+        return Value(function(F.when(keep, value.column)), value.type, True)
+    return handler
+
+
+def _any_all(is_all: bool) -> Callable:
+    def handler(it, node, value: Value, keep: Column) -> Value:
+        test = c_column(operators.truthy(value))
+        if is_all:
+            column = F.coalesce(F.bool_and(F.when(keep, test)), F.lit(True))
+        else:
+            column = F.coalesce(F.bool_or(F.when(keep, test)), F.lit(False))
+        return Value(column, BOOL, False)
+    return handler
+
+
+def _sorted(it, node, value: Value, keep: Column) -> Value:
+    from mapwithstate.pyfunc.builtins import _sorted as sort_list
+
+    return sort_list(it, node, [Value(_in_order(value, keep), list_of(value.type), False)], {})
+
+
+_AGGREGATES = {id(py.sum): _sum, id(py.min): _min_max(False), id(py.max): _min_max(True),
+               id(py.any): _any_all(False), id(py.all): _any_all(True), id(py.sorted): _sorted}

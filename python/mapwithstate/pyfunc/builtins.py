@@ -1,0 +1,831 @@
+"""Calls a state function may make: Python's builtins, ``str``/``list``/``dict`` methods,
+``math``, ``datetime``/``timedelta`` constructors, and any ``pyspark.sql.functions`` call as the
+escape hatch — each with Python's semantics (``round`` halves to even, ``len`` counts code
+points, ``max`` keeps the first largest and fails on an empty list, ``int("x")`` fails the
+query with ``ValueError``).
+"""
+import ast
+import builtins as py
+import math
+import types
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Dict, List
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.formatting import to_str
+from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
+                                         PyType, from_spark, list_of, to_spark, unify)
+from mapwithstate.pyfunc.values import Value, c_and, c_column, c_not, literal
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Interpreter
+
+__all__ = ["call", "module_attribute", "subscript", "comprehension"]
+
+NUM = PyType("num")
+_MIN_LONG = -(1 << 63)
+# The characters Python's str.strip() and str.split() treat as whitespace.
+_WHITESPACE = "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029" \
+              "\\u202f\\u205f\\u3000]"
+
+
+def call(it: "Interpreter", node: ast.Call) -> Any:
+    """Compiles a call expression (not on ``state``)."""
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        base = it.expression(func.value)
+        if isinstance(base, Value):
+            return _method(it, node, base, func.attr)
+        target = _attribute(it, func, base)
+    else:
+        target = it.expression(func)
+    if isinstance(target, Value):
+        raise it.ctx.refuse(node, f"call of a {target.type} value", "it is not a function")
+    if target is py.len and len(node.args) == 1 and _is_rows(it, node.args[0]):
+        from mapwithstate.pyfunc.aggregates import rows_length
+
+        return rows_length(it)
+    if _is_spark_function(target):
+        return _spark_call(it, node, target)
+    handler = _BUILTINS.get(id(target))
+    if handler is None:
+        name = getattr(target, "__qualname__", type(target).__name__)
+        raise it.ctx.refuse(node, f"call to {name}()",
+                            "a state function may call Python's builtins (len abs min max "
+                            "round int float str bool sum any all sorted), math, datetime and "
+                            "timedelta, str/list/dict methods and pyspark.sql.functions; "
+                            "inline other functions")
+    generator = node.args[0] if len(node.args) == 1 and isinstance(
+        node.args[0], ast.GeneratorExp) else None
+    if generator is not None and _iterates_rows(it, generator):
+        from mapwithstate.pyfunc.aggregates import aggregate
+
+        return aggregate(it, node, target, generator)
+    if generator is not None:
+        args = [comprehension(it, generator)]
+    else:
+        args = [it.value(a) for a in node.args]
+    kwargs = {k.arg: it.value(k.value) for k in node.keywords if k.arg is not None}
+    if any(k.arg is None for k in node.keywords) or any(
+            isinstance(a, ast.Starred) for a in node.args):
+        raise it.ctx.refuse(node, "*args or **kwargs in a call", "pass arguments one by one")
+    return handler(it, node, args, kwargs)
+
+
+def _is_rows(it: "Interpreter", node: ast.expr) -> bool:
+    from mapwithstate.pyfunc.aggregates import Rows
+
+    return isinstance(node, ast.Name) and isinstance(it.path.env.get(node.id), Rows)
+
+
+def _iterates_rows(it: "Interpreter", generator: ast.GeneratorExp) -> bool:
+    return _is_rows(it, generator.generators[0].iter)
+
+
+def _attribute(it: "Interpreter", node: ast.Attribute, base: Any) -> Any:
+    if isinstance(base, types.ModuleType) or base in (datetime, date, timedelta):
+        found = getattr(base, node.attr, None)
+        if found is None:
+            raise it.ctx.refuse(node, f"unknown attribute {node.attr!r}",
+                                f"{getattr(base, '__name__', base)} has no {node.attr}")
+        return found
+    raise it.ctx.refuse(node, f"attribute {node.attr!r} of a {type(base).__name__}",
+                        "attributes are read from state, rows, row fields and modules")
+
+
+def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
+    """``module.name`` outside a call: a constant (``math.pi``) or a function/class."""
+    from mapwithstate.pyfunc.interpreter import _captured
+
+    if isinstance(base, Value):
+        return _value_attribute(ctx, node, base)
+    if isinstance(base, types.ModuleType) or base in (datetime, date, timedelta):
+        found = getattr(base, node.attr, None)
+        if found is None:
+            raise ctx.refuse(node, f"unknown attribute {node.attr!r}",
+                             f"{getattr(base, '__name__', base)} has no {node.attr}")
+        return _captured(ctx, node, found)
+    raise ctx.refuse(node, f"attribute {node.attr!r} of a {type(base).__name__}",
+                     "attributes are read from state, rows, row fields and modules")
+
+
+def _value_attribute(ctx: Any, node: ast.Attribute, base: Value) -> Value:
+    parts = {"year": "year", "month": "month", "day": "day", "hour": "hour",
+             "minute": "minute", "second": "second"}
+    if base.type.kind in ("datetime", "date") and node.attr in parts:
+        base = operators.none_check(ctx, node, base, f"'NoneType' object has no attribute "
+                                                     f"'{node.attr}'")
+        return Value(getattr(F, parts[node.attr])(base.column).cast("bigint"), INT, False)
+    if base.type.kind == "datetime" and node.attr == "microsecond":
+        return Value((F.unix_micros(base.column) % F.lit(1_000_000)), INT, False)
+    raise ctx.refuse(node, f"attribute {node.attr!r} of a {base.type}",
+                     "datetime's year, month, day, hour, minute, second, microsecond")
+
+
+# ------------------------------------------------------------------ the escape hatch
+
+
+def _is_spark_function(target: Any) -> bool:
+    module = getattr(target, "__module__", "") or ""
+    return callable(target) and module.startswith(("pyspark.sql.functions",
+                                                   "pyspark.sql.connect.functions"))
+
+
+def _spark_call(it: "Interpreter", node: ast.Call, function: Callable) -> Value:
+    """``F.some_function(...)``: Values pass as their Columns, constants as Python values;
+    the result's type is what Spark resolves it to over the function's inputs."""
+
+    def argument(arg: ast.expr) -> Any:
+        if isinstance(arg, ast.Lambda):
+            raise it.ctx.refuse(arg, "a lambda argument",
+                                "use a comprehension for lists instead")
+        value = it.expression(arg)
+        if isinstance(value, Value):
+            return value.const if value.is_const and not isinstance(
+                value.const, list) else value.column
+        return value
+
+    args = [argument(a) for a in node.args]
+    kwargs = {k.arg: argument(k.value) for k in node.keywords}
+    try:
+        column = function(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - pyspark's own argument checks
+        raise it.ctx.refuse(node, f"{function.__name__}(...)", f"pyspark refused it: {e}") \
+            from None
+    if not isinstance(column, Column):
+        raise it.ctx.refuse(node, f"{function.__name__}(...)", "it does not return a Column")
+    spark_type = it.ctx.type_of(node, column)
+    py_type = from_spark(spark_type)
+    if py_type is None:
+        raise it.ctx.refuse(node, f"{function.__name__}(...) of type "
+                            f"{spark_type.simpleString()}",
+                            "its result has no exact Python type here; cast it "
+                            "(.cast('double'), .cast('string'))")
+    if isinstance(spark_type, (type(to_spark(INT)),)) or py_type.kind not in ("int", "float"):
+        return Value(column, py_type, True)
+    return Value(column.cast(to_spark(py_type)), py_type, True)
+
+
+# ------------------------------------------------------------------ builtins
+
+
+def _arity(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict, low: int,
+           high: int, name: str, keywords: tuple = ()) -> None:
+    unknown = set(kwargs) - set(keywords)
+    if unknown or not low <= len(args) <= high:
+        raise it.ctx.refuse(node, f"{name}() with {len(args)} argument(s)"
+                            + (f" and {', '.join(sorted(unknown))}=" if unknown else ""),
+                            f"{name}() takes {low}" + (f" to {high}" if high > low else "")
+                            + " argument(s)" + (f", keywords {', '.join(keywords)}"
+                                                if keywords else ""))
+
+
+def _len(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 1, "len")
+    (value,) = args
+    kind = value.type.kind
+    if kind not in ("str", "list", "dict"):
+        raise it.ctx.refuse(node, f"len() of a {value.type}",
+                            f"Python raises TypeError: object of type '{value.type}' has no "
+                            "len()")
+    value = operators.none_check(it.ctx, node, value,
+                                 "object of type 'NoneType' has no len()")
+    column = F.length(value.column) if kind == "str" else F.size(value.column)
+    return Value(column.cast("bigint"), INT, False)
+
+
+def _abs(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 1, "abs")
+    value = operators.none_check(it.ctx, node, args[0],
+                                 "bad operand type for abs(): 'NoneType'")
+    kind = value.type.kind
+    if kind in ("int", "bool"):
+        column = value.column.cast("bigint")
+        it.ctx.check(node, column == F.lit(_MIN_LONG), "OverflowError",
+                     "int result does not fit in 64 bits (BIGINT)")
+        return Value(F.when(column == F.lit(_MIN_LONG), F.lit(None))
+                     .otherwise(F.abs(column)).cast("bigint"), INT, False)
+    if kind in ("float", "timedelta"):
+        if kind == "timedelta":
+            return Value(F.when(value.column < F.lit(timedelta(0)), -value.column)
+                         .otherwise(value.column), TIMEDELTA, False)
+        return Value(F.abs(value.column), FLOAT, False)
+    raise it.ctx.refuse(node, f"abs() of a {value.type}",
+                        f"Python raises TypeError: bad operand type for abs(): '{value.type}'")
+
+
+def _bool(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "bool")
+    if not args:
+        return literal(False)
+    return Value(c_column(operators.truthy(args[0])), BOOL, False)
+
+
+def _str(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "str")
+    return to_str(it.ctx, node, args[0]) if args else literal("")
+
+
+def _int(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "int")
+    if not args:
+        return literal(0)
+    value = args[0]
+    kind = value.type.kind
+    if value.type.kind == "none" or value.nullable:
+        value = operators.none_check(
+            it.ctx, node, value, "int() argument must be a string, a bytes-like object or a "
+                                 "real number, not 'NoneType'")
+    if kind in ("int", "bool"):
+        return Value(value.column.cast("bigint"), INT, False)
+    if kind in ("float", "num"):
+        return _float_to_int(it, node, F.trunc_double(value) if False else
+                             operators.as_float(value), truncate=True)
+    if kind == "str":
+        text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+        valid = text.rlike(r"^[+-]?[0-9]+(_[0-9]+)*$")
+        parsed = F.regexp_replace(text, "_", "").try_cast("bigint")
+        it.ctx.check(node, ~valid, "ValueError", "invalid literal for int() with base 10")
+        it.ctx.check(node, valid & parsed.isNull(), "OverflowError",
+                     "int result does not fit in 64 bits (BIGINT)")
+        return Value(parsed, INT, False)
+    raise it.ctx.refuse(node, f"int() of a {value.type}", "int() takes a str, int or float")
+
+
+def _float_to_int(it, node, x: Column, truncate: bool) -> Value:
+    it.ctx.check(node, F.isnan(x), "ValueError", "cannot convert float NaN to integer")
+    it.ctx.check(node, F.abs(x) == F.lit(float("inf")), "OverflowError",
+                 "cannot convert float infinity to integer")
+    whole = F.when(x < 0, F.ceil(x)).otherwise(F.floor(x)) if truncate else x
+    # 2**63 is the first double beyond BIGINT; -2**63 is BIGINT's own minimum.
+    fits = (x.cast("double") < F.lit(9.223372036854775808e18)) & \
+        (x.cast("double") >= F.lit(-9.223372036854775808e18))
+    it.ctx.check(node, ~F.isnan(x) & (F.abs(x) != F.lit(float("inf"))) & ~fits,
+                 "OverflowError", "int result does not fit in 64 bits (BIGINT)")
+    return Value(F.when(fits, whole.cast("decimal(20,0)").cast("bigint")), INT, False)
+
+
+def _float(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "float")
+    if not args:
+        return literal(0.0)
+    value = operators.none_check(
+        it.ctx, node, args[0], "float() argument must be a string or a real number, not "
+                               "'NoneType'")
+    kind = value.type.kind
+    if kind in ("int", "bool", "float", "num"):
+        return Value(operators.as_float(value), FLOAT, False)
+    if kind == "str":
+        text = F.lower(F.regexp_replace(F.regexp_replace(
+            value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", ""), "(?<=[0-9])_(?=[0-9])", ""))
+        valid = text.rlike(r"^[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?|inf|infinity|nan)$")
+        spark_text = F.regexp_replace(F.regexp_replace(text, "infinity|inf", "Infinity"),
+                                      "nan", "NaN")
+        it.ctx.check(node, ~valid, "ValueError", "could not convert string to float")
+        return Value(F.when(valid, spark_text.try_cast("double")), FLOAT, False)
+    raise it.ctx.refuse(node, f"float() of a {value.type}", "float() takes a str, int or float")
+
+
+def _round(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 2, "round", ("ndigits",))
+    ndigits = args[1] if len(args) == 2 else kwargs.get("ndigits")
+    value = operators.none_check(it.ctx, node, args[0],
+                                 "type NoneType doesn't define __round__ method")
+    if ndigits is not None and not (ndigits.is_const and isinstance(ndigits.const, int)):
+        raise it.ctx.refuse(node, "round() with ndigits that is not an int literal",
+                            "write the digits as a literal")
+    kind = value.type.kind
+    if kind in ("int", "bool"):
+        if ndigits is None or ndigits.const >= 0:
+            return Value(value.column.cast("bigint"), INT, False)
+        return int_result_of(it, node, F.bround(value.column.cast("decimal(20,0)"),
+                                                ndigits.const).try_cast("bigint"))
+    if kind == "float":
+        if ndigits is None:
+            return _float_to_int(it, node, F.bround(value.column, 0), truncate=False)
+        raise it.ctx.refuse(node, "round(float, ndigits)",
+                            "Python rounds the float's exact binary value, which Spark "
+                            "cannot; use F.bround(x, n) if decimal rounding is what you mean")
+    raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
+
+
+def int_result_of(it, node, column: Column) -> Value:
+    return operators.int_result(it.ctx, node, column, True)
+
+
+def _fold(it: "Interpreter", node: ast.AST, candidates: List[Value], largest: bool) -> Value:
+    """Python's max/min over values in order: a later one replaces the best so far only when
+    strictly greater (smaller), so the first of equals wins and NaN never replaces."""
+    kinds = {c.type.kind for c in candidates}
+    mixed = kinds == {"int", "float"} or "num" in kinds
+    op = ast.Gt() if largest else ast.Lt()
+    best = _as_num(candidates[0]) if mixed else candidates[0]
+    for candidate in candidates[1:]:
+        test = operators.compare(it.ctx, node, op, candidate, best)
+        candidate = _as_num(candidate) if mixed else candidate
+        from mapwithstate.pyfunc.paths import merge_values
+
+        merged = merge_values(test.column, candidate, best)
+        if merged is None:
+            raise it.ctx.refuse(node, "min/max of values of different types",
+                                "Python raises TypeError comparing them")
+        best = merged
+    return best
+
+
+def _as_num(value: Value) -> Value:
+    """An int or float as an int-or-float value: a struct of which one field is set."""
+    if value.type.kind == "num":
+        return value
+    if value.type.kind in ("int", "bool"):
+        column = F.struct(value.column.cast("bigint").alias("i"),
+                          F.lit(None).cast("double").alias("f"))
+    else:
+        column = F.struct(F.lit(None).cast("bigint").alias("i"), value.column.alias("f"))
+    return Value(column, NUM, value.nullable)
+
+
+def _min_max(largest: bool) -> Callable:
+    name = "max" if largest else "min"
+
+    def handler(it, node, args, kwargs):
+        if kwargs:
+            raise it.ctx.refuse(node, f"{name}() with {', '.join(kwargs)}=",
+                                f"{name}() without key= or default=")
+        if len(args) > 1:
+            return _fold(it, node, args, largest)
+        if len(args) == 1 and args[0].type.kind == "list":
+            return _list_min_max(it, node, args[0], largest)
+        raise it.ctx.refuse(node, f"{name}() of one {args[0].type if args else 'nothing'}",
+                            f"{name}(a, b, ...) or {name}(list)")
+    return handler
+
+
+def _list_min_max(it, node, values: Value, largest: bool) -> Value:
+    name = "max" if largest else "min"
+    values = operators.none_check(it.ctx, node, values, "'NoneType' object is not iterable")
+    element = values.type.args[0]
+    if element.kind == "none":
+        raise it.ctx.refuse(node, f"{name}() of an empty list",
+                            f"Python raises ValueError: {name}() arg is an empty sequence")
+    array = values.column
+    it.ctx.check(node, F.size(array) == 0, "ValueError", f"{name}() arg is an empty sequence")
+    it.ctx.check(node, (F.size(array) > 1) & F.exists(array, lambda e: e.isNull()), "TypeError",
+                 f"'{'>' if largest else '<'}' not supported between instances of 'NoneType' "
+                 f"and '{element}'")
+
+    def step(best: Column, x: Column) -> Column:
+        if element.kind == "float":
+            better = (x > best if largest else x < best) & ~F.isnan(x) & ~F.isnan(best)
+        else:
+            better = x > best if largest else x < best
+        return F.when(better, x).otherwise(best)
+
+    column = F.aggregate(F.slice(array, 2, F.greatest(F.size(array) - 1, F.lit(0))),
+                         F.element_at(array, 1), step)
+    return Value(column, element, True)
+
+
+def _sum(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 2, "sum", ("start",))
+    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
+    if values.type.kind != "list":
+        raise it.ctx.refuse(node, f"sum() of a {values.type}", "sum() of a list")
+    element = values.type.args[0]
+    start = args[1] if len(args) > 1 else kwargs.get("start", literal(0))
+    it.ctx.check(node, F.exists(values.column, lambda e: e.isNull()), "TypeError",
+                 f"unsupported operand type(s) for +: '{element}' and 'NoneType'")
+    if element.kind in ("int", "bool", "none") and start.type.kind == "int":
+        total = F.aggregate(values.column, start.column,
+                            lambda acc, x: F.try_add(acc, x.cast("bigint")))
+        return operators.int_result(it.ctx, node, total, True)
+    if element.kind in ("int", "float", "bool") and start.type.kind in ("int", "float"):
+        total = F.aggregate(values.column, operators.as_float(start),
+                            lambda acc, x: acc + x.cast("double"))
+        return Value(total, FLOAT, False)
+    raise it.ctx.refuse(node, f"sum() of a list of {element}", "sum() of ints or floats")
+
+
+def _any_all(is_all: bool) -> Callable:
+    def handler(it, node, args, kwargs):
+        name = "all" if is_all else "any"
+        _arity(it, node, args, kwargs, 1, 1, name)
+        values = operators.none_check(it.ctx, node, args[0],
+                                      "'NoneType' object is not iterable")
+        if values.type.kind != "list":
+            raise it.ctx.refuse(node, f"{name}() of a {values.type}", f"{name}() of a list")
+        element = values.type.args[0]
+
+        def test(e: Column) -> Column:
+            return c_column(operators.truthy(Value(e, element, True)))
+        column = F.forall(values.column, test) if is_all else F.exists(values.column, test)
+        return Value(column, BOOL, False)
+    return handler
+
+
+def _sorted(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 1, "sorted", ("reverse",))
+    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
+    if values.type.kind != "list":
+        raise it.ctx.refuse(node, f"sorted() of a {values.type}", "sorted() of a list")
+    reverse = kwargs.get("reverse", literal(False))
+    if not reverse.is_const:
+        raise it.ctx.refuse(node, "sorted(reverse=<not a literal>)", "write True or False")
+    element = values.type.args[0]
+    if element.kind == "float":
+        raise it.ctx.refuse(node, "sorted() of floats",
+                            "Python's order of a list with NaN differs from Spark's; sort ints "
+                            "or strings, or use F.sort_array")
+    it.ctx.check(node, (F.size(values.column) > 1) & F.exists(values.column,
+                                                               lambda e: e.isNull()),
+                 "TypeError", f"'<' not supported between instances of 'NoneType' and "
+                              f"'{element}'")
+    return Value(F.sort_array(values.column, asc=not reverse.const), values.type, False)
+
+
+def _list(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "list")
+    if not args:
+        return Value(F.array(), list_of(NONE), False)
+    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
+    if values.type.kind != "list":
+        raise it.ctx.refuse(node, f"list() of a {values.type}", "list() of a list")
+    return values
+
+
+def _datetime(it, node, args, kwargs):
+    if all(a.is_const for a in args) and all(v.is_const for v in kwargs.values()):
+        try:
+            made = datetime(*[a.const for a in args], **{k: v.const for k, v in kwargs.items()})
+        except (TypeError, ValueError) as e:
+            raise it.ctx.refuse(node, "datetime(...)", f"Python raises {type(e).__name__}: {e}")
+        if made.tzinfo is not None:
+            raise it.ctx.refuse(node, "datetime with tzinfo", "use naive datetimes, as "
+                                "PySpark returns them in the session's time zone")
+        return literal(made)
+    raise it.ctx.refuse(node, "datetime(...) of non-constant arguments",
+                        "build it from a constant and timedeltas, or F.make_timestamp")
+
+
+_TIMEDELTA_UNITS = {"weeks": 7 * 86_400_000_000, "days": 86_400_000_000,
+                    "hours": 3_600_000_000, "minutes": 60_000_000, "seconds": 1_000_000,
+                    "milliseconds": 1_000, "microseconds": 1}
+
+
+def _timedelta(it, node, args, kwargs):
+    names = ["days", "seconds", "microseconds", "milliseconds", "minutes", "hours", "weeks"]
+    if len(args) > len(names):
+        raise it.ctx.refuse(node, "timedelta() with too many arguments", "at most 7")
+    given = dict(zip(names, args))
+    for key in kwargs:
+        if key not in _TIMEDELTA_UNITS or key in given:
+            raise it.ctx.refuse(node, f"timedelta({key}=)", f"units are {', '.join(names)}")
+    given.update(kwargs)
+    if all(v.is_const for v in given.values()):
+        try:
+            return literal(timedelta(**{k: v.const for k, v in given.items()}))
+        except (TypeError, OverflowError) as e:
+            raise it.ctx.refuse(node, "timedelta(...)", f"Python raises {type(e).__name__}: {e}")
+    micros: Column = F.lit(0).cast("bigint")
+    for unit, value in given.items():
+        if value.type.kind not in ("int", "bool"):
+            raise it.ctx.refuse(node, f"timedelta({unit}=<{value.type}>)",
+                                "non-constant timedelta arguments must be ints")
+        value = operators.none_check(it.ctx, node, value, "unsupported type for timedelta "
+                                                          f"{unit} component: NoneType")
+        micros = F.try_add(micros, F.try_multiply(value.column.cast("bigint"),
+                                                  F.lit(_TIMEDELTA_UNITS[unit])))
+    limit = 999_999_999 * 86_400_000_000
+    it.ctx.check(node, micros.isNull() | (F.abs(micros) > F.lit(limit)), "OverflowError",
+                 "days=...; must have magnitude <= 999999999")
+    column = F.make_dt_interval(secs=F.lit(0)) + F.make_dt_interval(
+        secs=(micros.cast("decimal(38,0)") / F.lit(1_000_000)).cast("decimal(18,6)"))
+    return Value(column, TIMEDELTA, False)
+
+
+def _math_unary(name: str, spark: Callable, domain: Callable = None,
+                result_int: bool = False) -> Callable:
+    def handler(it, node, args, kwargs):
+        _arity(it, node, args, kwargs, 1, 1, f"math.{name}")
+        value = operators.none_check(it.ctx, node, args[0],
+                                     "must be real number, not NoneType")
+        if not value.type.is_numeric and value.type.kind != "num":
+            raise it.ctx.refuse(node, f"math.{name}() of a {value.type}",
+                                "math functions take numbers")
+        if result_int and value.type.kind in ("int", "bool"):
+            return Value(value.column.cast("bigint"), INT, False)
+        x = operators.as_float(value)
+        if domain is not None:
+            it.ctx.check(node, domain(x), "ValueError", "math domain error")
+        if result_int:
+            return _float_to_int(it, node, spark(x).cast("double"), truncate=False)
+        return Value(spark(x), FLOAT if name not in ("isnan", "isinf", "isfinite") else BOOL,
+                     False)
+    return handler
+
+
+def _math_log(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 2, "math.log")
+    x = operators.as_float(operators.none_check(it.ctx, node, args[0],
+                                                "must be real number, not NoneType"))
+    it.ctx.check(node, x <= F.lit(0.0), "ValueError", "math domain error")
+    if len(args) == 1:
+        return Value(F.log(x), FLOAT, False)
+    base = operators.as_float(args[1])
+    it.ctx.check(node, (base <= F.lit(0.0)) | (base == F.lit(1.0)), "ValueError"
+                 if True else "", "math domain error")
+    return Value(F.log(x) / F.log(base), FLOAT, False)
+
+
+def _math_pow(it, node, args, kwargs):
+    _arity(it, node, args, kwargs, 2, 2, "math.pow")
+    a = Value(operators.as_float(args[0]), FLOAT, args[0].nullable)
+    b = Value(operators.as_float(args[1]), FLOAT, args[1].nullable)
+    return operators.binary(it.ctx, node, ast.Pow(), a, b)
+
+
+_INF = F.lit(float("inf")) if False else None
+_BUILTINS: Dict[int, Callable] = {
+    id(py.len): _len, id(py.abs): _abs, id(py.bool): _bool, id(py.str): _str,
+    id(py.int): _int, id(py.float): _float, id(py.round): _round,
+    id(py.min): _min_max(False), id(py.max): _min_max(True), id(py.sum): _sum,
+    id(py.any): _any_all(False), id(py.all): _any_all(True), id(py.sorted): _sorted,
+    id(py.list): _list, id(datetime): _datetime, id(timedelta): _timedelta,
+    id(math.sqrt): _math_unary("sqrt", F.sqrt, lambda x: x < F.lit(0.0)),
+    id(math.exp): _math_unary("exp", F.exp),
+    id(math.log10): _math_unary("log10", F.log10, lambda x: x <= F.lit(0.0)),
+    id(math.log2): _math_unary("log2", F.log2, lambda x: x <= F.lit(0.0)),
+    id(math.fabs): _math_unary("fabs", F.abs),
+    id(math.floor): _math_unary("floor", F.floor, result_int=True),
+    id(math.ceil): _math_unary("ceil", F.ceil, result_int=True),
+    id(math.trunc): _math_unary("trunc", lambda x: F.when(x < 0, F.ceil(x))
+                                .otherwise(F.floor(x)), result_int=True),
+    id(math.isnan): _math_unary("isnan", F.isnan),
+    id(math.isinf): _math_unary("isinf", lambda x: F.abs(x) == F.lit(float("inf"))),
+    id(math.isfinite): _math_unary("isfinite", lambda x: ~F.isnan(x) & (
+        F.abs(x) != F.lit(float("inf")))),
+    id(math.log): _math_log, id(math.pow): _math_pow,
+}
+
+
+# ------------------------------------------------------------------ methods
+
+
+def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
+    kind = base.type.kind
+    args = [it.value(a) for a in node.args]
+    kwargs = {k.arg: it.value(k.value) for k in node.keywords}
+    table = {"str": _STR_METHODS, "dict": _DICT_METHODS}.get(kind, {})
+    handler = table.get(name)
+    if handler is None:
+        raise it.ctx.refuse(node, f"{base.type}.{name}()",
+                            f"supported {base.type} methods: {', '.join(sorted(table)) or 'none'}")
+    base = operators.none_check(it.ctx, node, base,
+                                f"'NoneType' object has no attribute '{name}'")
+    for arg in args + list(kwargs.values()):
+        if arg.type.kind == "str" and arg.nullable:
+            operators.none_check(it.ctx, node, arg, f"{name}() argument must be str, not None")
+    return handler(it, node, base, args, kwargs)
+
+
+def _strip(side: str) -> Callable:
+    def handler(it, node, base, args, kwargs):
+        _arity(it, node, args, kwargs, 0, 1, side + "strip")
+        if args and not (args[0].is_const and isinstance(args[0].const, (str, type(None)))):
+            raise it.ctx.refuse(node, f"{side}strip(<not a literal>)", "pass a string literal")
+        chars = args[0].const if args else None
+        cls = _WHITESPACE if chars is None else \
+            "[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]" if chars else None
+        if cls is None:
+            return base
+        pattern = {"": f"^{cls}+|{cls}+$", "l": f"^{cls}+", "r": f"{cls}+$"}[side]
+        return Value(F.regexp_replace(base.column, pattern, ""), STR, False)
+    return handler
+
+
+def _case(function: Callable) -> Callable:
+    def handler(it, node, base, args, kwargs):
+        _arity(it, node, args, kwargs, 0, 0, "lower/upper")
+        return Value(function(base.column), STR, False)
+    return handler
+
+
+def _affix(start: bool) -> Callable:
+    def handler(it, node, base, args, kwargs):
+        _arity(it, node, args, kwargs, 1, 1, "startswith" if start else "endswith")
+        affix = args[0]
+        if affix.type.kind != "str":
+            raise it.ctx.refuse(node, f"startswith/endswith of a {affix.type}",
+                                "pass a str (tuples are not supported)")
+        column = F.startswith(base.column, affix.column) if start else \
+            F.endswith(base.column, affix.column)
+        return Value(column, BOOL, False)
+    return handler
+
+
+def _replace(it, node, base, args, kwargs):
+    _arity(it, node, args, kwargs, 2, 2, "replace")
+    old, new = args
+    # Python inserts the replacement between every character for an empty pattern.
+    if old.is_const and old.const == "":
+        raise it.ctx.refuse(node, "replace('' , ...)", "replace a non-empty string")
+    return Value(F.replace(base.column, old.column, new.column), STR, False)
+
+
+def _split(it, node, base, args, kwargs):
+    _arity(it, node, args, kwargs, 0, 1, "split", ())
+    if not args or args[0].type.kind == "none":
+        parts = F.split(F.regexp_replace(base.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", ""),
+                        f"{_WHITESPACE}+")
+        return Value(F.filter(parts, lambda p: F.length(p) > 0), list_of(STR), False)
+    sep = args[0]
+    if not (sep.is_const and isinstance(sep.const, str)):
+        raise it.ctx.refuse(node, "split(<not a literal>)", "pass the separator as a literal")
+    if sep.const == "":
+        raise it.ctx.refuse(node, "split('')", "Python raises ValueError: empty separator")
+    pattern = "".join(f"\\x{{{ord(c):x}}}" for c in sep.const)
+    return Value(F.split(base.column, pattern, -1), list_of(STR), False)
+
+
+def _find(it, node, base, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 1, "find")
+    return Value((F.locate_column(args[0].column, base.column) if False else
+                  F.instr(base.column, args[0].column)).cast("bigint") - F.lit(1)
+                 if not (args[0].is_const and args[0].const == "") else F.lit(0).cast("bigint"),
+                 INT, False)
+
+
+def _join(it, node, base, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 1, "join")
+    items = operators.none_check(it.ctx, node, args[0], "can only join an iterable")
+    if items.type.kind != "list" or items.type.args[0].kind not in ("str", "none"):
+        raise it.ctx.refuse(node, f"join of a {items.type}", "join a list of str")
+    it.ctx.check(node, F.exists(items.column, lambda e: e.isNull()), "TypeError",
+                 "sequence item: expected str instance, NoneType found")
+    return Value(F.array_join(items.column, base.column) if not base.is_const else
+                 F.array_join(items.column, base.const), STR, False)
+
+
+def _dict_get(it, node, base, args, kwargs):
+    _arity(it, node, args, kwargs, 1, 2, "get")
+    key_type, value_type = base.type.args
+    key = args[0]
+    default = args[1] if len(args) > 1 else literal(None)
+    joined = unify(value_type, default.type)
+    if joined is None:
+        raise it.ctx.refuse(node, f"get() with a {default.type} default for {value_type} "
+                            "values", "give the default the values' type")
+    found = F.coalesce(F.map_contains_key(base.column, key.column), F.lit(False))
+    column = F.when(found, F.element_at(base.column, key.column)).otherwise(
+        default.column.cast(to_spark(joined)))
+    return Value(column, joined, True)
+
+
+_STR_METHODS = {"lower": _case(F.lower), "upper": _case(F.upper), "strip": _strip(""),
+                "lstrip": _strip("l"), "rstrip": _strip("r"), "startswith": _affix(True),
+                "endswith": _affix(False), "replace": _replace, "split": _split,
+                "find": _find, "join": _join}
+_DICT_METHODS = {"get": _dict_get}
+
+
+# ------------------------------------------------------------------ subscripts, comprehensions
+
+
+def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
+    base = it.value(node.value)
+    kind = base.type.kind
+    if kind == "dict":
+        base = operators.none_check(it.ctx, node, base,
+                                    "'NoneType' object is not subscriptable")
+        key = it.value(node.slice)
+        found = F.coalesce(F.map_contains_key(base.column, key.column), F.lit(False))
+        it.ctx.check(node, ~found, "KeyError", "key not in the dict")
+        return Value(F.when(found, F.element_at(base.column, key.column)), base.type.args[1],
+                     True)
+    if kind not in ("str", "list"):
+        raise it.ctx.refuse(node, f"subscript of a {base.type}",
+                            "index or slice a str, list or dict")
+    base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
+    length = (F.length(base.column) if kind == "str" else F.size(base.column)).cast("bigint")
+    if isinstance(node.slice, ast.Slice):
+        return _slice(it, node, base, length)
+    index = it.value(node.slice)
+    if index.type.kind not in ("int", "bool"):
+        raise it.ctx.refuse(node, f"index of type {index.type}", "indices are ints")
+    index = operators.none_check(it.ctx, node, index, "indices must be integers or slices, "
+                                                      "not NoneType")
+    position = F.when(index.column < 0, index.column + length).otherwise(index.column)
+    inside = (position >= 0) & (position < length)
+    it.ctx.check(node, ~inside, "IndexError", f"{'string' if kind == 'str' else 'list'} "
+                                              "index out of range")
+    safe = F.when(inside, position + 1).otherwise(F.lit(1)).cast("int")
+    if kind == "str":
+        return Value(F.when(inside, F.substring(base.column, safe, F.lit(1))), STR, False)
+    return Value(F.when(inside, F.element_at(base.column, safe)), base.type.args[0], True)
+
+
+def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) -> Value:
+    part = node.slice
+    assert isinstance(part, ast.Slice)
+    if part.step is not None:
+        step = it.value(part.step)
+        if step.is_const and step.const == -1 and part.lower is None and part.upper is None:
+            column = F.reverse(base.column)
+            return Value(column, base.type, False)
+        if not (step.is_const and step.const == 1):
+            raise it.ctx.refuse(part, "a slice with a step", "only [::-1] and step 1")
+
+    def bound(expr, default: Column) -> Column:
+        if expr is None:
+            return default
+        value = it.value(expr)
+        if value.type.kind not in ("int", "none"):
+            raise it.ctx.refuse(expr, f"slice bound of type {value.type}", "bounds are ints")
+        if value.type.kind == "none":
+            return default
+        column = value.column
+        clipped = F.when(column < 0, F.greatest(column + length, F.lit(0))) \
+            .otherwise(F.least(column, length))
+        return F.when(column.isNull(), default).otherwise(clipped) if value.nullable \
+            else clipped
+
+    lower = bound(part.lower, F.lit(0).cast("bigint"))
+    upper = bound(part.upper, length)
+    count = F.greatest(upper - lower, F.lit(0)).cast("int")
+    start = (lower + 1).cast("int")
+    if base.type.kind == "str":
+        return Value(F.substring(base.column, start, count), STR, False)
+    return Value(F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count)
+                 if True else None, base.type, False)
+
+
+def comprehension(it: "Interpreter", node: ast.AST) -> Value:
+    """``[expr for x in values if cond]`` over a list: ``F.filter`` then ``F.transform``; where
+    the body or the filter would raise for an element, the query fails."""
+    if len(node.generators) != 1:
+        raise it.ctx.refuse(node, "a comprehension with several for clauses",
+                            "one for clause per comprehension")
+    generator = node.generators[0]
+    if not isinstance(generator.target, ast.Name) or generator.is_async:
+        raise it.ctx.refuse(generator, "a comprehension target that is not a name",
+                            "for x in values")
+    if _is_rows(it, generator.iter):
+        if not isinstance(node, ast.ListComp):
+            raise it.ctx.refuse(node, "a generator over rows outside an aggregate",
+                                "use rows in len(rows), sum/min/max/any/all/sorted(... for r "
+                                "in rows) or [r.v for r in rows]")
+        from mapwithstate.pyfunc.aggregates import rows_list
+
+        return rows_list(it, node)
+    values = operators.none_check(it.ctx, generator, it.value(generator.iter),
+                                  "'NoneType' object is not iterable")
+    if values.type.kind != "list":
+        raise it.ctx.refuse(generator.iter, f"iteration over a {values.type}",
+                            "comprehensions iterate over lists")
+    element = values.type.args[0]
+    name = generator.target.id
+
+    def evaluate(x: Column, expr: ast.expr, guard_filters: bool) -> tuple:
+        saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, \
+            it.ctx.guard
+        it.path.env[name] = Value(x, element, True)
+        it.ctx.failures, it.ctx.guard = [], True
+        try:
+            if guard_filters:
+                for condition in generator.ifs:
+                    it.ctx.guard = c_and(it.ctx.guard, operators.truthy(it.value(condition)))
+            result = it.value(expr) if expr is not None else None
+            return result, it.ctx.failures
+        finally:
+            it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, \
+                saved_guard
+
+    def keep(x: Column) -> Column:
+        test = True
+        for condition in generator.ifs:
+            saved = dict(it.path.env)
+            it.path.env[name] = Value(x, element, True)
+            try:
+                test = c_and(test, operators.truthy(it.value(condition)))
+            finally:
+                it.path.env = saved
+        return c_column(test)
+
+    # The failures an element may raise, lifted out of the lambdas.
+    _, failures = evaluate(F.lit(None).cast(to_spark(element)), node.elt, True)
+    for index, (_, message) in enumerate(failures):
+        def failing(x: Column, i: int = index) -> Column:
+            return c_column(evaluate(x, node.elt, True)[1][i][0])
+        exception, _, text = message.partition(": ")
+        it.ctx.failures.append((c_and(it.ctx.guard, F.exists(values.column, failing)),
+                                message))
+    filtered = F.filter(values.column, keep) if generator.ifs else values.column
+    sample, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, False)
+    column = F.transform(filtered, lambda x: evaluate(x, node.elt, False)[0].column)
+    return Value(column, list_of(sample.type), False)
+
+
+_ = (DATETIME, c_not, _INF)

@@ -1,0 +1,294 @@
+"""Compiles a Python state function against an input's columns and a state schema into the
+Column form of ``StateSpec.function`` (``update``, ``remove``, ``emit``, ``timeout_at``).
+
+Parameters bind by name: ``state`` is the key's state, ``rows`` (group functions) the key's
+records of the batch, every other parameter a key or value column. The function's paths are
+run symbolically (:mod:`~mapwithstate.pyfunc.interpreter`); their exits give the key's new
+state, their returns or yields the emitted rows, and every place where Python would raise a
+check that fails the query with the function's name, file, line and Python's exception.
+"""
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from mapwithstate import functions as S
+from mapwithstate.pyfunc import builtins
+from mapwithstate.pyfunc.aggregates import Rows
+from mapwithstate.pyfunc.errors import CompileError
+from mapwithstate.pyfunc.interpreter import Context, Emit, Interpreter, StateObject, store
+from mapwithstate.pyfunc.paths import PathState
+from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, from_spark, to_spark, unify
+from mapwithstate.pyfunc.source import FunctionSource
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, select
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["CompiledFunction", "compile_function", "input_columns"]
+
+
+@dataclass
+class CompiledFunction:
+    """The Columns of ``StateSpec.function`` a Python function compiles to (None: absent)."""
+
+    update: Optional[Column]
+    remove: Optional[Column]
+    emit: Optional[Column]
+    timeout_at: Optional[Column]
+
+
+def input_columns(df: "DataFrame", keys: List[Any], values: Optional[List[Any]]
+                  ) -> Dict[str, T.DataType]:
+    """The columns a state function sees, by name: the key columns, then the value columns
+    (by default every other column of ``df``)."""
+    from pyspark.sql import Column as AnyColumn
+
+    key_columns = [F.col(k) if not isinstance(k, AnyColumn) else k for k in keys]
+    key_schema = df.select(*key_columns).schema
+    if values:
+        value_columns = [F.col(v) if not isinstance(v, AnyColumn) else v for v in values]
+        value_schema = df.select(*value_columns).schema
+        value_fields = list(value_schema.fields)
+    else:
+        names = {f.name for f in key_schema.fields}
+        value_fields = [f for f in df.schema.fields if f.name not in names]
+    return {f.name: f.dataType for f in list(key_schema.fields) + value_fields}
+
+
+def _state_struct(df: "DataFrame", state_schema: Any) -> T.StructType:
+    if isinstance(state_schema, T.StructType):
+        return state_schema
+    return df.sparkSession.createDataFrame([], state_schema).schema
+
+
+class _Probe:
+    """Resolves the type of an escape-hatch Column, and the SQL text of a compiled one, over
+    an empty DataFrame with the function's columns and the reserved state columns."""
+
+    def __init__(self, df: "DataFrame", columns: Dict[str, T.DataType],
+                 state: T.StructType) -> None:
+        fields = [T.StructField(n, t) for n, t in columns.items()]
+        reserved = {"state": state, "new_state": state, "state_exists": T.BooleanType(),
+                    "is_timing_out": T.BooleanType(), "batch_time": T.TimestampType(),
+                    "timeout_at": T.TimestampType(), "watermark": T.TimestampType()}
+        fields += [T.StructField(S.RESERVED_COLUMNS[k], t) for k, t in reserved.items()]
+        self._df = df.sparkSession.createDataFrame([], T.StructType(fields))
+
+    def type_of(self, column: Column) -> T.DataType:
+        return self._df.select(column.alias("c")).schema["c"].dataType
+
+    def sql(self, column: Column) -> str:
+        return self._df.select(column).columns[0]
+
+
+def compile_function(function: Any, state_schema: Any, df: "DataFrame",
+                     columns: Dict[str, T.DataType], group: bool,
+                     key_names: List[str]) -> CompiledFunction:
+    """Compiles ``function`` for an input with ``columns`` (``key_names`` among them)."""
+    source = FunctionSource.of(function)
+    state = _state_struct(df, state_schema)
+    probe = _Probe(df, columns, state)
+    tree = source.tree
+
+    def type_of(node: ast.AST, column: Column) -> T.DataType:
+        try:
+            return probe.type_of(column)
+        except CompileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Spark's analysis error, reported at the call
+            raise source.error(node, "a pyspark.sql.functions call Spark cannot resolve",
+                               str(e).splitlines()[0]) from None
+
+    ctx = Context(source, columns, type_of)
+    for field in state.fields:
+        if from_spark(field.dataType) is None:
+            raise source.error(tree, f"state field {field.name!r} of type "
+                               f"{field.dataType.simpleString()}",
+                               "state fields may be numbers, strings, booleans, timestamps, "
+                               "dates, day-time intervals, arrays, maps and structs of them")
+    env = _bind(source, tree, columns, group, key_names)
+    fields = {}
+    for field in state.fields:
+        py_type = from_spark(field.dataType)
+        column = S.state(field.name)
+        if py_type.kind in ("int", "float"):
+            column = column.cast(to_spark(py_type))
+        fields[field.name] = Value(column, py_type, True)
+    timer = Value(F.when(S.is_timing_out(), F.lit(None).cast("timestamp"))
+                  .otherwise(S.timeout_at()), DATETIME, True)
+    path = PathState(env, fields, Value(S.state_exists(), BOOL, False), False, timer)
+    generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(tree))
+    interpreter = Interpreter(ctx, path, state, builtins.call, generator)
+    interpreter.run(tree.body)
+
+    exits = interpreter.exits
+    final_fields = {name: _fold([(e.guard, e.path.fields[name]) for e in exits])
+                    for name in fields}
+    present = _fold([(e.guard, e.path.present) for e in exits])
+    changed = _fold_cond([(e.guard, e.path.changed) for e in exits])
+    sets_timer = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and isinstance(n.func.value, ast.Name) and n.func.value.id == "state"
+                     and n.func.attr in ("set_timer", "clear_timer") for n in ast.walk(tree))
+
+    update = remove = timeout_at = None
+    if changed is not False:
+        stored = [store(ctx, tree, f"state field {f.name!r}", from_spark(f.dataType),
+                        f.dataType, final_fields[f.name]).column.alias(f.name)
+                  for f in state.fields]
+        keep = c_and(changed, present.column)
+        update = F.when(c_column(keep), F.struct(*stored))
+        gone = c_and(changed, c_not(present.column))
+        remove = None if gone is False else c_column(gone)
+    if sets_timer:
+        timeout_at = _fold([(e.guard, e.path.timer) for e in exits]).column
+    emit = _emit(ctx, tree, interpreter.emits, generator)
+
+    failures = ctx.failures
+    if failures:
+        check = None
+        for cond, message in failures:
+            check = (F.when(c_column(cond), F.raise_error(F.lit(message))) if check is None
+                     else check.when(c_column(cond), F.raise_error(F.lit(message))))
+        ok = check.isNull()
+        update, remove, emit, timeout_at = (
+            None if c is None else F.when(ok, c) for c in (update, remove, emit, timeout_at))
+        if emit is None and update is None and remove is None:
+            remove = F.when(ok, F.lit(False))
+    return CompiledFunction(update, remove, emit, timeout_at)
+
+
+def _bind(source: FunctionSource, tree: ast.FunctionDef, columns: Dict[str, T.DataType],
+          group: bool, key_names: List[str]) -> Dict[str, Any]:
+    args = tree.args
+    if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or args.defaults:
+        raise source.error(tree, "*args, **kwargs, keyword-only, positional-only or default "
+                           "parameters", "parameters are plain names: columns, state, rows")
+    names = [a.arg for a in args.args]
+    if "state" not in names:
+        raise source.error(tree, f"state function {tree.name} has no 'state' parameter",
+                           "add a parameter named state")
+    if group and "rows" not in names:
+        raise source.error(tree, f"{tree.name} has no 'rows' parameter",
+                           "map_groups_with_state takes a group function: def f(<key "
+                           "columns>, rows, state)")
+    if not group and "rows" in names:
+        raise source.error(tree, f"{tree.name} has a 'rows' parameter",
+                           "a group function runs with map_groups_with_state")
+    env: Dict[str, Any] = {}
+    for arg in args.args:
+        name = arg.arg
+        if name == "state":
+            env[name] = StateObject()
+        elif name == "rows":
+            env[name] = Rows()
+        elif group and name not in key_names:
+            raise source.error(arg, f"parameter {name!r} is not a key column",
+                               f"a group function's parameters are rows, state and key "
+                               f"columns ({', '.join(key_names)}); read values as r.<column>")
+        elif name not in columns:
+            raise source.error(arg, f"parameter {name!r} names no column",
+                               f"the input's columns are {', '.join(columns)}")
+        else:
+            py_type = from_spark(columns[name])
+            if py_type is None:
+                raise source.error(arg, f"column {name!r} of type "
+                                   f"{columns[name].simpleString()}",
+                                   "no exact Python type for it; cast it before the call")
+            column = F.col(name)
+            if py_type.kind in ("int", "float"):
+                column = column.cast(to_spark(py_type))
+            env[name] = Value(column, py_type, True)
+    return env
+
+
+def _own_nodes(tree: ast.FunctionDef):
+    """The nodes of the function's body, not of nested scopes."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef,
+                                      ast.ClassDef)):
+                stack.append(child)
+
+
+def _fold(choices: List[Any]) -> Value:
+    """The value of the exit taken: exits are exclusive, the last one is the default."""
+    from mapwithstate.pyfunc.paths import merge_values
+
+    result = choices[-1][1]
+    for guard, value in reversed(choices[:-1]):
+        result = merge_values(guard, value, result)
+    return result
+
+
+def _fold_cond(choices: List[Any]) -> Cond:
+    result = choices[-1][1]
+    for guard, value in reversed(choices[:-1]):
+        if value is result:
+            continue
+        result = value if guard is True else c_and(guard, value) if result is False else \
+            select(guard, c_column(value), c_column(result))
+    return result
+
+
+def _emit(ctx: Context, tree: ast.FunctionDef, emits: List[Emit], generator: bool
+          ) -> Optional[Column]:
+    if not emits:
+        return None
+    names = list(emits[0].record.fields)
+    for emit in emits[1:]:
+        if list(emit.record.fields) != names:
+            raise ctx.source.error(
+                tree, f"emitted dicts with different keys (line {emits[0].line}: "
+                f"{', '.join(names)}; line {emit.line}: {', '.join(emit.record.fields)})",
+                "every emitted dict has the same keys, in the same order")
+    types = {}
+    for name in names:
+        joined = None
+        for emit in emits:
+            value = emit.record.fields[name]
+            kind = value.type
+            if kind.kind == "num":
+                kind = from_spark(T.DoubleType())
+            if joined is None:
+                joined = kind
+                continue
+            step = unify(joined, kind)
+            if step is None and {joined.kind, kind.kind} == {"int", "float"}:
+                step = from_spark(T.DoubleType())
+            if step is None:
+                raise ctx.source.error(tree, f"output column {name!r} is {joined} in one row "
+                                       f"and {kind} in another", "give it one type")
+            joined = step
+        types[name] = joined
+    structs = []
+    for emit in emits:
+        columns = []
+        for name in names:
+            py_type = types[name]
+            spark_type = to_spark(py_type) if py_type.kind != "none" else T.StringType()
+            value = store(ctx, tree, f"output column {name!r}", py_type, spark_type,
+                          emit.record.fields[name]) if py_type.kind != "none" else \
+                Value(F.lit(None).cast("string"), py_type, True)
+            columns.append(value.column.alias(name))
+        structs.append((emit.guard, F.struct(*columns)))
+    if generator:
+        rows = [F.when(c_column(g), s) if g is not True else s for g, s in structs]
+        return F.filter(F.array(*rows), lambda r: r.isNotNull())
+    result = None
+    for guard, struct in structs:
+        if guard is True:
+            result = struct if result is None else result.otherwise(struct)
+            break
+        result = F.when(c_column(guard), struct) if result is None else \
+            result.when(c_column(guard), struct)
+    return result
+
+
+

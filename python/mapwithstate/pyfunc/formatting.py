@@ -1,0 +1,91 @@
+"""``str()`` of compiled values, as Python prints them.
+
+Spark's ``CAST(x AS STRING)`` differs from Python for floats (``1.0E16`` where Python prints
+``1e+16``, ``1.0E-5`` for ``1e-05``, ``NaN`` for ``nan``) and booleans (``true`` for
+``True``). A float's shortest digits come from Spark's text (Java's ``Double.toString``); the
+compiler re-lays them out as Python's ``repr`` does: positional for decimal exponents from -4
+to 15, scientific with a signed two-digit exponent otherwise.
+"""
+import ast
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc.pytypes import STR
+from mapwithstate.pyfunc.values import Value
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Context
+
+__all__ = ["to_str", "float_repr"]
+
+
+def float_repr(x: Column) -> Column:
+    """Python's ``repr(x)`` of a DOUBLE Column."""
+    text = x.cast("string")
+    sign = F.regexp_extract(text, r"^(-?)", 1)
+    pattern = r"^-?([0-9]+)\.([0-9]+)(E(-?[0-9]+))?$"
+    integral = F.regexp_extract(text, pattern, 1)
+    fraction = F.regexp_extract(text, pattern, 2)
+    exponent = F.coalesce(F.regexp_extract(text, pattern, 4).try_cast("int"), F.lit(0))
+    digits = F.concat(integral, fraction)
+    stripped = F.regexp_replace(digits, "^0+", "")
+    leading = F.length(digits) - F.length(stripped)
+    significant = F.regexp_replace(stripped, "0+$", "")
+    count = F.length(significant)
+    exp10 = exponent + F.length(integral) - F.lit(1) - leading
+    whole = F.substring(F.rpad(significant, exp10 + 1, "0"), F.lit(1), exp10 + 1)
+    after = F.substring(significant, exp10 + 2, F.greatest(count - exp10 - 1, F.lit(0)))
+    positional = F.when(exp10 >= 0, F.concat(
+        whole, F.lit("."), F.when(F.length(after) == 0, F.lit("0")).otherwise(after))) \
+        .otherwise(F.concat(F.lit("0."), F.repeat(F.lit("0"), -exp10 - 1), significant))
+    scientific = F.concat(
+        F.substring(significant, 1, 1),
+        F.when(count > 1, F.concat(F.lit("."), F.substring(significant, F.lit(2), count)))
+        .otherwise(F.lit("")),
+        F.lit("e"), F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
+        F.lpad(F.abs(exp10).cast("string"), 2, "0"))
+    finite = F.concat(sign, F.when(count == 0, F.lit("0.0"))
+                      .when((exp10 >= -4) & (exp10 < 16), positional).otherwise(scientific))
+    return F.when(F.isnan(x), F.lit("nan")) \
+        .when(x == F.lit(float("inf")), F.lit("inf")) \
+        .when(x == F.lit(float("-inf")), F.lit("-inf")).otherwise(finite)
+
+
+def _datetime_str(ts: Column) -> Column:
+    base = F.date_format(ts, "yyyy-MM-dd HH:mm:ss")
+    micros = F.unix_micros(ts.cast("timestamp")) % F.lit(1_000_000)
+    return F.when(micros == 0, base).otherwise(
+        F.concat(base, F.lit("."), F.date_format(ts, "SSSSSS")))
+
+
+def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
+    """``str(value)``."""
+    if value.is_const and isinstance(value.const, (int, float, str, bool)) or value.const is None:
+        from mapwithstate.pyfunc.values import literal
+
+        return literal(str(value.const))
+    kind = value.type.kind
+    if kind == "str":
+        column = value.column
+    elif kind == "int":
+        column = value.column.cast("string")
+    elif kind == "bool":
+        column = F.when(value.column, F.lit("True")).otherwise(F.lit("False"))
+    elif kind == "float":
+        column = float_repr(value.column)
+    elif kind == "num":
+        column = F.coalesce(value.column.getField("i").cast("string"),
+                            float_repr(value.column.getField("f")))
+    elif kind == "datetime":
+        column = _datetime_str(value.column)
+    elif kind == "date":
+        column = F.date_format(value.column, "yyyy-MM-dd")
+    else:
+        raise ctx.refuse(node, f"str() of a {value.type}",
+                         "str() works on str, int, float, bool, None, datetime and date; "
+                         "format other values with pyspark.sql.functions")
+    if value.nullable:
+        column = F.coalesce(column, F.lit("None"))
+    return Value(column, STR, False)

@@ -1,0 +1,641 @@
+"""Runs a state function's syntax tree symbolically, path by path, into Columns.
+
+Statements run in order on a :class:`~mapwithstate.pyfunc.paths.PathState` under a *guard*:
+the condition for the code to run at all. An ``if`` whose test is a Column runs both branches
+under the test and its negation and merges them (see :mod:`~mapwithstate.pyfunc.paths`); a
+``return`` records the path's exit (its emitted row and state) and makes the rest of the block
+unreachable on that path; ``yield`` records a row under the guard; a place where Python would
+raise records a failure under the guard (:meth:`Context.check`), which the compiled query
+raises with the function's name, file and line. Everything the compiler cannot translate
+exactly raises :class:`~mapwithstate.pyfunc.errors.CompileError` instead.
+"""
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.errors import CompileError
+from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, merge_values
+from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
+from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
+
+__all__ = ["Context", "Interpreter", "Exit", "Emit"]
+
+
+@dataclass
+class Exit:
+    """A path leaving the function (``return`` or its end) under ``guard``, with the key's
+    state as the path left it."""
+
+    guard: Cond
+    path: PathState
+
+
+@dataclass
+class Emit:
+    """A row the function emits (``return {...}`` or ``yield {...}``) under ``guard``."""
+
+    guard: Cond
+    record: Record
+    line: int
+
+
+@dataclass
+class Context:
+    """What a compilation collects beside the paths: the runtime failures, in program order,
+    each under the guard where Python would raise."""
+
+    source: FunctionSource
+    columns: Dict[str, Any]
+    type_of: Callable
+    guard: Cond = True
+    failures: List[Tuple[Cond, str]] = field(default_factory=list)
+
+    def check(self, node: ast.AST, cond: Cond, exception: str, message: str) -> None:
+        """The query fails with Python's ``exception`` where ``cond`` holds on this path."""
+        cond = c_and(self.guard, cond)
+        if cond is False:
+            return
+        self.failures.append(
+            (cond, f"{exception}: {message} [{self.source.where(node)}]"))
+
+    def refuse(self, node: Optional[ast.AST], construct: str, hint: str) -> CompileError:
+        """A :class:`CompileError` at ``node``, for the caller to raise."""
+        return self.source.error(node, construct, hint)
+
+
+class StateObject:
+    """The ``state`` parameter: a marker the interpreter resolves attribute by attribute."""
+
+
+class Interpreter:
+    """Compiles one function body. ``bind`` gives the parameters' initial values; ``path`` the
+    key's state before the call. ``call_hooks`` resolves calls on special objects (the group
+    function's ``rows``); ``builtins`` the calls of builtins and modules."""
+
+    def __init__(self, ctx: Context, path: PathState, state_schema: Any,
+                 resolve_call: Callable, generator: bool) -> None:
+        from mapwithstate.pyfunc.pytypes import from_spark
+
+        self.ctx = ctx
+        self.path = path
+        self.state_spark = {f.name: f.dataType for f in state_schema.fields}
+        self.state_fields: Dict[str, PyType] = {
+            f.name: from_spark(f.dataType) for f in state_schema.fields}
+        self.resolve_call = resolve_call
+        self.generator = generator
+        self.exits: List[Exit] = []
+        self.emits: List[Emit] = []
+        self.timer_used = False
+
+    # ---------------------------------------------------------------- statements
+
+    def run(self, body: List[ast.stmt]) -> None:
+        self.block(body)
+        if self.ctx.guard is not False:
+            self.exits.append(Exit(self.ctx.guard, self.path.copy()))
+
+    def block(self, body: List[ast.stmt]) -> None:
+        for statement in body:
+            if self.ctx.guard is False:
+                return
+            self.statement(statement)
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Expr):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return  # a docstring
+            if isinstance(node.value, (ast.Yield, ast.YieldFrom)):
+                self.yield_(node.value)
+                return
+            self.expression(node.value)
+        elif isinstance(node, ast.Assign):
+            value = self.expression(node.value)
+            for target in node.targets:
+                self.assign(target, value)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.expression(node.value))
+        elif isinstance(node, ast.AugAssign):
+            if not isinstance(node.target, ast.Name):
+                raise self.ctx.refuse(node, "augmented assignment to "
+                                      f"{type(node.target).__name__}",
+                                      "assign to a local variable")
+            current = self.name(node.target)
+            self.assign(node.target, operators.binary(
+                self.ctx, node, node.op, current, self.expression(node.value)))
+        elif isinstance(node, ast.If):
+            self.if_(node)
+        elif isinstance(node, ast.Return):
+            self.return_(node)
+        elif isinstance(node, ast.Pass):
+            pass
+        elif isinstance(node, ast.Assert):
+            test = operators.truthy(self.expression(node.test))
+            message = "" if node.msg is None else self._message(node.msg)
+            self.ctx.check(node, c_not(test), "AssertionError", message)
+            self.ctx.guard = c_and(self.ctx.guard, test)
+        elif isinstance(node, ast.Raise):
+            self.ctx.check(node, True, *self._raised(node))
+            self.ctx.guard = False
+        else:
+            construct, hint = _REFUSED_STATEMENTS.get(
+                type(node), (f"{type(node).__name__} statement",
+                             "state functions support assignments, if/elif/else, return, "
+                             "yield, assert and raise"))
+            raise self.ctx.refuse(node, construct, hint)
+
+    def _message(self, node: ast.expr) -> str:
+        value = self.expression(node)
+        if not value.is_const:
+            raise self.ctx.refuse(node, "a message that is not a constant",
+                                  "write the message as a string literal")
+        return str(value.const)
+
+    def _raised(self, node: ast.Raise) -> Tuple[str, str]:
+        exc = node.exc
+        if exc is None:
+            raise self.ctx.refuse(node, "bare raise", "raise an exception with a message")
+        if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name):
+            name, args = exc.func.id, exc.args
+        elif isinstance(exc, ast.Name):
+            name, args = exc.id, []
+        else:
+            raise self.ctx.refuse(node, "raise of an expression",
+                                  "raise SomeError('message') with a literal message")
+        cls = self.ctx.source.lookup(name)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise self.ctx.refuse(node, f"raise {name}", "raise an exception class")
+        return name, " ".join(self._message(a) for a in args)
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            if target.id == "state":
+                raise self.ctx.refuse(target, "assignment to state",
+                                      "change the state with state.update(...)")
+            self.path.env[target.id] = value
+            return
+        if isinstance(target, ast.Attribute) and _is_state(target.value):
+            raise self.ctx.refuse(target, f"assignment to state.{target.attr}",
+                                  f"write state.update({target.attr}=...)")
+        raise self.ctx.refuse(target, f"assignment to {type(target).__name__}",
+                              "assign to a local variable name (no unpacking, no item or "
+                              "attribute assignment)")
+
+    def if_(self, node: ast.If) -> None:
+        test = operators.truthy(self.expression(node.test))
+        outer = self.ctx.guard
+        before = self.path
+        self.path = before.copy()
+        self.ctx.guard = c_and(outer, test)
+        self.block(node.body)
+        then_path, then_guard = self.path, self.ctx.guard
+        self.path = before.copy()
+        self.ctx.guard = c_and(outer, c_not(test))
+        self.block(node.orelse)
+        else_path, else_guard = self.path, self.ctx.guard
+        self.ctx.guard = c_or(then_guard, else_guard)
+        if then_guard is False:
+            self.path = else_path
+        elif else_guard is False:
+            self.path = then_path
+        else:
+            self.path = self._merge(node, test, then_path, else_path)
+
+    def _merge(self, node: ast.AST, test: Cond, a: PathState, b: PathState) -> PathState:
+        env = {}
+        for name in set(a.env) | set(b.env):
+            if name not in a.env or name not in b.env:
+                env[name] = MaybeUnassigned(node.lineno)
+                continue
+            merged = merge_values(test, a.env[name], b.env[name])
+            if merged is None:
+                raise self.ctx.refuse(
+                    node, f"variable {name!r} has a different type on each branch "
+                    f"({_describe(a.env[name])} and {_describe(b.env[name])})",
+                    "give it one type on every path (a Column has one type)")
+            env[name] = merged
+        fields = {}
+        for name in a.fields:
+            fields[name] = merge_values(test, a.fields[name], b.fields[name])
+        present = merge_values(test, a.present, b.present)
+        changed = a.changed if a.changed is b.changed else \
+            c_or(c_and(test, a.changed), c_and(c_not(test), b.changed))
+        timer = merge_values(test, a.timer, b.timer)
+        return PathState(env, fields, present, changed, timer)
+
+    def return_(self, node: ast.Return) -> None:
+        if node.value is not None:
+            value = self.expression(node.value)
+            if self.generator:
+                if not (isinstance(value, Value) and value.type.kind == "none"):
+                    raise self.ctx.refuse(node, "return with a value in a generator",
+                                          "yield the rows; a bare return ends the generator")
+            elif isinstance(value, Record):
+                self.emits.append(Emit(self.ctx.guard, value, node.lineno))
+            elif not (isinstance(value, Value) and value.type.kind == "none"):
+                raise self.ctx.refuse(node, f"return of a {_describe(value)}",
+                                      "return a dict display {'column': value, ...} (one "
+                                      "row) or None (no row)")
+        self.exits.append(Exit(self.ctx.guard, self.path.copy()))
+        self.ctx.guard = False
+
+    def yield_(self, node: ast.expr) -> None:
+        if isinstance(node, ast.YieldFrom):
+            raise self.ctx.refuse(node, "yield from", "yield each row")
+        value = self.expression(node.value) if node.value is not None else None
+        if not isinstance(value, Record):
+            raise self.ctx.refuse(node, f"yield of a {_describe(value)}",
+                                  "yield a dict display {'column': value, ...}")
+        self.emits.append(Emit(self.ctx.guard, value, node.lineno))
+
+    # ---------------------------------------------------------------- expressions
+
+    def expression(self, node: ast.expr) -> Any:
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            raise self.ctx.refuse(node, f"{type(node).__name__} expression",
+                                  _REFUSED_EXPRESSIONS.get(type(node).__name__,
+                                                           "not supported in a state function"))
+        return method(node)
+
+    def value(self, node: ast.expr) -> Value:
+        """An expression that must be a plain value (not a dict display or a module)."""
+        result = self.expression(node)
+        if not isinstance(result, Value):
+            from mapwithstate.pyfunc.aggregates import Rows
+
+            if isinstance(result, Rows):
+                raise self.ctx.refuse(node, "rows used as a value",
+                                      "rows may only be reduced: len(rows), sum/min/max/any/"
+                                      "all/sorted(... for r in rows), [r.v for r in rows]")
+            raise self.ctx.refuse(node, f"a {_describe(result)} used as a value",
+                                  "use it in a return/yield, a call or an attribute")
+        return result
+
+    def expr_Constant(self, node: ast.Constant) -> Value:
+        try:
+            return literal(node.value)
+        except OverflowError:
+            raise self.ctx.refuse(node, f"int literal {node.value}",
+                                  "ints are 64-bit (BIGINT) in a compiled function") from None
+        except TypeError:
+            raise self.ctx.refuse(node, f"{type(node.value).__name__} literal",
+                                  "literals may be None, bool, int, float or str") from None
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.name(node)
+
+    def name(self, node: ast.Name) -> Any:
+        if node.id in self.path.env:
+            value = self.path.env[node.id]
+            if isinstance(value, MaybeUnassigned):
+                raise self.ctx.refuse(
+                    node, f"variable {node.id!r} may be unassigned here",
+                    f"it is assigned on some paths only (line {value.line}); assign it on "
+                    "every path before this use")
+            return value
+        if node.id in _assigned_names(self.ctx.source.tree):
+            raise self.ctx.refuse(node, f"variable {node.id!r} read before it is assigned",
+                                  "assign it first (Python raises UnboundLocalError)")
+        found = self.ctx.source.lookup(node.id)
+        if found is NOT_FOUND:
+            raise self.ctx.refuse(node, f"unknown name {node.id!r}",
+                                  "use parameters, locals, module constants and supported "
+                                  "functions (Python raises NameError)")
+        return _captured(self.ctx, node, found)
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expression(node.value)
+        if isinstance(base, StateObject):
+            return self.state_attribute(node)
+        if hasattr(base, "attribute"):
+            return base.attribute(self, node)
+        if isinstance(base, Value) and base.type.kind == "row":
+            fields = dict(base.type.args)
+            if node.attr not in fields:
+                raise self.ctx.refuse(node, f"unknown field {node.attr!r}",
+                                      f"the row has {', '.join(fields)}")
+            return Value(base.column.getField(node.attr), fields[node.attr], True)
+        from mapwithstate.pyfunc.builtins import module_attribute
+
+        return module_attribute(self.ctx, node, base)
+
+    def state_attribute(self, node: ast.Attribute) -> Any:
+        from mapwithstate import functions as S
+
+        name = node.attr
+        if name in self.state_fields:
+            return self.path.fields[name]
+        if name == "exists":
+            return self.path.present
+        if name == "timing_out":
+            return Value(S.is_timing_out(), BOOL, False)
+        if name == "batch_time":
+            return Value(S.batch_time(), PyType("datetime"), False)
+        if name == "watermark":
+            return Value(S.watermark(), PyType("datetime"), True)
+        if name == "timer":
+            self.timer_used = True
+            return self.path.timer
+        if name in ("update", "remove", "set_timer", "clear_timer"):
+            raise self.ctx.refuse(node, f"state.{name} without a call",
+                                  f"call it: state.{name}(...)")
+        raise self.ctx.refuse(node, f"unknown state attribute {name!r}",
+                              f"the state's fields are {', '.join(self.state_fields)}; also "
+                              "exists, timing_out, batch_time, watermark, timer")
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        func = node.func
+        if isinstance(func, ast.Attribute) and _is_state(func.value) \
+                and isinstance(self.path.env.get("state"), StateObject):
+            return self.state_call(node, func.attr)
+        return self.resolve_call(self, node)
+
+    def state_call(self, node: ast.Call, method: str) -> Value:
+        nothing = Value(F.lit(None), NONE, True, None)
+        if method == "update":
+            if node.args:
+                raise self.ctx.refuse(node, "state.update with positional arguments",
+                                      "name the fields: state.update(n=...)")
+            updates = {}
+            for keyword in node.keywords:
+                if keyword.arg is None:
+                    raise self.ctx.refuse(node, "state.update(**mapping)",
+                                          "name each field: state.update(n=...)")
+                if keyword.arg not in self.state_fields:
+                    raise self.ctx.refuse(keyword, f"unknown state field {keyword.arg!r}",
+                                          f"the state's fields are "
+                                          f"{', '.join(self.state_fields)}")
+                updates[keyword.arg] = self.state_value(keyword, keyword.arg,
+                                                        self.value(keyword.value))
+            for name in self.state_fields:
+                if name in updates:
+                    self.path.fields[name] = updates[name]
+            self.path.present = literal(True)
+            self.path.changed = True
+            return nothing
+        if method == "remove":
+            self._no_arguments(node, method)
+            for name, field_type in self.state_fields.items():
+                self.path.fields[name] = Value(F.lit(None).cast(to_spark(field_type)),
+                                               field_type, True)
+            self.path.present = literal(False)
+            self.path.changed = True
+            return nothing
+        if method == "set_timer":
+            if len(node.args) != 1 or node.keywords:
+                raise self.ctx.refuse(node, "state.set_timer without one argument",
+                                      "state.set_timer(ts): a datetime")
+            ts = self.value(node.args[0])
+            if ts.type.kind != "datetime":
+                raise self.ctx.refuse(node.args[0], f"state.set_timer of a {ts.type}",
+                                      "the timer is a datetime (e.g. ts + timedelta(...))")
+            ts = operators.none_check(self.ctx, node, ts, "set_timer() needs a datetime, "
+                                                          "got None")
+            self.timer_used = True
+            self.path.timer = ts
+            return nothing
+        if method == "clear_timer":
+            self._no_arguments(node, method)
+            self.timer_used = True
+            self.path.timer = Value(F.lit(None).cast("timestamp"), PyType("datetime"), True)
+            return nothing
+        raise self.ctx.refuse(node, f"state.{method}()",
+                              "state's methods are update, remove, set_timer, clear_timer")
+
+    def _no_arguments(self, node: ast.Call, method: str) -> None:
+        if node.args or node.keywords:
+            raise self.ctx.refuse(node, f"state.{method} with arguments",
+                                  f"state.{method}() takes none")
+
+    def state_value(self, node: ast.AST, name: str, value: Value) -> Value:
+        """``value`` stored in state field ``name``: converted to the field's type where
+        Python's value converts exactly (an int into a DOUBLE field), refused otherwise."""
+        field_type = self.state_fields[name]
+        return store(self.ctx, node, f"state field {name!r}", field_type,
+                     self.state_spark[name], value)
+
+    def expr_BinOp(self, node: ast.BinOp) -> Value:
+        return operators.binary(self.ctx, node, node.op, self.value(node.left),
+                                self.value(node.right))
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        return operators.unary(self.ctx, node, node.op, self.value(node.operand))
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Value:
+        outer = self.ctx.guard
+        values, conds = [], []
+        for operand in node.values:
+            value = self.value(operand)
+            cond = operators.truthy(value)
+            values.append(value)
+            conds.append(cond)
+            # The next operand runs only where this one did not decide the result.
+            self.ctx.guard = c_and(self.ctx.guard, cond if isinstance(node.op, ast.And)
+                                   else c_not(cond))
+        self.ctx.guard = outer
+        return operators.boolean(self.ctx, node, node.op, values, conds)
+
+    def expr_Compare(self, node: ast.Compare) -> Value:
+        outer = self.ctx.guard
+        left = self.value(node.left)
+        result: Cond = True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.value(right_node)
+            test = operators.compare(self.ctx, node, op, left, right)
+            result = c_and(result, test.column)
+            self.ctx.guard = c_and(self.ctx.guard, test.column)
+            left = right
+        self.ctx.guard = outer
+        return Value(c_column(result), BOOL, False)
+
+    def expr_IfExp(self, node: ast.IfExp) -> Value:
+        test = operators.truthy(self.value(node.test))
+        outer = self.ctx.guard
+        self.ctx.guard = c_and(outer, test)
+        body = self.expression(node.body)
+        self.ctx.guard = c_and(outer, c_not(test))
+        orelse = self.expression(node.orelse)
+        self.ctx.guard = outer
+        merged = merge_values(test, body, orelse)
+        if merged is None:
+            raise self.ctx.refuse(node, f"conditional expression of a {_describe(body)} and "
+                                  f"a {_describe(orelse)}", "give both branches one type")
+        return merged
+
+    def expr_Dict(self, node: ast.Dict) -> Record:
+        fields = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None or not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+                raise self.ctx.refuse(node, "a dict whose keys are not string literals",
+                                      "a dict is an emitted row: {'column': value, ...}")
+            if key.value in fields:
+                raise self.ctx.refuse(key, f"duplicate key {key.value!r}",
+                                      "each output column once")
+            fields[key.value] = self.value(value)
+        return Record(fields)
+
+    def expr_List(self, node: ast.List) -> Value:
+        items = [self.value(e) for e in node.elts]
+        element = NONE
+        for item in items:
+            joined = unify(element, item.type)
+            if joined is None:
+                raise self.ctx.refuse(node, "a list of values of different types",
+                                      "a list is an array Column: one element type")
+            element = joined
+        spark_type = to_spark(list_of(element))
+        if not items:
+            return Value(F.array().cast(spark_type) if element.kind != "none" else F.array(),
+                         list_of(element), False)
+        columns = [i.column if i.type == element else i.column.cast(to_spark(element))
+                   for i in items]
+        return Value(F.array(*columns), list_of(element), False)
+
+    expr_Tuple = expr_List
+
+    def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
+        from mapwithstate.pyfunc.formatting import to_str
+
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(F.lit(part.value))
+                continue
+            assert isinstance(part, ast.FormattedValue)
+            if part.format_spec is not None or part.conversion not in (-1, ord("s")):
+                raise self.ctx.refuse(part, "f-string with a format spec or conversion",
+                                      "use {value} alone, or round/str explicitly")
+            parts.append(to_str(self.ctx, part, self.value(part.value)).column)
+        return Value(F.concat(*parts) if parts else F.lit(""), PyType("str"), False)
+
+    def expr_Subscript(self, node: ast.Subscript) -> Value:
+        from mapwithstate.pyfunc.builtins import subscript
+
+        return subscript(self, node)
+
+    def expr_ListComp(self, node: ast.ListComp) -> Value:
+        from mapwithstate.pyfunc.builtins import comprehension
+
+        return comprehension(self, node)
+
+
+def store(ctx: Context, node: ast.AST, what: str, py_type: PyType, spark_type: Any,
+          value: Value) -> Value:
+    """``value`` as a Column of ``spark_type`` (a state field or output column): ints checked
+    to fit a narrower integral type, an int widened into a floating one; anything else must
+    have the column's own Python type."""
+    from pyspark.sql import types as T
+
+    if value.type.kind == "none":
+        return Value(F.lit(None).cast(spark_type), py_type, True)
+    if value.type.kind == "num" and py_type.kind == "float":
+        return Value(operators.as_float(value).cast(spark_type), py_type, value.nullable)
+    joined = unify(py_type, value.type)
+    if value.type.kind in ("int", "bool") and py_type.kind == "float":
+        joined = py_type
+    if value.type.kind == "bool" and py_type.kind == "int":
+        joined = py_type
+    if joined != py_type:
+        raise ctx.refuse(node, f"{what} is {py_type.name} ({spark_type.simpleString()}) but "
+                         f"the value is {value.type}", "convert it explicitly (int(), float(), "
+                         "str(), bool())")
+    column = value.column
+    narrow = {T.IntegerType: (-(1 << 31), (1 << 31) - 1), T.ShortType: (-(1 << 15), (1 << 15) - 1),
+              T.ByteType: (-128, 127)}.get(type(spark_type))
+    if narrow is not None and value.type.kind == "int":
+        ctx.check(node, (column < F.lit(narrow[0])) | (column > F.lit(narrow[1])),
+                  "OverflowError", f"int does not fit {what} ({spark_type.simpleString()})")
+        column = F.when((column >= F.lit(narrow[0])) & (column <= F.lit(narrow[1])), column)
+    return Value(column.cast(spark_type), py_type, value.nullable)
+
+
+def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
+    """A global or closure variable: a constant becomes a literal, modules and supported
+    functions stay Python objects for calls and attributes."""
+    import types
+
+    if isinstance(found, (bool, int, float, str)) or found is None:
+        try:
+            return literal(found)
+        except OverflowError:
+            raise ctx.refuse(node, f"module constant {found}",
+                             "ints are 64-bit (BIGINT) in a compiled function") from None
+    from datetime import date, timedelta
+
+    if isinstance(found, (date, timedelta)):
+        return literal(found)
+    if isinstance(found, (list, tuple, frozenset, set)) and all(
+            isinstance(x, (bool, int, float, str)) for x in found) and not isinstance(
+            found, (set, frozenset)):
+        items = [literal(x) for x in found]
+        element = NONE
+        for item in items:
+            element = unify(element, item.type) or element
+        column = F.array(*[i.column for i in items]) if items else F.array()
+        return Value(column, list_of(element), False, list(found))
+    if isinstance(found, (types.ModuleType, types.BuiltinFunctionType, types.FunctionType,
+                          type)):
+        return found
+    raise ctx.refuse(node, f"captured {type(found).__name__} object",
+                     "a state function may use module constants (numbers, strings, lists of "
+                     "them, datetimes), math, datetime and pyspark.sql.functions")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Value):
+        return str(value.type)
+    if isinstance(value, Record):
+        return "dict"
+    return type(value).__name__
+
+
+def _is_state(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "state"
+
+
+_ASSIGNED_CACHE: Dict[int, set] = {}
+
+
+def _assigned_names(tree: ast.FunctionDef) -> set:
+    key = id(tree)
+    if key not in _ASSIGNED_CACHE:
+        _ASSIGNED_CACHE[key] = {n.id for n in ast.walk(tree)
+                                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return _ASSIGNED_CACHE[key]
+
+
+_REFUSED_STATEMENTS = {
+    ast.While: ("while loop", "a compiled function runs once per record without loops; use "
+                "a comprehension, sum/min/max/any/all or pyspark.sql.functions over a list"),
+    ast.For: ("for loop", "use a comprehension, sum/min/max/any/all, or F.transform/F.aggregate "
+              "over a list"),
+    ast.Try: ("try statement", "Python's exceptions become query failures; test the condition "
+              "with if instead"),
+    ast.With: ("with statement", "no resources in a state function"),
+    ast.FunctionDef: ("nested function definition", "define helpers with pyspark.sql.functions "
+                      "or inline them"),
+    ast.ClassDef: ("class definition", "not in a state function"),
+    ast.Import: ("import statement", "import at module level; math, datetime and "
+                 "pyspark.sql.functions are usable"),
+    ast.ImportFrom: ("import statement", "import at module level"),
+    ast.Global: ("global statement", "state functions keep their state in state.update(...)"),
+    ast.Nonlocal: ("nonlocal statement", "keep state in state.update(...)"),
+    ast.Delete: ("del statement", "reassign the variable instead"),
+}
+_REFUSED_EXPRESSIONS = {
+    "Lambda": "lambdas are allowed only as arguments of pyspark.sql.functions calls",
+    "Await": "no async in a state function",
+    "SetComp": "sets are not supported; use a list",
+    "Set": "sets are not supported; use a list",
+    "DictComp": "dict comprehensions are not supported",
+    "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
+                    "sorted/len",
+    "NamedExpr": "assign on a line of its own",
+    "Starred": "no unpacking in a state function",
+    "Slice": "slices appear only in subscripts",
+}

@@ -1,0 +1,391 @@
+"""Python's operators over compiled values, with Python's semantics rather than SQL's.
+
+``//`` and ``%`` floor (Spark's ``div`` and ``%`` truncate), ``/`` is always floating, ints
+never overflow silently (a result beyond 64 bits fails the query: Python's int would not fit
+the column), ``None`` in arithmetic or ordering fails the query with Python's ``TypeError``,
+comparisons with NaN are false, ``==`` with ``None`` is a null-safe test, ``and``/``or`` return
+an operand. Each runtime failure is registered with :meth:`Context.check`, under the path's
+guard, so it fires only where Python would raise.
+"""
+import ast
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
+                                         unify)
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Context
+
+__all__ = ["binary", "compare", "unary", "truthy", "none_check", "as_float", "int_result"]
+
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+            ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+            ast.LShift: "<<", ast.RShift: ">>", ast.MatMult: "@",
+            ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_MIN_LONG = -(1 << 63)
+
+
+def symbol(op: ast.AST) -> str:
+    return _SYMBOLS.get(type(op), type(op).__name__)
+
+
+def truthy(value: Value) -> Cond:
+    """Python's ``bool(value)``: ``None``, ``0``, ``0.0``, ``""``, ``[]``, ``{}`` and a zero
+    timedelta are false; never null."""
+    if value.is_const:
+        try:
+            return bool(value.const)
+        except Exception:  # noqa: BLE001 - a constant without a truth value is treated as data
+            pass
+    kind, column = value.type.kind, value.column
+    if kind == "none":
+        return False
+    if kind == "bool":
+        test = column
+    elif kind in ("int", "float"):
+        test = column != F.lit(0)
+    elif kind == "num":
+        test = as_float(value) != F.lit(0.0)
+    elif kind == "str":
+        test = F.length(column) > 0
+    elif kind in ("list", "dict"):
+        test = F.size(column) > 0
+    elif kind == "timedelta":
+        test = column != F.lit(timedelta(0))
+    else:
+        return column.isNotNull() if value.nullable else True
+    return F.coalesce(test, F.lit(False)) if value.nullable else test
+
+
+def none_check(ctx: "Context", node: ast.AST, value: Value, what: str) -> Value:
+    """Fails the query with Python's ``TypeError`` where ``value`` is ``None`` (``what``
+    describes the operation, e.g. ``unsupported operand type(s) for +: 'NoneType' and
+    'int'``); the value is then known not to be ``None``."""
+    if value.type.kind == "none":
+        ctx.check(node, True, "TypeError", what)
+        return value
+    if value.nullable:
+        ctx.check(node, value.column.isNull(), "TypeError", what)
+    return value.non_null()
+
+
+def as_float(value: Value) -> Column:
+    """An int, bool, float or int-or-float value as a DOUBLE Column."""
+    if value.type.kind == "num":
+        return F.coalesce(value.column.getField("i").cast("double"), value.column.getField("f"))
+    return value.column.cast("double") if value.type.kind != "float" else value.column
+
+
+def _as_int(value: Value) -> Column:
+    return value.column.cast("bigint") if value.type.kind == "bool" else value.column
+
+
+def int_result(ctx: "Context", node: ast.AST, exact: Column, operands: Cond) -> Value:
+    """An int result from a ``try_*`` Column: null where the operands are not null means it
+    does not fit in 64 bits, which fails the query (Python's int would not fit the column)."""
+    ctx.check(node, c_and(operands, exact.isNull()), "OverflowError",
+              "int result does not fit in 64 bits (BIGINT)")
+    return Value(exact, INT, False)
+
+
+def _type_error(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Exception:
+    return ctx.refuse(
+        node, f"operator {symbol(op)} between {a.type} and {b.type}",
+        f"Python raises TypeError: unsupported operand type(s) for {symbol(op)}: "
+        f"'{a.type}' and '{b.type}'")
+
+
+def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
+    """``a <op> b`` for an arithmetic or bitwise operator."""
+    sym = symbol(op)
+    message = f"unsupported operand type(s) for {sym}: '{{}}' and '{{}}'"
+    if a.type.kind == "none" or b.type.kind == "none":
+        ctx.check(node, True, "TypeError", message.format(a.type, b.type))
+        return Value(F.lit(None), NONE, True)
+    a_checked = none_check(ctx, node, a, message.format("NoneType", b.type))
+    b_checked = none_check(ctx, node, b, message.format(a.type, "NoneType"))
+    a, b = a_checked, b_checked
+    ka, kb = a.type.kind, b.type.kind
+    if "num" in (ka, kb):
+        if {ka, kb} <= {"num", "float", "int", "bool"} and "float" in (ka, kb) and \
+                isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+            return _float_binary(ctx, node, op, as_float(a), as_float(b))
+        raise ctx.refuse(node, f"operator {sym} on a value that is an int or a float",
+                         "min/max of an int and a float is either; convert with float(...) "
+                         "or int(...) first")
+    if ka in ("int", "bool") and kb in ("int", "bool") and not (
+            ka == kb == "bool" and isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor))):
+        return _int_binary(ctx, node, op, _as_int(a), _as_int(b))
+    if ka == kb == "bool":
+        column = {ast.BitAnd: a.column & b.column, ast.BitOr: a.column | b.column,
+                  ast.BitXor: a.column != b.column}[type(op)]
+        return Value(column, BOOL, False)
+    if {ka, kb} <= {"int", "bool", "float"}:
+        if isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)):
+            return _float_binary(ctx, node, op, as_float(a), as_float(b))
+        raise _type_error(ctx, node, op, a, b)
+    if isinstance(op, ast.Add):
+        if ka == kb == "str":
+            return Value(F.concat(a.column, b.column), STR, False)
+        if ka == kb == "list":
+            joined = unify(a.type, b.type)
+            if joined is None:
+                raise _type_error(ctx, node, op, a, b)
+            return Value(F.concat(a.column, b.column), joined, False)
+        if {ka, kb} == {"datetime", "timedelta"}:
+            return Value(a.column + b.column, DATETIME, False)
+        if ka == kb == "timedelta":
+            return Value(a.column + b.column, TIMEDELTA, False)
+    if isinstance(op, ast.Sub):
+        if ka == "datetime" and kb == "timedelta":
+            return Value(a.column - b.column, DATETIME, False)
+        if ka == kb == "datetime":
+            return Value(a.column - b.column, TIMEDELTA, False)
+        if ka == kb == "timedelta":
+            return Value(a.column - b.column, TIMEDELTA, False)
+    if isinstance(op, ast.Mult) and {ka, kb} == {"str", "int"}:
+        text, times = (a, b) if ka == "str" else (b, a)
+        return Value(F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")),
+                     STR, False)
+    raise _type_error(ctx, node, op, a, b)
+
+
+def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
+    if isinstance(op, ast.Add):
+        return int_result(ctx, node, F.try_add(a, b), True)
+    if isinstance(op, ast.Sub):
+        return int_result(ctx, node, F.try_subtract(a, b), True)
+    if isinstance(op, ast.Mult):
+        return int_result(ctx, node, F.try_multiply(a, b), True)
+    if isinstance(op, ast.Div):
+        return _float_binary(ctx, node, op, a.cast("double"), b.cast("double"))
+    if isinstance(op, (ast.FloorDiv, ast.Mod)):
+        ctx.check(node, b == F.lit(0), "ZeroDivisionError",
+                  "integer division or modulo by zero" if isinstance(op, ast.FloorDiv)
+                  else "integer modulo by zero")
+        safe_b = F.when(b == F.lit(0), F.lit(1).cast("bigint")).otherwise(b)
+        # Spark's % truncates toward zero: its result has the dividend's sign, Python's the
+        # divisor's. Where they differ (a non-zero remainder of the other sign), Python's is
+        # one divisor further and its quotient one less.
+        remainder = F.when((a == F.lit(_MIN_LONG)) & (safe_b == F.lit(-1)), F.lit(0)) \
+            .otherwise(a % safe_b)
+        adjust = (remainder != F.lit(0)) & ((remainder < F.lit(0)) != (safe_b < F.lit(0)))
+        if isinstance(op, ast.Mod):
+            return Value(F.when(adjust, remainder + safe_b).otherwise(remainder), INT, False)
+        ctx.check(node, (a == F.lit(_MIN_LONG)) & (b == F.lit(-1)), "OverflowError",
+                  "int result does not fit in 64 bits (BIGINT)")
+        quotient = F.call_function("div", a, F.when(safe_b == F.lit(-1), F.lit(1)).otherwise(
+            safe_b))
+        quotient = F.when(safe_b == F.lit(-1), F.when(a == F.lit(_MIN_LONG), F.lit(None))
+                          .otherwise(-a)).otherwise(quotient)
+        return Value(F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint"),
+                     INT, False)
+    if isinstance(op, ast.Pow):
+        raise ctx.refuse(node, "** between ints",
+                         "Python's int power is exact and unbounded; write float(x) ** y, or "
+                         "x * x for a small power")
+    if isinstance(op, ast.BitAnd):
+        return Value(a.bitwiseAND(b), INT, False)
+    if isinstance(op, ast.BitOr):
+        return Value(a.bitwiseOR(b), INT, False)
+    if isinstance(op, ast.BitXor):
+        return Value(a.bitwiseXOR(b), INT, False)
+    raise ctx.refuse(node, f"operator {symbol(op)} on ints", "use +, -, *, /, //, %, &, |, ^")
+
+
+def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
+    if isinstance(op, ast.Add):
+        return Value(a + b, FLOAT, False)
+    if isinstance(op, ast.Sub):
+        return Value(a - b, FLOAT, False)
+    if isinstance(op, ast.Mult):
+        return Value(a * b, FLOAT, False)
+    zero = b == F.lit(0.0)
+    if isinstance(op, ast.Div):
+        ctx.check(node, zero, "ZeroDivisionError", "division by zero")
+        return Value(a / F.when(zero, F.lit(1.0)).otherwise(b), FLOAT, False)
+    if isinstance(op, (ast.FloorDiv, ast.Mod)):
+        ctx.check(node, zero, "ZeroDivisionError", "float floor division by zero"
+                  if isinstance(op, ast.FloorDiv) else "float modulo")
+        safe_b = F.when(zero, F.lit(1.0)).otherwise(b)
+        # CPython's float_divmod: fmod (Java's % on doubles), then floor-corrected.
+        fmod = a % safe_b
+        adjust = (fmod != F.lit(0.0)) & ((safe_b < F.lit(0.0)) != (fmod < F.lit(0.0)))
+        mod = F.when(adjust, fmod + safe_b).otherwise(fmod)
+        if isinstance(op, ast.Mod):
+            return Value(mod, FLOAT, False)
+        div = (a - fmod) / safe_b
+        div = F.when(adjust, div - F.lit(1.0)).otherwise(div)
+        floor = F.floor(div).cast("double")
+        floor = F.when(div - floor > F.lit(0.5), floor + F.lit(1.0)).otherwise(floor)
+        return Value(F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div)
+                     .otherwise(floor), FLOAT, False)
+    if isinstance(op, ast.Pow):
+        ctx.check(node, (a == F.lit(0.0)) & (b < F.lit(0.0)), "ZeroDivisionError",
+                  "0.0 cannot be raised to a negative power")
+        ctx.check(node, (a < F.lit(0.0)) & (F.floor(b) != b), "ValueError",
+                  "a negative number raised to a fractional power is complex")
+        result = F.pow(a, b)
+        ctx.check(node, (F.abs(result) == F.lit(float("inf")))
+                  & (F.abs(a) != F.lit(float("inf"))) & (F.abs(b) != F.lit(float("inf"))),
+                  "OverflowError", "(34, 'Numerical result out of range')")
+        return Value(result, FLOAT, False)
+    raise ctx.refuse(node, f"operator {symbol(op)} on floats", "Python raises TypeError")
+
+
+_ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
+    """``a <op> b`` for one comparison operator (a chain is compared pairwise by the caller)."""
+    if isinstance(op, (ast.Is, ast.IsNot)):
+        other = b if a.type.kind == "none" else a if b.type.kind == "none" else None
+        if other is None:
+            raise ctx.refuse(node, "'is' between values that are not None",
+                             "use == (identity of values has no meaning in a column)")
+        test = other.column.isNull() if other.type.kind != "none" else F.lit(True)
+        return Value(test if isinstance(op, ast.Is) else ~test, BOOL, False)
+    if isinstance(op, (ast.In, ast.NotIn)):
+        test = _contains(ctx, node, b, a)
+        return Value(test if isinstance(op, ast.In) else ~test, BOOL, False)
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        test = _equals(a, b)
+        return Value(test if isinstance(op, ast.Eq) else ~test, BOOL, False)
+    if not isinstance(op, _ORDER):
+        raise ctx.refuse(node, f"comparison {type(op).__name__}", "use < <= > >= == != in is")
+    sym = symbol(op)
+    if a.type.kind == "none" or b.type.kind == "none" or a.nullable or b.nullable:
+        message = f"'{sym}' not supported between instances of '{{}}' and '{{}}'"
+        if a.type.kind == "none" or b.type.kind == "none":
+            ctx.check(node, True, "TypeError", message.format(a.type, b.type))
+            return Value(F.lit(False), BOOL, False)
+        a = none_check(ctx, node, a, message.format("NoneType", b.type))
+        b = none_check(ctx, node, b, message.format(a.type, "NoneType"))
+    numeric = {a.type.kind, b.type.kind} <= {"int", "float", "bool", "num"}
+    if numeric:
+        if a.type.kind in ("int", "bool") and b.type.kind in ("int", "bool"):
+            left, right = _as_int(a), _as_int(b)
+            nan = None
+        else:
+            left, right = as_float(a), as_float(b)
+            nan = F.isnan(left) | F.isnan(right)
+    elif a.type == b.type and a.type.kind in ("str", "datetime", "date", "timedelta", "list"):
+        left, right, nan = a.column, b.column, None
+    else:
+        raise ctx.refuse(node, f"ordering {a.type} with {b.type}",
+                         f"Python raises TypeError: '{sym}' not supported between instances "
+                         f"of '{a.type}' and '{b.type}'")
+    test = {ast.Lt: left < right, ast.LtE: left <= right, ast.Gt: left > right,
+            ast.GtE: left >= right}[type(op)]
+    if nan is not None:
+        test = test & ~nan
+    return Value(test, BOOL, False)
+
+
+def _equals(a: Value, b: Value) -> Column:
+    """Python's ``a == b``: None equals only None, NaN equals nothing, values of unrelated
+    types are unequal."""
+    ka, kb = a.type.kind, b.type.kind
+    if ka == "none" or kb == "none":
+        if ka == kb:
+            return F.lit(True)
+        other = b if ka == "none" else a
+        return other.column.isNull()
+    numeric = {ka, kb} <= {"int", "float", "bool", "num"}
+    if not numeric and a.type != b.type and unify(a.type, b.type) is None:
+        return F.when(a.column.isNull() & b.column.isNull(), True).otherwise(False) \
+            if a.nullable and b.nullable else F.lit(False)
+    if numeric and not (ka in ("int", "bool") and kb in ("int", "bool")):
+        left, right = as_float(a), as_float(b)
+        test = left.eqNullSafe(right)
+        return test & ~F.coalesce(F.isnan(left), F.lit(False))
+    if numeric:
+        return _as_int(a).eqNullSafe(_as_int(b))
+    if a.nullable or b.nullable:
+        return a.column.eqNullSafe(b.column)
+    return a.column == b.column
+
+
+def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> Column:
+    kind = container.type.kind
+    if kind == "str":
+        container = none_check(ctx, node, container,
+                               "argument of type 'NoneType' is not iterable")
+        if item.type.kind != "str":
+            raise ctx.refuse(node, f"{item.type} in str",
+                             "Python raises TypeError: 'in <string>' requires string as left "
+                             "operand")
+        item = none_check(ctx, node, item, "'in <string>' requires string as left operand, "
+                                           "not NoneType")
+        return F.coalesce(F.instr(container.column, item.column) > 0, F.lit(False)) | \
+            (item.column == F.lit(""))
+    if kind == "list":
+        container = none_check(ctx, node, container,
+                               "argument of type 'NoneType' is not iterable")
+        element = container.type.args[0]
+        return F.exists(container.column, lambda e: _equals(
+            Value(e, element, True), item))
+    if kind == "dict":
+        container = none_check(ctx, node, container,
+                               "argument of type 'NoneType' is not iterable")
+        return F.coalesce(F.map_contains_key(container.column, item.column), F.lit(False))
+    raise ctx.refuse(node, f"'in' on {container.type}",
+                     "'in' works on str, list and dict values")
+
+
+def unary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value) -> Value:
+    if isinstance(op, ast.Not):
+        return Value(_cond_column(c_not(truthy(a))), BOOL, False)
+    name = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}[type(op)]
+    a = none_check(ctx, node, a, f"bad operand type for unary {name}: 'NoneType'")
+    kind = a.type.kind
+    if kind in ("int", "bool"):
+        column = _as_int(a)
+        if isinstance(op, ast.USub):
+            ctx.check(node, column == F.lit(_MIN_LONG), "OverflowError",
+                      "int result does not fit in 64 bits (BIGINT)")
+            return Value(F.when(column == F.lit(_MIN_LONG), F.lit(None)).otherwise(-column)
+                         .cast("bigint"), INT, False)
+        if isinstance(op, ast.UAdd):
+            return Value(column, INT, False)
+        return Value(F.bitwise_not(column), INT, False)
+    if kind in ("float", "timedelta") and not isinstance(op, ast.Invert):
+        return Value(-a.column if isinstance(op, ast.USub) else a.column, a.type, False)
+    raise ctx.refuse(node, f"unary {name} on {a.type}",
+                     f"Python raises TypeError: bad operand type for unary {name}")
+
+
+def _cond_column(cond: Cond) -> Column:
+    return F.lit(cond) if isinstance(cond, bool) else cond
+
+
+def boolean(ctx: "Context", node: ast.AST, op: ast.AST, values: list, conds: list) -> Value:
+    """Folds evaluated operands of ``and``/``or`` (``conds``: each one's truthiness) into the
+    operand Python returns: ``a or b`` is ``a`` if ``a`` is true, else ``b``."""
+    result = values[-1]
+    joined = result.type
+    for value in values[:-1]:
+        joined = unify(joined, value.type) if joined is not None else None
+    if joined is None:
+        raise ctx.refuse(node, f"'{'and' if isinstance(op, ast.And) else 'or'}' of "
+                         f"{', '.join(str(v.type) for v in values)}",
+                         "and/or return an operand, which must all have one type; compare "
+                         "explicitly or convert with bool(...)")
+    from mapwithstate.pyfunc.paths import merge_values
+
+    for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1])):
+        if isinstance(op, ast.Or):
+            # `a or b` gives `a` only where `a` is true, so never a None there.
+            result = merge_values(cond, value.non_null() if value.type.kind != "none"
+                                  else value, result)
+        else:
+            result = merge_values(c_not(cond), value, result)
+    return result
+
+
+

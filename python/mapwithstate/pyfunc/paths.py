@@ -1,0 +1,86 @@
+"""The symbolic state of one path through a state function, and how two paths merge.
+
+As TensorFlow's AutoGraph turns an ``if`` on tensors into a conditional op, the compiler runs
+both branches of an ``if`` whose condition is a Column, each on its own copy of the path, and
+merges them afterwards: every local variable and every part of the key's state becomes
+``F.when(condition, then_value).otherwise(else_value)``. A variable assigned on one branch only
+is *maybe unassigned* after the merge, and reading it is a compile error (Python would raise
+``UnboundLocalError`` on the other path).
+"""
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, Optional
+
+
+
+from mapwithstate.pyfunc.pytypes import to_spark, unify
+from mapwithstate.pyfunc.values import Cond, Value, select
+
+__all__ = ["MaybeUnassigned", "Record", "PathState", "merge_values"]
+
+
+@dataclass(frozen=True)
+class MaybeUnassigned:
+    """A local variable assigned on some paths only (``line``: where it was assigned)."""
+
+    line: int
+
+
+@dataclass(frozen=True)
+class Record:
+    """A dict display (``{"user": user, "n": n}``): the fields of an emitted row."""
+
+    fields: Dict[str, Value]
+
+
+@dataclass
+class PathState:
+    """What a path has done so far: its locals, the key's state fields as the code sees them
+    now, whether a state exists now (``present``), whether ``update``/``remove`` ran
+    (``changed``) and the key's timer."""
+
+    env: Dict[str, Any]
+    fields: Dict[str, Value]
+    present: Value
+    changed: Cond
+    timer: Value
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def copy(self) -> "PathState":
+        return replace(self, env=dict(self.env), fields=dict(self.fields))
+
+
+def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
+    """``a`` where ``cond`` holds, else ``b``; None when they cannot share one Column (values
+    of different types, a Record and a value, Records with different keys)."""
+    if a is b:
+        return a
+    if isinstance(a, MaybeUnassigned) or isinstance(b, MaybeUnassigned):
+        return a if isinstance(a, MaybeUnassigned) else b
+    if isinstance(a, Record) and isinstance(b, Record):
+        if list(a.fields) != list(b.fields):
+            return None
+        merged = {}
+        for name in a.fields:
+            value = merge_values(cond, a.fields[name], b.fields[name])
+            if value is None:
+                return None
+            merged[name] = value
+        return Record(merged)
+    if not isinstance(a, Value) or not isinstance(b, Value):
+        return None
+    if cond is True:
+        return a
+    if cond is False:
+        return b
+    joined = unify(a.type, b.type)
+    if joined is None:
+        return None
+    spark_type = to_spark(joined)
+    left = a.column if a.type == joined else a.column.cast(spark_type)
+    right = b.column if b.type == joined else b.column.cast(spark_type)
+    const = a.const if a.is_const and b.is_const and a.const == b.const \
+        and type(a.const) is type(b.const) else Value.__dataclass_fields__["const"].default
+    return Value(select(cond, left, right), joined, a.nullable or b.nullable, const)
+
+
+

@@ -1,0 +1,127 @@
+"""The Python types a compiled value may have, and the Spark types that hold them.
+
+A value of a state function is a Spark Column plus its Python type: the type decides the
+Python semantics an operation gets (``//`` on ints floors, ``str`` of a float is its
+``repr``), and which Spark type the Column has (every ``int`` is a BIGINT, every ``float`` a
+DOUBLE, so arithmetic never overflows at 32 bits where Python would not).
+"""
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from pyspark.sql import types as T
+
+__all__ = ["PyType", "INT", "FLOAT", "BOOL", "STR", "NONE", "DATETIME", "DATE", "TIMEDELTA",
+           "list_of", "dict_of", "row_of", "from_spark", "to_spark", "unify"]
+
+
+@dataclass(frozen=True)
+class PyType:
+    """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list dict
+    row``; ``args`` the element type of a list, key and value of a dict, or a row's (name,
+    type) fields."""
+
+    kind: str
+    args: Tuple = ()
+
+    @property
+    def name(self) -> str:
+        """The type's name as Python spells it in error messages."""
+        return {"none": "NoneType", "datetime": "datetime.datetime", "date": "datetime.date",
+                "timedelta": "datetime.timedelta", "row": "Row"}.get(self.kind, self.kind)
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in ("int", "float", "bool")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+INT = PyType("int")
+FLOAT = PyType("float")
+BOOL = PyType("bool")
+STR = PyType("str")
+NONE = PyType("none")
+DATETIME = PyType("datetime")
+DATE = PyType("date")
+TIMEDELTA = PyType("timedelta")
+
+
+def list_of(element: PyType) -> PyType:
+    return PyType("list", (element,))
+
+
+def dict_of(key: PyType, value: PyType) -> PyType:
+    return PyType("dict", (key, value))
+
+
+def row_of(fields: Tuple[Tuple[str, PyType], ...]) -> PyType:
+    return PyType("row", fields)
+
+
+def from_spark(data_type: T.DataType) -> Optional[PyType]:
+    """The Python type of a Spark type's values (as ``collect()`` gives them), or None when
+    the compiler has no exact translation for it (decimals, binary, year-month intervals)."""
+    if isinstance(data_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return INT
+    if isinstance(data_type, (T.DoubleType, T.FloatType)):
+        return FLOAT
+    if isinstance(data_type, T.BooleanType):
+        return BOOL
+    if isinstance(data_type, (T.StringType, T.CharType, T.VarcharType)):
+        return STR
+    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
+        return DATETIME
+    if isinstance(data_type, T.DateType):
+        return DATE
+    if isinstance(data_type, T.DayTimeIntervalType):
+        return TIMEDELTA
+    if isinstance(data_type, T.NullType):
+        return NONE
+    if isinstance(data_type, T.ArrayType):
+        element = from_spark(data_type.elementType)
+        return None if element is None else list_of(element)
+    if isinstance(data_type, T.MapType):
+        key, value = from_spark(data_type.keyType), from_spark(data_type.valueType)
+        return None if key is None or value is None else dict_of(key, value)
+    if isinstance(data_type, T.StructType):
+        fields = []
+        for field in data_type.fields:
+            field_type = from_spark(field.dataType)
+            if field_type is None:
+                return None
+            fields.append((field.name, field_type))
+        return row_of(tuple(fields))
+    return None
+
+
+def to_spark(py_type: PyType) -> T.DataType:
+    """The Spark type that holds values of ``py_type`` in a compiled function."""
+    simple = {"int": T.LongType(), "float": T.DoubleType(), "bool": T.BooleanType(),
+              "str": T.StringType(), "none": T.NullType(), "datetime": T.TimestampType(),
+              "date": T.DateType(), "timedelta": T.DayTimeIntervalType()}
+    if py_type.kind in simple:
+        return simple[py_type.kind]
+    if py_type.kind == "list":
+        return T.ArrayType(to_spark(py_type.args[0]))
+    if py_type.kind == "dict":
+        return T.MapType(to_spark(py_type.args[0]), to_spark(py_type.args[1]))
+    return T.StructType([T.StructField(n, to_spark(t)) for n, t in py_type.args])
+
+
+def unify(a: PyType, b: PyType) -> Optional[PyType]:
+    """The one type that holds values of both ``a`` and ``b`` (``None`` joins anything), or
+    None when a Column cannot hold both exactly (an int on one path, a str on another)."""
+    if a == b:
+        return a
+    if a.kind == "none":
+        return b
+    if b.kind == "none":
+        return a
+    if a.kind == b.kind == "list":
+        element = unify(a.args[0], b.args[0])
+        return None if element is None else list_of(element)
+    if a.kind == b.kind == "dict":
+        key, value = unify(a.args[0], b.args[0]), unify(a.args[1], b.args[1])
+        return None if key is None or value is None else dict_of(key, value)
+    return None
