@@ -76,7 +76,7 @@ def dedup(event_id, ts, payload, state):
 deduplicate = dedup.timeout_domain("event_time")
 
 
-@mws.state_function("top ARRAY<DOUBLE>")
+@mws.state_function("top ARRAY<BIGINT>")
 def top_scores(player, rows, state):
     """A player's TOP best scores so far, updated with each batch of their scores."""
     scores = [r.score for r in rows if r.score is not None]

@@ -73,8 +73,8 @@ REALISTIC = {
     "deduplicate": (lambda: examples().deduplicate, "event_id",
                     {"ts": "TIMESTAMP", "payload": "STRING"},
                     {"ts": MINUTES, "payload": inputs.STRINGS}, "ts", "5 minutes"),
-    "top_scores": (lambda: examples().top_scores, "player", {"score": "DOUBLE"},
-                   {"score": inputs.DOUBLES}, None, None),
+    "top_scores": (lambda: examples().top_scores, "player", {"score": "BIGINT"},
+                   {"score": inputs.BIGINTS}, None, None),
     "sla": (lambda: examples().sla, "order_id", {"status": "STRING", "ts": "TIMESTAMP"},
             {"status": st.sampled_from(["placed", "placed", "shipped", "paid"]),
              "ts": MINUTES}, "ts", "30 minutes"),
@@ -102,6 +102,24 @@ def realistic_function(name):
 FUNCTIONS = {e.name: (lambda e=e: corpus_function(e)) for e in CORPUS}
 FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 
+# Where the compiled function does not yet do what Python does: these fail (strict: the mark
+# must go once the compiler is fixed). Found by this test; see the failure messages.
+COMPILER_GAPS = {
+    "str_conversions": "str() of a null BOOLEAN gives 'False' (Python: 'None'); str(5e-324) "
+                       "gives '4.9e-32' (Python: '5e-324')",
+    "capped_list": "a comprehension whose element can fail ([x * 2 for x in vals]) crashes "
+                   "the compiler (TypeError: list indices must be integers or slices, not "
+                   "Column)",
+    "processing_timers": "timedelta(seconds=<an int column>) fails to compile (PySpark's "
+                         "VALUE_NOT_BETWEEN from F.lit)",
+    "timedelta_seconds": "timedelta.total_seconds() is refused with a CompileError",
+}
+
+
+def names():
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=COMPILER_GAPS[n]))
+            if n in COMPILER_GAPS else n for n in sorted(FUNCTIONS)]
+
 
 def check_same(name, ours: Outcome, theirs: Outcome, how: str):
     assert ours.emitted == theirs.emitted, \
@@ -126,7 +144,7 @@ def check_raising(spark, function, raising, run):
                 f"({error}); the server's error does not name it: {failure.value}"
 
 
-@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("name", names())
 def test_replay(spark, name):
     function, strategy = FUNCTIONS[name]()
     passing, raising = split_raising(function, draw_cases(strategy, CASES, SEED))
@@ -139,7 +157,7 @@ def test_replay(spark, name):
                   lambda case: server_replay(spark, function, [case]).collect())
 
 
-@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("name", names())
 def test_stream(spark, tmp_path, name):
     function, strategy = FUNCTIONS[name]()
     passing, _ = split_raising(function, draw_cases(strategy, CASES, SEED))

@@ -52,11 +52,11 @@ def test_duplicates_within_the_window_are_dropped_until_the_watermark_passes_it(
 
 def test_top_scores_keep_the_best_three_across_batches():
     results = replay(top_scores, [{"player": "p", "score": s, "t": at(i // 3)}
-                                  for i, s in enumerate([5.0, 1.0, None, 7.0, 3.0, 9.0])],
+                                  for i, s in enumerate([5, 1, None, 7, 3, 9])],
                      key="player", batch_time="t")
     assert [b.emitted for b in results] == [
-        [{"player": "p", "top": [1.0, 5.0], "best": 5.0, "new": 2}],
-        [{"player": "p", "top": [5.0, 7.0, 9.0], "best": 9.0, "new": 3}]]
+        [{"player": "p", "top": [1, 5], "best": 5, "new": 2}],
+        [{"player": "p", "top": [5, 7, 9], "best": 9, "new": 3}]]
 
 
 def test_an_order_not_shipped_within_its_sla_raises_an_alert():

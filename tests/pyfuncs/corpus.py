@@ -76,7 +76,7 @@ def truthiness(k, v, x, s, b, state):
     if not state.seen:
         score += 16
     state.update(seen=score)
-    return {"k": k, "score": score, "any": bool(v) or bool(s), "none": not (x or b)}
+    return {"k": k, "score": score, "any": bool(v) or bool(s), "none": not (bool(x) or bool(b))}
 
 
 @entry("last STRING")
@@ -94,17 +94,17 @@ def floor_division(k, v, state):
     if v is None:
         return None
     out = {"k": k, "q": v // 7, "r": v % 7, "nq": v // -3, "nr": v % -3}
-    if state.last is not None and state.last != 0 and abs(v) < 10 ** 9:
+    if state.last is not None and state.last != 0 and -1_000_000_000 < v < 1_000_000_000:
         out = {"k": k, "q": v // state.last, "r": v % state.last, "nq": -v // 4,
                "nr": -v % 4}
-    state.update(last=v if abs(v) < 10 ** 9 else 0)
+    state.update(last=v if -1_000_000_000 < v < 1_000_000_000 else 0)
     return out
 
 
 @entry("n BIGINT")
 def zero_division(k, v, state):
     # ZeroDivisionError when v is 0.
-    if v is not None and abs(v) < 100:
+    if v is not None and -100 < v < 100:
         state.update(n=(state.n or 0) + 1)
         return {"k": k, "q": 100 // v, "f": 1 / v, "n": state.n}
     return {"k": k, "q": 0, "f": 0.0, "n": state.n}
@@ -114,7 +114,7 @@ def zero_division(k, v, state):
 def true_division(k, v, x, state):
     if v is None or x is None or v == 0:
         return None
-    total = (state.sum or 0) + x / v
+    total = (state.sum or 0.0) + x / v
     state.update(sum=total)
     return {"k": k, "half": v / 2, "ratio": x / v, "sum": state.sum, "int_ratio": 7 / 2}
 
@@ -122,16 +122,16 @@ def true_division(k, v, x, state):
 @entry("r BIGINT")
 def banker_rounding(k, x, state):
     if x is None or abs(x) > 1e15:
-        return {"k": k, "r": None, "r1": None, "i": None}
+        return {"k": k, "r": None, "i": None, "half": 2, "neg": 0}
     state.update(r=round(x))
-    return {"k": k, "r": round(x), "r1": round(x, 1), "i": int(x), "half": round(2.5),
-            "neg": round(-0.5)}
+    return {"k": k, "r": round(x), "i": int(x), "half": round(2.5), "neg": round(-0.5)}
 
 
 @entry("tail STRING")
 def string_slices(k, s, state):
     if not s:
-        return {"k": k, "head": "", "tail": state.tail, "mid": None, "last": None}
+        return {"k": k, "head": "", "tail": state.tail, "mid": None, "last": None,
+                "upto": None}
     state.update(tail=s[-2:])
     return {"k": k, "head": s[:1], "tail": s[-2:], "mid": s[1:-1], "last": s[-1],
             "upto": s[:-1]}
@@ -161,7 +161,7 @@ def membership(k, s, v, state):
 def mixed_min_max(k, v, x, state):
     if v is None or x is None:
         return None
-    hi = max(v, x, state.hi or 0)
+    hi = max(v, x, state.hi or 0.0)
     lo = min(v, x)
     state.update(hi=hi, lo=lo)
     return {"k": k, "hi": hi, "lo": lo, "m3": max(1, 2.0, v)}
@@ -202,8 +202,17 @@ def datetime_arithmetic(k, ts, state):
     state.update(first=min(first, ts))
     gap = ts - first
     return {"k": k, "later": ts + timedelta(minutes=5), "earlier": ts - timedelta(days=1),
-            "gap": gap, "gap_s": gap.total_seconds(), "since": ts - datetime(2026, 1, 1),
+            "gap": gap, "since": ts - datetime(2026, 1, 1),
             "in_window": ts - state.first <= WINDOW}
+
+
+@entry("seconds DOUBLE")
+def timedelta_seconds(k, ts, state):
+    if ts is None:
+        return None
+    seconds = (ts - datetime(2026, 1, 1)).total_seconds()
+    state.update(seconds=seconds)
+    return {"k": k, "seconds": seconds, "hour": timedelta(hours=1).total_seconds()}
 
 
 # --- per record: statements and builtins --------------------------------------------------
@@ -230,7 +239,7 @@ def if_elif_else(k, v, x, state):
 def augmented_assignment(k, v, state):
     n = state.n or 0
     n += 1
-    if v is not None and abs(v) < 10 ** 6:
+    if v is not None and -1_000_000 < v < 1_000_000:
         n *= 2
         n -= v
         n //= 3
@@ -253,7 +262,7 @@ def generator_rows(k, v, state):
 def assert_and_raise(k, v, s, state):
     if s == "boom":
         raise ValueError("boom in the input")
-    assert v is None or v > -10 ** 9, "v is far too small"
+    assert v is None or v > -1_000_000_000, "v is far too small"
     state.update(n=(state.n or 0) + 1)
     return {"k": k, "n": state.n}
 
@@ -262,7 +271,8 @@ def assert_and_raise(k, v, s, state):
 def builtins_mix(k, v, x, s, state):
     chars = (state.chars or 0) + (len(s) if s is not None else 0)
     state.update(chars=chars)
-    return {"k": k, "chars": chars, "abs": abs(v) if v is not None and v > -10 ** 18 else None,
+    small = v is not None and v > -1_000_000_000_000_000_000
+    return {"k": k, "chars": chars, "abs": abs(v) if small else None,
             "int": int(x) if x is not None and abs(x) < 1e18 else None,
             "float": float(v) if v is not None else None, "bool": bool(s),
             "sum": sum([1, 2, len(k)])}
@@ -292,7 +302,7 @@ def string_methods(k, s, state):
 
 @entry("vals ARRAY<BIGINT>")
 def capped_list(k, v, state):
-    if v is None or abs(v) >= 10 ** 9:
+    if v is None or not -1_000_000_000 < v < 1_000_000_000:
         return None
     vals = ((state.vals or []) + [v])[-LIMIT:]
     state.update(vals=vals)
@@ -396,7 +406,8 @@ def event_timers(k, ts, state):
 
 @entry("n BIGINT, total BIGINT")
 def group_totals(k, rows, state):
-    total = sum(r.v for r in rows if r.v is not None and abs(r.v) < 10 ** 12)
+    total = sum(r.v for r in rows
+                if r.v is not None and -1_000_000_000_000 < r.v < 1_000_000_000_000)
     state.update(n=(state.n or 0) + len(rows), total=(state.total or 0) + total)
     return {"k": k, "rows": len(rows), "n": state.n, "total": state.total,
             "nulls": len([r.v for r in rows if r.v is None])}
@@ -422,7 +433,8 @@ def group_any_all(k, rows, state):
 @entry("top ARRAY<BIGINT>")
 def group_lists(k, rows, state):
     names = [r.s for r in rows]
-    values = sorted([r.v for r in rows if r.v is not None and abs(r.v) < 10 ** 12])
+    values = sorted([r.v for r in rows
+                     if r.v is not None and -1_000_000_000_000 < r.v < 1_000_000_000_000])
     top = sorted((state.top or []) + values)[-LIMIT:]
     state.update(top=top)
     return {"k": k, "names": names, "values": values, "top": top}
@@ -443,7 +455,7 @@ def group_timers(k, rows, state):
 def group_idle(k, rows, state):
     if state.timing_out:
         return {"k": k, "n": state.n, "out": True}
-    state.update(n=(state.n or 0) + len([r for r in rows if r.b]))
+    state.update(n=(state.n or 0) + len([r.b for r in rows if r.b]))
     return {"k": k, "n": state.n, "out": False}
 
 
