@@ -11,7 +11,7 @@
 
     from mapwithstate import map_with_state
     from examples.state_functions import sessions
-    map_with_state(clicks, key="user", spec=sessions, batch_time="ts", batch_interval="10 s")
+    map_with_state(clicks, key="user", spec=sessions, batch_time="ts", batch_interval="10 seconds")
 
 ``tests/test_pyfunc_differential.py`` runs each one on random inputs both ways, through the
 server and through ``mapwithstate.testing``, and compares their outputs batch by batch.

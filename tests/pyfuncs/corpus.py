@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
-from pyfuncs.inputs import COLUMNS, STRATEGIES
+from pyfuncs.inputs import COLUMNS, MAPS, STRATEGIES, STRINGS
 
 LIMIT = 3
 PREFIX = "k="
@@ -317,6 +317,19 @@ def module_constants(k, v, state):
     over = v is not None and v > LIMIT
     state.update(prev=state.last, last=v)
     return {"k": k, "label": label, "over": over, "prev": state.prev}
+
+
+@entry("m MAP<STRING, BIGINT>",
+       columns={"s": "STRING", "m": "MAP<STRING, BIGINT>"},
+       strategies={"s": STRINGS, "m": MAPS})
+def map_lookups(k, s, m, state):
+    # m["a"] raises KeyError when the map has no "a" (and TypeError when m is None).
+    if m is None:
+        kept = state.m.get("b", -1) if state.m is not None else -1
+        return {"k": k, "got": None, "a": None, "kept": kept}
+    state.update(m=m)
+    return {"k": k, "got": m.get(s, 0) if s is not None else None, "a": m["a"],
+            "kept": state.m.get("b", -1)}
 
 
 @entry("flag BOOLEAN")

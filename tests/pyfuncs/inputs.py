@@ -12,6 +12,8 @@ BIGINT_MIN = -(1 << 63)
 
 # Key values: few, so that keys repeat; the harness prefixes each with its case.
 KEYS = st.sampled_from(["a", "b", "é", "", "日本"])
+# Fewer, for the realistic functions, whose rules need a few records of one key.
+FEW_KEYS = st.sampled_from(["x", "é"])
 
 BIGINTS = st.one_of(
     st.integers(-20, 20),
@@ -31,6 +33,16 @@ STRINGS = st.one_of(
     st.text(alphabet="ab,é ", max_size=5),
     st.none())
 BOOLEANS = st.one_of(st.booleans(), st.none())
+_DICTS = st.dictionaries(st.sampled_from(["a", "b", "é", ""]), st.integers(-5, 5), max_size=3)
+
+
+def mostly(common: st.SearchStrategy, rare: st.SearchStrategy, one_in: int) -> st.SearchStrategy:
+    """``common``, and once in ``one_in`` draws ``rare``."""
+    return st.integers(1, one_in).flatmap(lambda i: rare if i == 1 else common)
+
+
+# Mostly with the key "a", which a lookup without get() needs.
+MAPS = mostly(_DICTS.map(lambda d: {"a": 0, **d}), st.one_of(_DICTS, st.none()), 12)
 # Event times in seconds from T0, whole milliseconds (a stream's watermark counts them).
 TIMESTAMPS = st.one_of(
     st.integers(-30, 90).map(lambda s: T0 + timedelta(seconds=s)),
