@@ -9,23 +9,22 @@ import builtins as py
 import math
 import types
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.formatting import to_str
-from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
-                                         PyType, from_spark, list_of, to_spark, unify)
-from mapwithstate.pyfunc.values import Value, c_and, c_column, c_not, literal
+from mapwithstate.pyfunc.pytypes import (BOOL, FLOAT, INT, NONE, STR, TIMEDELTA, from_spark,
+                                         list_of, to_spark, unify)
+from mapwithstate.pyfunc.values import Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
 __all__ = ["call", "module_attribute", "subscript", "comprehension"]
 
-NUM = PyType("num")
 _MIN_LONG = -(1 << 63)
 # The characters Python's str.strip() and str.split() treat as whitespace.
 _WHITESPACE = "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029" \
@@ -242,8 +241,7 @@ def _int(it, node, args, kwargs):
     if kind in ("int", "bool"):
         return Value(value.column.cast("bigint"), INT, False)
     if kind in ("float", "num"):
-        return _float_to_int(it, node, F.trunc_double(value) if False else
-                             operators.as_float(value), truncate=True)
+        return _float_to_int(it, node, operators.as_float(value), truncate=True)
     if kind == "str":
         text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
         valid = text.rlike(r"^[+-]?[0-9]+(_[0-9]+)*$")
@@ -318,34 +316,20 @@ def int_result_of(it, node, column: Column) -> Value:
 
 def _fold(it: "Interpreter", node: ast.AST, candidates: List[Value], largest: bool) -> Value:
     """Python's max/min over values in order: a later one replaces the best so far only when
-    strictly greater (smaller), so the first of equals wins and NaN never replaces."""
-    kinds = {c.type.kind for c in candidates}
-    mixed = kinds == {"int", "float"} or "num" in kinds
+    strictly greater (smaller), so the first of equals wins and NaN never replaces; of an int
+    and a float the result is whichever wins (an int-or-float value)."""
+    from mapwithstate.pyfunc.paths import merge_values
+
     op = ast.Gt() if largest else ast.Lt()
-    best = _as_num(candidates[0]) if mixed else candidates[0]
+    best = candidates[0]
     for candidate in candidates[1:]:
         test = operators.compare(it.ctx, node, op, candidate, best)
-        candidate = _as_num(candidate) if mixed else candidate
-        from mapwithstate.pyfunc.paths import merge_values
-
         merged = merge_values(test.column, candidate, best)
         if merged is None:
             raise it.ctx.refuse(node, "min/max of values of different types",
                                 "Python raises TypeError comparing them")
         best = merged
     return best
-
-
-def _as_num(value: Value) -> Value:
-    """An int or float as an int-or-float value: a struct of which one field is set."""
-    if value.type.kind == "num":
-        return value
-    if value.type.kind in ("int", "bool"):
-        column = F.struct(value.column.cast("bigint").alias("i"),
-                          F.lit(None).cast("double").alias("f"))
-    else:
-        column = F.struct(F.lit(None).cast("bigint").alias("i"), value.column.alias("f"))
-    return Value(column, NUM, value.nullable)
 
 
 def _min_max(largest: bool) -> Callable:
@@ -498,9 +482,8 @@ def _timedelta(it, node, args, kwargs):
                                                           f"{unit} component: NoneType")
         micros = F.try_add(micros, F.try_multiply(value.column.cast("bigint"),
                                                   F.lit(_TIMEDELTA_UNITS[unit])))
-    limit = 999_999_999 * 86_400_000_000
-    it.ctx.check(node, micros.isNull() | (F.abs(micros) > F.lit(limit)), "OverflowError",
-                 "days=...; must have magnitude <= 999999999")
+    it.ctx.check(node, micros.isNull(), "OverflowError",
+                 "timedelta does not fit a DAY TO SECOND interval")
     column = F.make_dt_interval(secs=F.lit(0)) + F.make_dt_interval(
         secs=(micros.cast("decimal(38,0)") / F.lit(1_000_000)).cast("decimal(18,6)"))
     return Value(column, TIMEDELTA, False)
@@ -535,8 +518,8 @@ def _math_log(it, node, args, kwargs):
     if len(args) == 1:
         return Value(F.log(x), FLOAT, False)
     base = operators.as_float(args[1])
-    it.ctx.check(node, (base <= F.lit(0.0)) | (base == F.lit(1.0)), "ValueError"
-                 if True else "", "math domain error")
+    it.ctx.check(node, base <= F.lit(0.0), "ValueError", "math domain error")
+    it.ctx.check(node, base == F.lit(1.0), "ZeroDivisionError", "float division by zero")
     return Value(F.log(x) / F.log(base), FLOAT, False)
 
 
@@ -547,7 +530,6 @@ def _math_pow(it, node, args, kwargs):
     return operators.binary(it.ctx, node, ast.Pow(), a, b)
 
 
-_INF = F.lit(float("inf")) if False else None
 _BUILTINS: Dict[int, Callable] = {
     id(py.len): _len, id(py.abs): _abs, id(py.bool): _bool, id(py.str): _str,
     id(py.int): _int, id(py.float): _float, id(py.round): _round,
@@ -652,10 +634,10 @@ def _split(it, node, base, args, kwargs):
 
 def _find(it, node, base, args, kwargs):
     _arity(it, node, args, kwargs, 1, 1, "find")
-    return Value((F.locate_column(args[0].column, base.column) if False else
-                  F.instr(base.column, args[0].column)).cast("bigint") - F.lit(1)
-                 if not (args[0].is_const and args[0].const == "") else F.lit(0).cast("bigint"),
-                 INT, False)
+    if args[0].type.kind != "str":
+        raise it.ctx.refuse(node, f"find() of a {args[0].type}", "find a str")
+    # instr counts characters from 1 and gives 0 when absent; Python counts from 0, -1.
+    return Value(F.instr(base.column, args[0].column).cast("bigint") - F.lit(1), INT, False)
 
 
 def _join(it, node, base, args, kwargs):
@@ -758,8 +740,8 @@ def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) 
     start = (lower + 1).cast("int")
     if base.type.kind == "str":
         return Value(F.substring(base.column, start, count), STR, False)
-    return Value(F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count)
-                 if True else None, base.type, False)
+    return Value(F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count),
+                 base.type, False)
 
 
 def comprehension(it: "Interpreter", node: ast.AST) -> Value:
@@ -788,44 +770,40 @@ def comprehension(it: "Interpreter", node: ast.AST) -> Value:
     element = values.type.args[0]
     name = generator.target.id
 
-    def evaluate(x: Column, expr: ast.expr, guard_filters: bool) -> tuple:
+    def evaluate(x: Column, expr: Optional[ast.expr], guard_filters: bool) -> tuple:
+        """The element's value (or None without ``expr``), the failures it may raise, and
+        whether the filters keep it, for the lambda variable ``x``."""
         saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, \
             it.ctx.guard
         it.path.env[name] = Value(x, element, True)
         it.ctx.failures, it.ctx.guard = [], True
         try:
-            if guard_filters:
-                for condition in generator.ifs:
-                    it.ctx.guard = c_and(it.ctx.guard, operators.truthy(it.value(condition)))
+            kept: Any = True
+            for condition in generator.ifs:
+                kept = c_and(kept, operators.truthy(it.value(condition)))
+                if guard_filters:
+                    it.ctx.guard = kept
             result = it.value(expr) if expr is not None else None
-            return result, it.ctx.failures
+            return result, it.ctx.failures, kept
         finally:
             it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, \
                 saved_guard
 
     def keep(x: Column) -> Column:
-        test = True
-        for condition in generator.ifs:
-            saved = dict(it.path.env)
-            it.path.env[name] = Value(x, element, True)
-            try:
-                test = c_and(test, operators.truthy(it.value(condition)))
-            finally:
-                it.path.env = saved
-        return c_column(test)
+        return c_column(evaluate(x, None, False)[2])
 
     # The failures an element may raise, lifted out of the lambdas.
-    _, failures = evaluate(F.lit(None).cast(to_spark(element)), node.elt, True)
+    _, failures, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, True)
+    def failing(index: int) -> Callable[[Column], Column]:
+        # A one-parameter function: Spark Connect passes a lambda variable per parameter.
+        return lambda x: c_column(evaluate(x, node.elt, True)[1][index][0])
+
     for index, (_, message) in enumerate(failures):
-        def failing(x: Column, i: int = index) -> Column:
-            return c_column(evaluate(x, node.elt, True)[1][i][0])
-        exception, _, text = message.partition(": ")
-        it.ctx.failures.append((c_and(it.ctx.guard, F.exists(values.column, failing)),
+        it.ctx.failures.append((c_and(it.ctx.guard, F.exists(values.column, failing(index))),
                                 message))
     filtered = F.filter(values.column, keep) if generator.ifs else values.column
-    sample, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, False)
+    sample, _, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, False)
     column = F.transform(filtered, lambda x: evaluate(x, node.elt, False)[0].column)
     return Value(column, list_of(sample.type), False)
 
 
-_ = (DATETIME, c_not, _INF)

@@ -13,7 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import STR
-from mapwithstate.pyfunc.values import Value
+from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -21,31 +21,44 @@ if TYPE_CHECKING:
 __all__ = ["to_str", "float_repr"]
 
 
-def float_repr(x: Column) -> Column:
-    """Python's ``repr(x)`` of a DOUBLE Column."""
-    text = x.cast("string")
+def _digits(text: Column):
+    """The sign, significant digits and decimal exponent of the first digit of a float's
+    text (``1.5E300``, ``0.001``, ``1.5372286728091292e+18``)."""
+    pattern = r"^-?([0-9]+)\.([0-9]+)(?:[eE]\+?(-?[0-9]+))?$"
     sign = F.regexp_extract(text, r"^(-?)", 1)
-    pattern = r"^-?([0-9]+)\.([0-9]+)(E(-?[0-9]+))?$"
     integral = F.regexp_extract(text, pattern, 1)
     fraction = F.regexp_extract(text, pattern, 2)
-    exponent = F.coalesce(F.regexp_extract(text, pattern, 4).try_cast("int"), F.lit(0))
+    exponent = F.coalesce(F.regexp_extract(text, pattern, 3).try_cast("int"), F.lit(0))
     digits = F.concat(integral, fraction)
     stripped = F.regexp_replace(digits, "^0+", "")
     leading = F.length(digits) - F.length(stripped)
     significant = F.regexp_replace(stripped, "0+$", "")
+    return sign, significant, exponent + F.length(integral) - F.lit(1) - leading
+
+
+def float_repr(x: Column) -> Column:
+    """Python's ``repr(x)`` of a DOUBLE Column."""
+    text = x.cast("string")
+    # Java 17's Double.toString sometimes gives a digit more than the shortest text that
+    # reads back as the same double, which is what Python prints: try 15 to 17 digits.
+    shortest = F.when(F.length(_digits(text)[1]) < 16, text)
+    for n in (15, 16, 17):
+        candidate = F.format_string(f"%.{n - 1}e", x)
+        shortest = shortest.when(candidate.try_cast("double") == x, candidate)
+    sign, significant, exp10 = _digits(shortest.otherwise(text))
     count = F.length(significant)
-    exp10 = exponent + F.length(integral) - F.lit(1) - leading
     whole = F.substring(F.rpad(significant, exp10 + 1, "0"), F.lit(1), exp10 + 1)
     after = F.substring(significant, exp10 + 2, F.greatest(count - exp10 - 1, F.lit(0)))
     positional = F.when(exp10 >= 0, F.concat(
         whole, F.lit("."), F.when(F.length(after) == 0, F.lit("0")).otherwise(after))) \
         .otherwise(F.concat(F.lit("0."), F.repeat(F.lit("0"), -exp10 - 1), significant))
+    magnitude = F.abs(exp10).cast("string")
     scientific = F.concat(
         F.substring(significant, 1, 1),
         F.when(count > 1, F.concat(F.lit("."), F.substring(significant, F.lit(2), count)))
         .otherwise(F.lit("")),
         F.lit("e"), F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
-        F.lpad(F.abs(exp10).cast("string"), 2, "0"))
+        F.when(F.length(magnitude) < 2, F.concat(F.lit("0"), magnitude)).otherwise(magnitude))
     finite = F.concat(sign, F.when(count == 0, F.lit("0.0"))
                       .when((exp10 >= -4) & (exp10 < 16), positional).otherwise(scientific))
     return F.when(F.isnan(x), F.lit("nan")) \
@@ -62,9 +75,7 @@ def _datetime_str(ts: Column) -> Column:
 
 def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     """``str(value)``."""
-    if value.is_const and isinstance(value.const, (int, float, str, bool)) or value.const is None:
-        from mapwithstate.pyfunc.values import literal
-
+    if value.is_const and (value.const is None or isinstance(value.const, (int, float, str))):
         return literal(str(value.const))
     kind = value.type.kind
     if kind == "str":

@@ -424,7 +424,11 @@ class Interpreter:
                                 self.value(node.right))
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
-        return operators.unary(self.ctx, node, node.op, self.value(node.operand))
+        operand = self.value(node.operand)
+        if operand.is_const and isinstance(operand.const, (int, float)) and \
+                not isinstance(operand.const, bool) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return literal(-operand.const if isinstance(node.op, ast.USub) else operand.const)
+        return operators.unary(self.ctx, node, node.op, operand)
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Value:
         outer = self.ctx.guard

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, STR, TIMEDELTA,
-                                         unify)
+from mapwithstate.pyfunc.pytypes import (BOOL, DATETIME, FLOAT, INT, NONE, NUM, STR,
+                                         TIMEDELTA, unify)
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not
 
 if TYPE_CHECKING:
@@ -112,12 +112,14 @@ def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Va
     a, b = a_checked, b_checked
     ka, kb = a.type.kind, b.type.kind
     if "num" in (ka, kb):
-        if {ka, kb} <= {"num", "float", "int", "bool"} and "float" in (ka, kb) and \
-                isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+        if {ka, kb} <= {"num", "float", "int", "bool"} and (
+                "float" in (ka, kb) or isinstance(op, ast.Div)):
             return _float_binary(ctx, node, op, as_float(a), as_float(b))
+        if {ka, kb} <= {"num", "int", "bool"} and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+            return _num_binary(ctx, node, op, a, b)
         raise ctx.refuse(node, f"operator {sym} on a value that is an int or a float",
-                         "min/max of an int and a float is either; convert with float(...) "
-                         "or int(...) first")
+                         "the value is an int on some paths and a float on others; convert "
+                         "it with float(...) first")
     if ka in ("int", "bool") and kb in ("int", "bool") and not (
             ka == kb == "bool" and isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor))):
         return _int_binary(ctx, node, op, _as_int(a), _as_int(b))
@@ -153,6 +155,24 @@ def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Va
         return Value(F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")),
                      STR, False)
     raise _type_error(ctx, node, op, a, b)
+
+
+def _int_part(value: Value) -> Column:
+    return value.column.getField("i") if value.type.kind == "num" else _as_int(value)
+
+
+def _num_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
+    """``+ - *`` where an operand is an int or a float: an int where both are ints, else a
+    float, as Python's result is."""
+    both_int = _int_part(a).isNotNull() & _int_part(b).isNotNull()
+    saved = ctx.guard
+    ctx.guard = c_and(saved, both_int)
+    exact = _int_binary(ctx, node, op, _int_part(a), _int_part(b)).column
+    ctx.guard = saved
+    inexact = _float_binary(ctx, node, op, as_float(a), as_float(b)).column
+    column = F.struct(F.when(both_int, exact).alias("i"),
+                      F.when(~both_int, inexact).alias("f"))
+    return Value(column, NUM, False)
 
 
 def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
@@ -217,6 +237,9 @@ def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Colu
         fmod = a % safe_b
         adjust = (fmod != F.lit(0.0)) & ((safe_b < F.lit(0.0)) != (fmod < F.lit(0.0)))
         mod = F.when(adjust, fmod + safe_b).otherwise(fmod)
+        # A zero remainder takes the divisor's sign (CPython's copysign(0.0, b)).
+        mod = F.when(mod == F.lit(0.0), F.when(safe_b < 0, F.lit(-0.0)).otherwise(F.lit(0.0))) \
+            .otherwise(mod)
         if isinstance(op, ast.Mod):
             return Value(mod, FLOAT, False)
         div = (a - fmod) / safe_b

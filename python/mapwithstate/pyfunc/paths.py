@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional
 
 
 
-from mapwithstate.pyfunc.pytypes import to_spark, unify
+from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, select
 
 __all__ = ["MaybeUnassigned", "Record", "PathState", "merge_values"]
@@ -49,6 +49,17 @@ class PathState:
         return replace(self, env=dict(self.env), fields=dict(self.fields))
 
 
+def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
+    if joined.kind == "num" and value.type.kind in ("int", "float", "bool"):
+        from pyspark.sql import functions as F
+
+        is_int = value.type.kind != "float"
+        return F.struct(
+            (value.column.cast("bigint") if is_int else F.lit(None).cast("bigint")).alias("i"),
+            (F.lit(None).cast("double") if is_int else value.column).alias("f"))
+    return value.column.cast(spark_type)
+
+
 def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
     """``a`` where ``cond`` holds, else ``b``; None when they cannot share one Column (values
     of different types, a Record and a value, Records with different keys)."""
@@ -76,8 +87,8 @@ def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
     if joined is None:
         return None
     spark_type = to_spark(joined)
-    left = a.column if a.type == joined else a.column.cast(spark_type)
-    right = b.column if b.type == joined else b.column.cast(spark_type)
+    left = a.column if a.type == joined else _converted(a, joined, spark_type)
+    right = b.column if b.type == joined else _converted(b, joined, spark_type)
     const = a.const if a.is_const and b.is_const and a.const == b.const \
         and type(a.const) is type(b.const) else Value.__dataclass_fields__["const"].default
     return Value(select(cond, left, right), joined, a.nullable or b.nullable, const)

@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 from pyspark.sql import types as T
 
-__all__ = ["PyType", "INT", "FLOAT", "BOOL", "STR", "NONE", "DATETIME", "DATE", "TIMEDELTA",
+__all__ = ["PyType", "INT", "FLOAT", "NUM", "BOOL", "STR", "NONE", "DATETIME", "DATE", "TIMEDELTA",
            "list_of", "dict_of", "row_of", "from_spark", "to_spark", "unify"]
 
 
@@ -45,6 +45,9 @@ NONE = PyType("none")
 DATETIME = PyType("datetime")
 DATE = PyType("date")
 TIMEDELTA = PyType("timedelta")
+#: An int on some paths and a float on others (``max(1, 2.5)``, ``state.total or 0``): a
+#: struct whose field ``i`` holds the int, or ``f`` the float.
+NUM = PyType("num")
 
 
 def list_of(element: PyType) -> PyType:
@@ -104,6 +107,8 @@ def to_spark(py_type: PyType) -> T.DataType:
         return simple[py_type.kind]
     if py_type.kind == "list":
         return T.ArrayType(to_spark(py_type.args[0]))
+    if py_type.kind == "num":
+        return T.StructType([T.StructField("i", T.LongType()), T.StructField("f", T.DoubleType())])
     if py_type.kind == "dict":
         return T.MapType(to_spark(py_type.args[0]), to_spark(py_type.args[1]))
     return T.StructType([T.StructField(n, to_spark(t)) for n, t in py_type.args])
@@ -118,6 +123,8 @@ def unify(a: PyType, b: PyType) -> Optional[PyType]:
         return b
     if b.kind == "none":
         return a
+    if {a.kind, b.kind} <= {"int", "float", "num"}:
+        return NUM
     if a.kind == b.kind == "list":
         element = unify(a.args[0], b.args[0])
         return None if element is None else list_of(element)

@@ -1,0 +1,174 @@
+"""Every way the Python state-function compiler refuses a function: a ``mws.CompileError``
+raised by ``map_with_state`` / ``map_groups_with_state`` before any request is sent, naming
+the source file, line and column, the construct, and the way out."""
+import inspect
+
+import pytest
+
+import mapwithstate as mws
+from mapwithstate import map_groups_with_state, map_with_state
+
+HERE = __file__
+
+
+def helper(x):
+    return x
+
+
+def line_of(function, text):
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@mws.state_function("n BIGINT")
+def while_loop(k, v, state):
+    while v > 0:
+        v -= 1
+
+
+@mws.state_function("n BIGINT")
+def for_loop(k, v, state):
+    for x in [1, 2]:
+        v += x
+
+
+@mws.state_function("n BIGINT")
+def try_statement(k, v, state):
+    try:
+        return {"k": k}
+    except ValueError:
+        return None
+
+
+@mws.state_function("n BIGINT")
+def calls_a_function(k, v, state):
+    return {"k": helper(k)}
+
+
+@mws.state_function("n BIGINT")
+def does_io(k, v, state):
+    return {"k": open(k).read()}
+
+
+@mws.state_function("n BIGINT")
+def unknown_attribute(k, v, state):
+    return {"k": k.missing}
+
+
+@mws.state_function("n BIGINT")
+def unknown_field(k, v, state):
+    state.update(count=1)
+
+
+@mws.state_function("n BIGINT")
+def unknown_state_attribute(k, v, state):
+    return {"k": state.count}
+
+
+@mws.state_function("n BIGINT")
+def maybe_unassigned(k, v, state):
+    if v > 0:
+        label = "positive"
+    return {"k": label}
+
+
+@mws.state_function("n BIGINT")
+def int_power(k, v, state):
+    return {"k": v ** 2}
+
+
+@mws.state_function("n BIGINT")
+def round_digits(k, f, state):
+    return {"k": round(f, 2)}
+
+
+@mws.state_function("n BIGINT")
+def two_types(k, v, state):
+    x = "a" if v > 0 else 1
+    return {"k": x}
+
+
+@mws.state_function("n BIGINT")
+def returns_a_number(k, v, state):
+    return 5
+
+
+@mws.state_function("n BIGINT")
+def different_keys(k, v, state):
+    if v > 0:
+        return {"k": k}
+    return {"key": k}
+
+
+@mws.state_function("n BIGINT")
+def unknown_name(k, v, state):
+    return {"k": undefined_thing}  # noqa: F821
+
+
+@mws.state_function("n BIGINT")
+def wrong_state_type(k, v, state):
+    state.update(n="text")
+
+
+@mws.state_function("n BIGINT")
+def rows_misused(k, rows, state):
+    return {"k": rows[0]}
+
+
+@pytest.mark.parametrize("spec, text, construct", [
+    (while_loop, "while v", "while loop"),
+    (for_loop, "for x", "for loop"),
+    (try_statement, "try:", "try statement"),
+    (calls_a_function, "helper(k)", "call to helper()"),
+    (does_io, "open(k)", "call to open()"),
+    (unknown_attribute, "k.missing", "attribute 'missing' of a str"),
+    (unknown_field, "count=1", "unknown state field 'count'"),
+    (unknown_state_attribute, "state.count", "unknown state attribute 'count'"),
+    (maybe_unassigned, '{"k": label}', "variable 'label' may be unassigned"),
+    (int_power, "v ** 2", "** between ints"),
+    (round_digits, "round(f, 2)", "round(float, ndigits)"),
+    (two_types, "x = ", "conditional expression of a str and a int"),
+    (returns_a_number, "return 5", "return of a int"),
+    (unknown_name, "undefined_thing", "unknown name 'undefined_thing'"),
+    (wrong_state_type, "state.update", "state field 'n' is int (bigint) but the value is str"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
+def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
+    df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")
+    with pytest.raises(mws.CompileError) as refused:
+        map_with_state(df, key="k", spec=spec)
+    error = refused.value
+    assert (error.file, error.line) == (HERE, line_of(spec.python, text)), str(error)
+    assert construct in error.construct, str(error)
+    assert error.hint and str(error).startswith(f"{HERE}:{error.line}:{error.col}: ")
+
+
+def test_emitted_dicts_with_different_keys(spark):
+    df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
+    with pytest.raises(mws.CompileError, match="emitted dicts with different keys"):
+        map_with_state(df, key="k", spec=different_keys)
+
+
+def test_a_parameter_that_names_no_column_lists_the_columns(spark):
+    df = spark.createDataFrame([("a", 1)], "word STRING, v BIGINT")
+    with pytest.raises(mws.CompileError) as refused:
+        map_with_state(df, key="word", spec=while_loop)
+    assert "parameter 'k' names no column" in str(refused.value)
+    assert "word, v" in str(refused.value)
+
+
+def test_rows_only_in_group_functions_and_only_reduced(spark):
+    df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
+    with pytest.raises(mws.CompileError, match="has a 'rows' parameter"):
+        map_with_state(df, key="k", spec=rows_misused)
+    with pytest.raises(mws.CompileError, match="has no 'rows' parameter"):
+        map_groups_with_state(df, key="k", spec=while_loop)
+    with pytest.raises(mws.CompileError, match="rows used as a value") as refused:
+        map_groups_with_state(df, key="k", spec=rows_misused)
+    assert refused.value.line == line_of(rows_misused.python, "rows[0]")
+
+
+def test_a_function_without_source_is_refused_when_decorated():
+    namespace = {}
+    exec("def f(k, state):\n    return None\n", namespace)
+    with pytest.raises(mws.CompileError, match="has no source"):
+        mws.state_function("n BIGINT")(namespace["f"])

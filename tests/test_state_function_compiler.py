@@ -1,0 +1,478 @@
+"""The Python state-function compiler (``mws.state_function``) against the real server: each
+function runs compiled on the server and as plain Python through ``mapwithstate.testing``
+over the same batches, and both must emit the same rows and leave the same state; where
+Python raises, the query must fail naming the function, its file and line and Python's
+exception type. Python's semantics, not SQL's, are the point of each case.
+"""
+import math
+from datetime import datetime, timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from mapwithstate import map_groups_with_state, map_with_state
+from mapwithstate.testing import replay
+
+T0 = datetime(2026, 1, 1)
+LIMIT = 100
+HERE = __file__
+
+
+def normal(value):
+    """Floats as their repr, so that NaN equals NaN and -0.0 differs from 0.0."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    return value
+
+
+def server_rows(spark, spec, rows, ddl, key, groups=False, output="emitted", **kw):
+    df = spark.createDataFrame([tuple(r.values()) for r in rows], ddl)
+    run = map_groups_with_state if groups else map_with_state
+    out = run(df, key=key, spec=spec, batch_time="t", output=output, **kw).collect()
+    return sorted((normal(r.asDict(recursive=True)) for r in out), key=repr)
+
+
+def python_rows(spec, rows, key, what="emitted", **kw):
+    results = replay(spec, rows, key=key, batch_time="t", **kw)
+    return sorted((normal(row) for r in results for row in getattr(r, what)), key=repr)
+
+
+def assert_same(spark, spec, rows, ddl, key="k", groups=False, **kw):
+    """Both ways give the same emitted rows and the same state snapshots; returns the rows."""
+    expected = python_rows(spec, rows, key, **kw)
+    assert server_rows(spark, spec, rows, ddl, key, groups, **kw) == expected
+    snapshots = [{k: v for k, v in r.items() if k != "batch_time"}
+                 for r in python_rows(spec, rows, key, "snapshots", **kw)]
+    server = [{k: v for k, v in r.items() if k != "batch_time"}
+              for r in server_rows(spark, spec, rows, ddl, key, groups, "snapshots", **kw)]
+    assert sorted(server, key=repr) == sorted(snapshots, key=repr)
+    return expected
+
+
+def assert_same_failure(spark, spec, rows, ddl, exception, line, key="k", groups=False):
+    """Python raises ``exception``; the query fails naming it, the function and its line."""
+    with pytest.raises(exception):
+        replay(spec, rows, key=key, batch_time="t")
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, spec, rows, ddl, key, groups)
+    message = str(failure.value)
+    assert exception.__name__ in message
+    assert f"state function {spec.python.__name__}" in message
+    assert f"{HERE}:{line}" in message
+
+
+def line_of(function, text):
+    """The file line of ``text`` in ``function``'s source."""
+    import inspect
+
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, l in enumerate(lines) if text in l)
+
+
+def at(seconds):
+    return T0 + timedelta(seconds=seconds)
+
+
+# --- the issue's example: sessionization with an idle timeout --------------------------------
+
+@mws.state_function("clicks BIGINT, started TIMESTAMP, converted BOOLEAN")
+def session(user, page, ts, state):
+    if state.timing_out:
+        return {"user": user, "clicks": state.clicks, "started": state.started,
+                "converted": state.converted}
+    state.update(clicks=(state.clicks or 0) + 1,
+                 started=state.started if state.exists else ts,
+                 converted=bool(state.converted) or page == "checkout")
+
+
+def test_sessionization_with_an_idle_timeout(spark):
+    rows = [{"user": "u1", "page": "home", "ts": at(1), "t": at(0)},
+            {"user": "u2", "page": "checkout", "ts": at(2), "t": at(0)},
+            {"user": "u1", "page": "checkout", "ts": at(11), "t": at(10)},
+            {"user": "u2", "page": "home", "ts": at(61), "t": at(60)}]
+    spec = session.timeout("30 seconds").checkpoint_interval(1)
+    emitted = assert_same(spark, spec, rows, "user STRING, page STRING, ts TIMESTAMP, t TIMESTAMP",
+                          key="user", batch_interval="10 seconds")
+    assert {r["user"]: r["clicks"] for r in emitted} == {"u1": 2, "u2": 1}
+    assert [r["converted"] for r in emitted] == [True, True]
+
+
+def test_a_spec_keeps_its_function_and_chains():
+    spec = session.timeout("30 seconds").num_partitions(2)
+    assert isinstance(spec, mws.StateSpec)
+    assert spec.python.__name__ == "session" and spec._timeout == "30 seconds"
+    assert spec.python("u", "home", None, _state()) is None
+
+
+def _state():
+    from mapwithstate.testing import State
+
+    return State("clicks BIGINT, started TIMESTAMP, converted BOOLEAN", None, batch_time=T0)
+
+
+# --- truthiness, and/or ------------------------------------------------------------------
+
+@mws.state_function("n BIGINT")
+def truthiness(k, i, f, s, l, state):
+    return {"k": k, "i": bool(i), "f": "yes" if f else "no", "s": not s, "l": bool(l),
+            "n": bool(state.n), "none": bool(None)}
+
+
+def test_truthiness_per_type(spark):
+    ddl = "k STRING, i BIGINT, f DOUBLE, s STRING, l ARRAY<BIGINT>, t TIMESTAMP"
+    rows = [{"k": "a", "i": 0, "f": 0.0, "s": "", "l": [], "t": T0},
+            {"k": "b", "i": 5, "f": float("nan"), "s": "x", "l": [0], "t": T0},
+            {"k": "c", "i": None, "f": None, "s": None, "l": None, "t": T0}]
+    assert len(assert_same(spark, truthiness, rows, ddl)) == 3
+
+
+@mws.state_function("n BIGINT")
+def and_or(k, i, s, state):
+    return {"k": k, "or_s": s or "default", "and_i": i and i * 2, "or_i": i or -1,
+            "chain": s and s.upper() or "?"}
+
+
+def test_and_or_return_an_operand(spark):
+    rows = [{"k": "a", "i": 0, "s": "", "t": T0}, {"k": "b", "i": 3, "s": "x", "t": T0},
+            {"k": "c", "i": None, "s": None, "t": T0}]
+    out = assert_same(spark, and_or, rows, "k STRING, i BIGINT, s STRING, t TIMESTAMP")
+    assert out[0] == {"k": "a", "or_s": "default", "and_i": 0, "or_i": -1, "chain": "?"}
+
+
+# --- arithmetic ------------------------------------------------------------------------------
+
+@mws.state_function("n BIGINT")
+def arithmetic(k, a, b, x, y, state):
+    return {"k": k, "floordiv": a // b, "mod": a % b, "fdiv": x // y, "fmod": x % y,
+            "div": a / b, "str_div": str(a / b), "neg": -a, "mixed": a + x}
+
+
+def test_floor_division_modulo_and_true_division(spark):
+    ddl = "k STRING, a BIGINT, b BIGINT, x DOUBLE, y DOUBLE, t TIMESTAMP"
+    rows = [{"k": str(i), "a": a, "b": b, "x": x, "y": y, "t": T0}
+            for i, (a, b, x, y) in enumerate([(7, 2, 7.5, 2.0), (-7, 2, -7.5, 2.0),
+                                              (7, -2, 7.5, -2.0), (-7, -2, -7.5, -2.0),
+                                              (6, 3, 1e300, 1e-10), (-(1 << 62) - 1, 3, -0.5, 0.25),
+                                              (0, 5, 5.0, float("inf"))])]
+    out = assert_same(spark, arithmetic, rows, ddl)
+    assert out[1]["floordiv"] == -4 and out[1]["mod"] == 1 and out[4]["str_div"] == "2.0"
+
+
+@mws.state_function("n BIGINT")
+def rounding(k, x, i, state):
+    return {"k": k, "r": round(x), "ri": round(i, -1), "s": str(round(x))}
+
+
+def test_round_halves_to_even(spark):
+    rows = [{"k": str(n), "x": x, "i": i, "t": T0}
+            for n, (x, i) in enumerate([(0.5, 25), (1.5, 35), (2.5, -25), (-0.5, 15),
+                                        (-1.5, 5), (2.675, 0), (1e15 + 0.5, 45)])]
+    out = assert_same(spark, rounding, rows, "k STRING, x DOUBLE, i BIGINT, t TIMESTAMP")
+    assert [r["r"] for r in out] == [0, 2, 2, 0, -2, 3, 1000000000000000]
+
+
+# --- strings ---------------------------------------------------------------------------------
+
+@mws.state_function("n BIGINT")
+def strings(k, s, tags, state):
+    return {"k": k, "last3": s[-3:], "butlast": s[:-1], "mid": s[1:-1], "end": s[-1],
+            "rev": s[::-1], "empty": s[5:2], "has_ab": "ab" in s, "in_tags": s in tags,
+            "n": len(s), "up": s.upper().strip(), "parts": s.split(","),
+            "joined": "-".join(tags), "f": f"{s}:{len(tags)}"}
+
+
+def test_string_slicing_in_and_methods(spark):
+    rows = [{"k": "a", "s": "xabcdef", "tags": ["x", "y"], "t": T0},
+            {"k": "b", "s": "é,ab ", "tags": ["é,ab "], "t": T0},
+            {"k": "c", "s": "z", "tags": [], "t": T0}]
+    out = assert_same(spark, strings, rows, "k STRING, s STRING, tags ARRAY<STRING>, t TIMESTAMP")
+    assert out[0]["last3"] == "def" and out[0]["rev"] == "fedcbax" and out[1]["in_tags"]
+
+
+@mws.state_function("n BIGINT")
+def string_index_error(k, s, state):
+    return {"k": k, "c": s[-5]}
+
+
+def test_string_index_out_of_range_fails(spark):
+    rows = [{"k": "a", "s": "abc", "t": T0}]
+    assert_same_failure(spark, string_index_error, rows, "k STRING, s STRING, t TIMESTAMP",
+                        IndexError, line_of(string_index_error.python, "s[-5]"))
+
+
+# --- min/max, comparisons, str() -------------------------------------------------------------
+
+@mws.state_function("n BIGINT")
+def mixed_min_max(k, i, f, state):
+    return {"k": k, "max": str(max(i, f)), "min": str(min(i, f)), "as_float": float(max(i, f)),
+            "list_max": max([i, i * 2, -i])}
+
+
+def test_min_max_over_mixed_ints_and_floats(spark):
+    rows = [{"k": "a", "i": 3, "f": 2.5, "t": T0}, {"k": "b", "i": 2, "f": 2.0, "t": T0},
+            {"k": "c", "i": -1, "f": 7.25, "t": T0}]
+    out = assert_same(spark, mixed_min_max, rows, "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
+    assert [(r["max"], r["min"]) for r in out] == [("3", "2.5"), ("2", "2"), ("7.25", "-1")]
+
+
+@mws.state_function("n BIGINT")
+def chained(k, i, lo, state):
+    return {"k": k, "in_range": 0 < i <= 10, "between": lo < i < lo + 5, "eq": i == lo == 3,
+            "ne": i != lo}
+
+
+def test_chained_comparisons(spark):
+    rows = [{"k": str(n), "i": i, "lo": lo, "t": T0}
+            for n, (i, lo) in enumerate([(5, 1), (0, -3), (10, 9), (11, 8), (3, 3)])]
+    assert_same(spark, chained, rows, "k STRING, i BIGINT, lo BIGINT, t TIMESTAMP")
+
+
+@mws.state_function("n BIGINT")
+def str_of(k, f, b, state):
+    return {"k": k, "f": str(f), "b": str(b), "one": str(1.0), "big": str(1e16),
+            "t": str(b is None)}
+
+
+def test_str_of_floats_and_booleans(spark):
+    values = [1.0, 1e16, 1e15, 1e-5, 1e-4, 0.1 + 0.2, 123456789.125, -0.0, 0.0, float("nan"),
+              float("inf"), -float("inf"), 1.5e300, -2.5e-7, 1e22, 12345678.9]
+    rows = [{"k": str(n), "f": f, "b": n % 2 == 0, "t": T0} for n, f in enumerate(values)]
+    out = assert_same(spark, str_of, rows, "k STRING, f DOUBLE, b BOOLEAN, t TIMESTAMP")
+    assert {r["f"] for r in out} >= {"1.0", "1e+16", "1e-05", "0.30000000000000004", "nan"}
+
+
+# --- datetimes -------------------------------------------------------------------------------
+
+@mws.state_function("first TIMESTAMP")
+def times(k, ts, state):
+    first = state.first if state.exists else ts
+    state.update(first=first)
+    gap = ts - first
+    return {"k": k, "later": ts + timedelta(minutes=5), "earlier": ts - timedelta(days=1),
+            "gap": gap, "long": gap > timedelta(seconds=30), "s": str(ts),
+            "secs": timedelta(seconds=len(k))}
+
+
+def test_datetime_arithmetic_and_timestamp_differences(spark):
+    rows = [{"k": "a", "ts": at(0), "t": at(0)}, {"k": "a", "ts": at(45.5), "t": at(10)},
+            {"k": "bb", "ts": at(3), "t": at(10)}]
+    out = assert_same(spark, times, rows, "k STRING, ts TIMESTAMP, t TIMESTAMP")
+    assert timedelta(seconds=45.5) in [r["gap"] for r in out]
+
+
+# --- errors where Python raises --------------------------------------------------------------
+
+@mws.state_function("n BIGINT")
+def none_plus_one(k, v, state):
+    return {"k": k, "n": v + 1}
+
+
+@mws.state_function("n BIGINT")
+def divide(k, v, state):
+    return {"k": k, "q": 100 // v}
+
+
+@mws.state_function("n BIGINT")
+def none_less(k, v, state):
+    if v < 3:
+        return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def overflow(k, v, state):
+    state.update(n=v * 4611686018427387904)
+    return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def empty_max(k, l, state):
+    return {"k": k, "m": max(l)}
+
+
+@mws.state_function("n BIGINT")
+def asserting(k, v, state):
+    assert v > 0, "v must be positive"
+    return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def raising(k, v, state):
+    if v == 2:
+        raise ValueError("two is not allowed")
+    return {"k": k}
+
+
+@pytest.mark.parametrize("spec, ddl, row, exception, text", [
+    (none_plus_one, "v BIGINT", {"v": None}, TypeError, "v + 1"),
+    (divide, "v BIGINT", {"v": 0}, ZeroDivisionError, "100 // v"),
+    (none_less, "v BIGINT", {"v": None}, TypeError, "v < 3"),
+    (overflow, "v BIGINT", {"v": 2}, OverflowError, "v * 46"),
+    (empty_max, "l ARRAY<BIGINT>", {"l": []}, ValueError, "max(l)"),
+    (asserting, "v BIGINT", {"v": -1}, AssertionError, "assert v"),
+    (raising, "v BIGINT", {"v": 2}, ValueError, "raise ValueError"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
+def test_where_python_raises_the_query_fails(spark, spec, ddl, row, exception, text):
+    rows = [{"k": "a", **row, "t": T0}]
+    assert_same_failure(spark, spec, rows, f"k STRING, {ddl}, t TIMESTAMP", exception,
+                        line_of(spec.python, text))
+
+
+@mws.state_function("n BIGINT")
+def lookup(k, m, state):
+    return {"k": k, "got": m.get("a", -1), "v": m["b"]}
+
+
+def test_dict_get_and_a_missing_key(spark):
+    """A map column: ``get`` with a default, and ``[]`` failing with KeyError."""
+    df = spark.createDataFrame([("a", ["a", "b"], [1, 2], T0), ("b", ["b"], [3], T0)],
+                               "k STRING, mk ARRAY<STRING>, mv ARRAY<BIGINT>, t TIMESTAMP")
+    df = df.select("k", F.map_from_arrays("mk", "mv").alias("m"), "t")
+    out = map_with_state(df, key="k", spec=lookup, batch_time="t").collect()
+    expected = python_rows(lookup, [{"k": "a", "m": {"a": 1, "b": 2}, "t": T0},
+                                    {"k": "b", "m": {"b": 3}, "t": T0}], "k")
+    assert sorted((r.asDict() for r in out), key=repr) == expected
+    missing = df.where("k = 'a'").select("k", F.map_from_arrays(
+        F.array(F.lit("a")), F.array(F.lit(1).cast("bigint"))).alias("m"), "t")
+    with pytest.raises(KeyError):
+        replay(lookup, [{"k": "a", "m": {"a": 1}, "t": T0}], key="k", batch_time="t")
+    with pytest.raises(Exception) as failure:
+        map_with_state(missing, key="k", spec=lookup, batch_time="t").collect()
+    assert "KeyError" in str(failure.value)
+    assert f"{HERE}:{line_of(lookup.python, 'm[')}" in str(failure.value)
+
+
+def test_guarded_errors_do_not_fire_off_their_path(spark):
+    rows = [{"k": "a", "v": 5, "t": T0}, {"k": "b", "v": 1, "t": T0}]
+    assert len(assert_same(spark, raising, rows, "k STRING, v BIGINT, t TIMESTAMP")) == 2
+
+
+# --- statements, generators, timers ----------------------------------------------------------
+
+@mws.state_function("n BIGINT, total DOUBLE")
+def branches(k, v, state):
+    n = (state.n or 0) + 1
+    if v is None:
+        return None
+    elif v < 0:
+        state.remove()
+        return {"k": k, "n": -1, "note": "removed"}
+    if n % 3 == 0:
+        note = "third"
+    else:
+        note = "other"
+    total = state.total or 0
+    total += v * 1.5
+    state.update(n=n, total=total)
+    return {"k": k, "n": n, "note": note}
+
+
+def test_if_elif_else_return_and_augmented_assignment(spark):
+    rows = [{"k": "a", "v": 1, "t": at(0)}, {"k": "a", "v": 2, "t": at(0)},
+            {"k": "a", "v": 3, "t": at(1)}, {"k": "b", "v": 4, "t": at(1)},
+            {"k": "b", "v": -1, "t": at(2)}, {"k": "b", "v": 2, "t": at(3)},
+            {"k": "c", "v": None, "t": at(3)}]
+    assert_same(spark, branches, rows, "k STRING, v BIGINT, t TIMESTAMP")
+
+
+@mws.state_function("amounts ARRAY<DOUBLE>")
+def fraud(card, amount, state):
+    last = (state.amounts or []) + [amount]
+    last = last[-3:]
+    state.update(amounts=last)
+    if len(last) == 3 and amount > 2 * (sum(last) - amount) / 2:
+        yield {"card": card, "amount": amount, "kind": "outsized"}
+    for_big = [a for a in last if a > 100.0]
+    if for_big:
+        yield {"card": card, "amount": max(for_big), "kind": "big"}
+
+
+def test_a_generator_emits_any_number_of_rows(spark):
+    rows = [{"card": "c1", "amount": a, "t": at(i)} for i, a in
+            enumerate([10.0, 12.0, 11.0, 90.0, 150.0, 5.0])]
+    out = assert_same(spark, fraud, rows, "card STRING, amount DOUBLE, t TIMESTAMP", key="card")
+    assert {r["kind"] for r in out} == {"outsized", "big"}
+
+
+@mws.state_function("order_id STRING")
+def sla(order, event, state):
+    if state.timing_out:
+        return {"order": order, "alert": "not shipped", "at": state.batch_time}
+    if event == "placed":
+        state.update(order_id=order)
+        state.set_timer(state.batch_time + timedelta(seconds=LIMIT))
+    elif event == "shipped":
+        state.remove()
+        state.clear_timer()
+
+
+def test_timers_set_cleared_and_fired(spark):
+    rows = [{"order": "o1", "event": "placed", "t": at(0)},
+            {"order": "o2", "event": "placed", "t": at(0)},
+            {"order": "o2", "event": "shipped", "t": at(50)},
+            {"order": "o3", "event": "placed", "t": at(150)}]
+    out = assert_same(spark, sla.timeout_domain("processing_time"), rows,
+                      "order STRING, event STRING, t TIMESTAMP", key="order",
+                      batch_interval="50 seconds")
+    assert [r["order"] for r in out] == ["o1"]
+
+
+# --- group functions -------------------------------------------------------------------------
+
+@mws.state_function("n BIGINT, total BIGINT")
+def group_totals(k, rows, state):
+    n = (state.n or 0) + len(rows)
+    total = (state.total or 0) + sum(r.v for r in rows)
+    state.update(n=n, total=total)
+    return {"k": k, "n": n, "total": total, "top": max(r.v for r in rows if r.v > 0),
+            "vs": [r.v for r in rows], "sorted": sorted(r.s for r in rows),
+            "any_neg": any(r.v < 0 for r in rows), "fsum": sum(r.f for r in rows)}
+
+
+def test_group_function_aggregates(spark):
+    rows = [{"k": "a", "v": 3, "s": "z", "f": 0.1, "t": at(0)},
+            {"k": "a", "v": -1, "s": "b", "f": 0.2, "t": at(0)},
+            {"k": "b", "v": 5, "s": "é", "f": 1e16, "t": at(0)},
+            {"k": "a", "v": 7, "s": "a", "f": 1.0, "t": at(1)}]
+    out = assert_same(spark, group_totals, rows,
+                      "k STRING, v BIGINT, s STRING, f DOUBLE, t TIMESTAMP", groups=True)
+    assert [r["total"] for r in out if r["k"] == "a"] == [2, 9]
+
+
+def test_group_function_max_of_no_rows_fails(spark):
+    rows = [{"k": "a", "v": -3, "s": "z", "f": 0.1, "t": at(0)}]
+    assert_same_failure(spark, group_totals, rows,
+                        "k STRING, v BIGINT, s STRING, f DOUBLE, t TIMESTAMP", ValueError,
+                        line_of(group_totals.python, "max(r.v"), groups=True)
+
+
+# --- the escape hatch and module constants ---------------------------------------------------
+
+PREFIX = "user-"
+
+
+@mws.state_function("n BIGINT")
+def escape_hatch(k, s, state):
+    return {"k": k, "h": F.sha2(s, 256), "p": PREFIX + s, "pi": math.floor(math.pi * 100)}
+
+
+def test_spark_functions_and_module_constants(spark):
+    rows = [{"k": "a", "s": "x", "t": T0}]
+    df = spark.createDataFrame([("a", "x", T0)], "k STRING, s STRING, t TIMESTAMP")
+    out = map_with_state(df, key="k", spec=escape_hatch).collect()
+    import hashlib
+
+    assert out[0].h == hashlib.sha256(b"x").hexdigest()
+    assert (out[0].p, out[0].pi) == ("user-x", 314)
+    assert rows
+
+
+def test_explain_gives_the_columns_as_sql(spark):
+    df = spark.createDataFrame([("a", 1, T0)], "k STRING, v BIGINT, t TIMESTAMP")
+    explained = branches.explain(df, "k")
+    assert set(explained) == {"update", "remove", "emit"}
+    assert "__mws_state" in explained["update"] and "raise_error" in explained["update"]
