@@ -7,7 +7,7 @@ the micro-batches the server ran, read back from its offset log), the same emitt
 the same watermark in every micro-batch. Where Python raises, the server's query fails too,
 naming the Python exception.
 
-``MWS_DIFF_CASES`` sets the cases per function (default 40: with 43 functions replayed and 14
+``MWS_DIFF_CASES`` sets the cases per function (default 40: with 43 functions replayed and 15
 streamed, some 2,300 cases); ``MWS_DIFF_STREAM=all`` streams every function.
 """
 import os
@@ -111,18 +111,24 @@ FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 COMPILER_GAPS = {
     "str_conversions": "str() of a null BOOLEAN gives 'False' (Python: 'None'); str(5e-324) "
                        "gives '4.9e-32' (Python: '5e-324')",
-    "capped_list": "a comprehension whose element can fail ([x * 2 for x in vals]) crashes "
-                   "the compiler (TypeError: list indices must be integers or slices, not "
-                   "Column)",
     "processing_timers": "timedelta(seconds=<an int column>) fails to compile (PySpark's "
                          "VALUE_NOT_BETWEEN from F.lit)",
     "timedelta_seconds": "timedelta.total_seconds() is refused with a CompileError",
 }
 
 
-def names():
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=COMPILER_GAPS[n]))
-            if n in COMPILER_GAPS else n for n in sorted(FUNCTIONS)]
+# A replay's input is a local relation, which the plugin checks before Spark reads it.
+REPLAY_GAPS = {
+    "map_lookups": "the plugin refuses a local relation with a MAP column as damaged "
+                   "(LocalRelationCheck: Incorrect arrow type for MapVector: Map(false)); "
+                   "streamed from Parquet it runs",
+}
+
+
+def names(gaps=None):
+    known = {**COMPILER_GAPS, **(gaps or {})}
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=known[n]))
+            if n in known else n for n in sorted(FUNCTIONS)]
 
 
 def check_same(name, ours: Outcome, theirs: Outcome, how: str):
@@ -148,7 +154,7 @@ def check_raising(spark, function, raising, run):
                 f"({error}); the server's error does not name it: {failure.value}"
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", names(REPLAY_GAPS))
 def test_replay(spark, name):
     function, strategy = FUNCTIONS[name]()
     passing, raising = split_raising(function, draw_cases(strategy, CASES, SEED))
@@ -167,7 +173,8 @@ def test_replay(spark, name):
 # MWS_DIFF_STREAM=all streams every function.
 STREAMED = {"sessions", "fraud", "deduplicate", "top_scores", "sla", "idle_timeout",
             "event_timers", "processing_timers", "group_timers", "group_idle",
-            "group_event_time", "running_total", "group_totals", "remove_then_update"}
+            "group_event_time", "running_total", "group_totals", "remove_then_update",
+            "map_lookups"}
 
 
 def streamed():
