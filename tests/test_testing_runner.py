@@ -10,6 +10,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
@@ -281,3 +282,50 @@ def test_a_group_function_calls_initial_keys_and_times_out(spark):
                   state_schema="total BIGINT", timeout_domain="processing_time",
                   initial_state=initial)
     assert runner_batches(ours) == server_batches(on_server)
+
+
+# --- random cases, through the differential harness ----------------------------------------
+
+def column_function(name, function, spec, columns, state_schema, settings, **watermark):
+    from differential import Function
+
+    return Function(name, function, lambda spark, initial: spec, "word", columns,
+                    state_schema, settings, **watermark)
+
+
+RANDOM_FUNCTIONS = {
+    "timers": lambda: (column_function("timers", timers, timer_spec(), {"v": "INT"},
+                                       "n BIGINT", {"timeout_domain": "processing_time"}),
+                       {"v": st.integers(-3, 6)}),
+    "latest_event": lambda: (column_function(
+        "latest_event", latest_event, event_spec(), {"event": "TIMESTAMP"},
+        "latest TIMESTAMP", {"timeout_domain": "event_time"}, event_time="event",
+        delay="10 seconds"), {"event": st.integers(0, 60).map(at)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_FUNCTIONS))
+def test_random_cases_replayed_and_streamed(spark, tmp_path, name):
+    from differential import (ParquetStream, canonical, differences, draw_cases, prefixed,
+                              python_outcome, run_replay_in_python, run_stream_in_python,
+                              server_outcome, server_replay, server_stream, split_raising)
+
+    function, values = RANDOM_FUNCTIONS[name]()
+    strategy = st.lists(st.lists(st.fixed_dictionaries(
+        {"word": st.sampled_from(["a", "b", "é"]), **values}), max_size=4), min_size=1,
+        max_size=6)
+    passing, raising = split_raising(function, draw_cases(strategy, 30, 7))
+    assert len(passing) > 20, raising[:3]
+    ours = python_outcome(run_replay_in_python(function, passing))
+    theirs = server_outcome(server_replay(spark, function, passing),
+                            server_replay(spark, function, passing, "snapshots"))
+    assert ours.emitted == theirs.emitted, differences(ours.emitted, theirs.emitted)
+    assert ours.snapshots == theirs.snapshots
+
+    stream = ParquetStream(str(tmp_path))
+    for batch in prefixed(function, passing):
+        stream.add(spark, function, batch)
+    rows, batches = server_stream(spark, function, stream, [n for n, _ in passing],
+                                  "emitted", f"random_{name}")
+    ours = python_outcome(run_stream_in_python(function, passing, batches))
+    assert ours.emitted == canonical(rows), differences(ours.emitted, canonical(rows))

@@ -109,3 +109,9 @@ def test_state_schemas_parse_without_spark():
         "struct<a:bigint,b c:array<struct<x:int,y:map<string,decimal(5,2)>>>>"
     with pytest.raises(ValueError, match="expected a type, found 'BLOB'"):
         state_schema("a BLOB")
+
+
+def test_an_emitted_int_beyond_64_bits_fails_the_call():
+    with pytest.raises(OverflowError, match="output column 'n': 9223372036854775808 does not"):
+        call(lambda state: {"n": 2 ** 63}, State("n INT"))
+    assert call(lambda state: {"n": -2 ** 63}, State("n INT")).emitted == [{"n": -2 ** 63}]

@@ -87,7 +87,10 @@ class Tester:
       loaded before the first batch; a group function also calls each of its keys in the
       first batch, with no rows when it has none there.
 
-    Datetimes are naive, as PySpark returns them, and taken as UTC.
+    Datetimes are naive, as PySpark returns them, and taken as UTC. An int the function
+    emits or stores must fit its column (64 bits for an emitted int), else the call fails as
+    on the server; an intermediate int beyond 64 bits, which fails the compiled function, is
+    fine in Python and goes unnoticed here.
 
     >>> from datetime import datetime, timedelta
     >>> def count(word, state):

@@ -1,16 +1,11 @@
-"""State schemas without a Spark session: a DDL string parsed in Python, and each field's
+"""State schemas without a Spark session: a DDL string parsed in Python (by
+:mod:`mapwithstate.ddl`, the client's parser of Spark's schema grammar), and each field's
 values checked and converted to what the server would store.
-
-``pyspark.sql.types._parse_datatype_string`` asks a live session to parse DDL; a unit test of
-a state function runs with none, so the state schemas ``StateSpec.function`` accepts are
-parsed here: ``"n BIGINT, seen ARRAY<STRING>"``, with ``STRUCT<...>``, ``MAP<K, V>`` and
-``DECIMAL(p, s)`` nested as deep as needed.
 """
 
 import datetime
 import decimal
 import math
-import re
 from typing import Any, List, Tuple, Union
 
 from pyspark.sql import Row
@@ -29,37 +24,16 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
-    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
 )
 
+from mapwithstate.ddl import parse_struct
+
 __all__ = ["state_schema", "to_stored"]
 
-_ATOMIC = {
-    "TINYINT": ByteType,
-    "BYTE": ByteType,
-    "SMALLINT": ShortType,
-    "SHORT": ShortType,
-    "INT": IntegerType,
-    "INTEGER": IntegerType,
-    "BIGINT": LongType,
-    "LONG": LongType,
-    "FLOAT": FloatType,
-    "REAL": FloatType,
-    "DOUBLE": DoubleType,
-    "STRING": StringType,
-    "BOOLEAN": BooleanType,
-    "BOOL": BooleanType,
-    "BINARY": BinaryType,
-    "DATE": DateType,
-    "TIMESTAMP": TimestampType,
-    "TIMESTAMP_LTZ": TimestampType,
-    "TIMESTAMP_NTZ": TimestampNTZType,
-}
 _INTEGER_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
-_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
 
 
 def state_schema(schema: Union[str, StructType]) -> StructType:
@@ -74,102 +48,7 @@ def state_schema(schema: Union[str, StructType]) -> StructType:
         raise TypeError(
             f"a state schema is a DDL string or a StructType, got {type(schema).__name__}"
         )
-    parser = _Parser(schema)
-    fields = parser.fields(end=None)
-    return StructType(fields)
-
-
-class _Parser:
-    """A recursive-descent parser of Spark's DDL for types, over a list of tokens."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens: List[str] = []
-        position = 0
-        while position < len(text):
-            if text[position:].strip() == "":
-                break
-            match = _TOKEN.match(text, position)
-            if match is None:
-                raise ValueError(f"state schema {text!r}: unexpected {text[position:]!r}")
-            self.tokens.append(match.group(1))
-            position = match.end()
-        self.at = 0
-
-    def fail(self, expected: str) -> ValueError:
-        found = self.tokens[self.at] if self.at < len(self.tokens) else "the end"
-        return ValueError(f"state schema {self.text!r}: expected {expected}, found {found!r}")
-
-    def peek(self) -> str:
-        return self.tokens[self.at] if self.at < len(self.tokens) else ""
-
-    def take(self, expected: str) -> None:
-        if self.peek().upper() != expected:
-            raise self.fail(repr(expected))
-        self.at += 1
-
-    def fields(self, end: Union[str, None]) -> List[StructField]:
-        fields = []
-        while True:
-            name = self.peek()
-            if not name or name in "<>(),:":
-                raise self.fail("a field name")
-            self.at += 1
-            if name.startswith("`"):
-                name = name[1:-1].replace("``", "`")
-            if self.peek() == ":":
-                self.at += 1
-            fields.append(StructField(name, self.data_type(), True))
-            if self.peek() == ",":
-                self.at += 1
-                continue
-            if end is None and self.at == len(self.tokens):
-                return fields
-            if end is not None and self.peek() == end:
-                return fields
-            raise self.fail("',' or " + (repr(end) if end else "the end"))
-
-    def data_type(self) -> DataType:
-        word = self.peek().upper()
-        self.at += 1
-        if word in _ATOMIC:
-            return _ATOMIC[word]()
-        if word in ("DECIMAL", "DEC", "NUMERIC"):
-            precision, scale = 10, 0
-            if self.peek() == "(":
-                self.at += 1
-                precision = self.number()
-                if self.peek() == ",":
-                    self.at += 1
-                    scale = self.number()
-                self.take(")")
-            return DecimalType(precision, scale)
-        if word == "ARRAY":
-            self.take("<")
-            element = self.data_type()
-            self.take(">")
-            return ArrayType(element, True)
-        if word == "MAP":
-            self.take("<")
-            key = self.data_type()
-            self.take(",")
-            value = self.data_type()
-            self.take(">")
-            return MapType(key, value, True)
-        if word == "STRUCT":
-            self.take("<")
-            fields = self.fields(end=">")
-            self.take(">")
-            return StructType(fields)
-        self.at -= 1
-        raise self.fail("a type")
-
-    def number(self) -> int:
-        token = self.peek()
-        if not token.isdigit():
-            raise self.fail("a number")
-        self.at += 1
-        return int(token)
+    return parse_struct(schema)
 
 
 def to_stored(value: Any, data_type: DataType, where: str) -> Any:

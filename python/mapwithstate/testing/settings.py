@@ -59,16 +59,18 @@ def spec_settings(spec: Any) -> SpecSettings:
             f"a runner needs a spec made by mws.state_function (with spec.python, "
             f"its Python function), got {type(spec).__name__}"
         )
-    timeout = getattr(spec, "_timeout", None)
-    domain = getattr(spec, "_timeout_domain", None)
+    settings = spec.settings
+    timeout = settings.get("timeout")
+    domain = settings.get("timeout_domain")
+    initial = spec.initial
     return SpecSettings(
         function=function,
         state_schema=state_schema(spec.state_schema),
         timeout=duration(timeout, "timeout") if timeout is not None else None,
-        checkpoint_interval=getattr(spec, "_checkpoint_interval", None) or 10,
+        checkpoint_interval=settings.get("checkpoint_interval") or 10,
         timeout_domain=checked_domain(domain) if domain is not None else None,
-        initial_state=getattr(spec, "_initial_state", None),
-        initial_state_timeout_at=getattr(spec, "_initial_state_timeout_at", None),
+        initial_state=initial.df if initial is not None else None,
+        initial_state_timeout_at=initial.timeout_at if initial is not None else None,
     )
 
 

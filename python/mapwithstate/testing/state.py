@@ -274,7 +274,22 @@ def _rows_of(function: Callable[..., Any], result: Any) -> List[Dict[str, Any]]:
                 f"{_name(function)} emitted rows with different keys: "
                 f"{list(rows[0])} and {list(row)}"
             )
+        for column, value in row.items():
+            _check_fits(value, f"{_name(function)}'s output column {column!r}")
     return [dict(row) for row in rows]
+
+
+def _check_fits(value: Any, where: str) -> None:
+    """An emitted int must fit a BIGINT, as the server's column does, else the call fails."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -(1 << 63) <= value < (1 << 63):
+            raise OverflowError(f"{where}: {value} does not fit bigint")
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_fits(item, where)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _check_fits(item, where)
 
 
 def _name(function: Callable[..., Any]) -> str:

@@ -1,0 +1,1 @@
+"""The differential test's corpus of Python state functions, and the inputs they are run on."""

@@ -1,0 +1,490 @@
+"""The synthetic corpus: small Python state functions, each built around the constructs where
+Python's semantics and SQL's part ways (truthiness, ``and``/``or`` operands, flooring ``//``
+and ``%``, banker's rounding, ``/`` always floating, negative slices, ``in``, mixed ``min``/
+``max``, chained comparisons, ``str()`` of floats and booleans, datetime arithmetic), the
+statements and builtins a state function may use, the state operations (update, remove, timers,
+timeouts, in any order), and the places Python raises.
+
+Each function takes the key ``k`` and some of the input columns (``v BIGINT, x DOUBLE,
+s STRING, b BOOLEAN, ts TIMESTAMP``, or ``rows`` of them for a group function) and emits rows
+with ``k``, so the harness can tell the cases of one query apart. They are plain functions: the
+harness decorates them with ``mws.state_function`` and runs them through ``mapwithstate.testing``
+and through the server.
+"""
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, List, Optional
+
+from pyfuncs.inputs import COLUMNS, MAPS, STRATEGIES, STRINGS
+
+LIMIT = 3
+PREFIX = "k="
+WINDOW = timedelta(seconds=20)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus function and how it is run: its state type, its spec's settings (builder
+    method -> argument), an input watermark (``event_time`` column and delay) and initial
+    state rows (key ``k`` and the state's fields)."""
+
+    function: Callable[..., Any]
+    state_schema: str
+    settings: Dict[str, Any] = field(default_factory=dict)
+    event_time: Optional[str] = None
+    delay: Optional[str] = None
+    initial_state: Optional[List[Dict[str, Any]]] = None
+    columns: Dict[str, str] = field(default_factory=lambda: dict(COLUMNS))
+    strategies: Dict[str, Any] = field(default_factory=lambda: dict(STRATEGIES))
+
+    @property
+    def name(self) -> str:
+        return self.function.__name__
+
+
+CORPUS: List[Entry] = []
+
+
+def entry(state_schema: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+        CORPUS.append(Entry(function, state_schema, **options))
+        return function
+    return register
+
+
+# --- per record: expressions --------------------------------------------------------------
+
+@entry("n BIGINT, total BIGINT")
+def running_total(k, v, state):
+    # None + 1 raises in Python: a null v fails the query.
+    state.update(n=(state.n or 0) + 1, total=(state.total or 0) + v)
+    return {"k": k, "n": state.n, "total": state.total}
+
+
+@entry("seen BIGINT")
+def truthiness(k, v, x, s, b, state):
+    score = 0
+    if v:
+        score += 1
+    if x:
+        score += 2
+    if s:
+        score += 4
+    if b:
+        score += 8
+    if not state.seen:
+        score += 16
+    state.update(seen=score)
+    return {"k": k, "score": score, "any": bool(v) or bool(s), "none": not (bool(x) or bool(b))}
+
+
+@entry("last STRING")
+def and_or_operands(k, v, s, state):
+    label = s or "empty"
+    doubled = v and v // 2
+    previous = state.last or label
+    state.update(last=label)
+    return {"k": k, "label": label, "half": doubled, "previous": previous,
+            "both": (s and state.last) or "-"}
+
+
+@entry("last BIGINT")
+def floor_division(k, v, state):
+    if v is None:
+        return None
+    out = {"k": k, "q": v // 7, "r": v % 7, "nq": v // -3, "nr": v % -3}
+    if state.last is not None and state.last != 0 and -1_000_000_000 < v < 1_000_000_000:
+        out = {"k": k, "q": v // state.last, "r": v % state.last, "nq": -v // 4,
+               "nr": -v % 4}
+    state.update(last=v if -1_000_000_000 < v < 1_000_000_000 else 0)
+    return out
+
+
+@entry("n BIGINT")
+def zero_division(k, v, state):
+    # ZeroDivisionError when v is 0.
+    if v is not None and -100 < v < 100:
+        state.update(n=(state.n or 0) + 1)
+        return {"k": k, "q": 100 // v, "f": 1 / v, "n": state.n}
+    return {"k": k, "q": 0, "f": 0.0, "n": state.n}
+
+
+@entry("sum DOUBLE")
+def true_division(k, v, x, state):
+    if v is None or x is None or v == 0:
+        return None
+    total = (state.sum or 0.0) + x / v
+    state.update(sum=total)
+    return {"k": k, "half": v / 2, "ratio": x / v, "sum": state.sum, "int_ratio": 7 / 2}
+
+
+@entry("r BIGINT")
+def banker_rounding(k, x, state):
+    if x is None or abs(x) > 1e15:
+        return {"k": k, "r": None, "i": None, "half": 2, "neg": 0}
+    state.update(r=round(x))
+    return {"k": k, "r": round(x), "i": int(x), "half": round(2.5), "neg": round(-0.5)}
+
+
+@entry("tail STRING")
+def string_slices(k, s, state):
+    if not s:
+        return {"k": k, "head": "", "tail": state.tail, "mid": None, "last": None,
+                "upto": None}
+    state.update(tail=s[-2:])
+    return {"k": k, "head": s[:1], "tail": s[-2:], "mid": s[1:-1], "last": s[-1],
+            "upto": s[:-1]}
+
+
+@entry("last_char STRING")
+def index_error(k, s, state):
+    # ""[0] raises IndexError.
+    if s is None:
+        return None
+    state.update(last_char=s[-1])
+    return {"k": k, "first": s[0], "last": state.last_char}
+
+
+@entry("seen ARRAY<STRING>")
+def membership(k, s, v, state):
+    seen = state.seen or []
+    fresh = s is not None and s not in seen
+    if fresh:
+        seen = (seen + [s])[-LIMIT:]
+    state.update(seen=seen)
+    return {"k": k, "fresh": fresh, "has_a": s is not None and "a" in s,
+            "small": v in [0, 1, 2, 3], "count": len(seen)}
+
+
+@entry("hi DOUBLE, lo DOUBLE")
+def mixed_min_max(k, v, x, state):
+    if v is None or x is None:
+        return None
+    hi = max(v, x, state.hi or 0.0)
+    lo = min(v, x)
+    state.update(hi=hi, lo=lo)
+    return {"k": k, "hi": hi, "lo": lo, "m3": max(1, 2.0, v)}
+
+
+@entry("n BIGINT")
+def chained_comparisons(k, v, x, state):
+    inside = v is not None and 0 < v <= 5
+    near = x is not None and -1.0 <= x < 1.0 != x
+    state.update(n=(state.n or 0) + (1 if inside else 0))
+    return {"k": k, "inside": inside, "near": near, "n": state.n,
+            "ordered": v is not None and x is not None and v < x < 100}
+
+
+@entry("text STRING")
+def none_ordering(k, v, state):
+    # None < 3 raises TypeError in Python.
+    if v < 3:
+        state.update(text="low")
+    else:
+        state.update(text="high")
+    return {"k": k, "text": state.text}
+
+
+@entry("text STRING")
+def str_conversions(k, v, x, b, state):
+    text = str(x) + "|" + str(b) + "|" + str(v)
+    state.update(text=text)
+    return {"k": k, "text": text, "t": str(True), "f": str(1.0), "big": str(1e16),
+            "small": str(1e-05)}
+
+
+@entry("first TIMESTAMP")
+def datetime_arithmetic(k, ts, state):
+    if ts is None:
+        return None
+    first = state.first if state.exists else ts
+    state.update(first=min(first, ts))
+    gap = ts - first
+    return {"k": k, "later": ts + timedelta(minutes=5), "earlier": ts - timedelta(days=1),
+            "gap": gap, "since": ts - datetime(2026, 1, 1),
+            "in_window": ts - state.first <= WINDOW}
+
+
+@entry("seconds DOUBLE")
+def timedelta_seconds(k, ts, state):
+    if ts is None:
+        return None
+    seconds = (ts - datetime(2026, 1, 1)).total_seconds()
+    state.update(seconds=seconds)
+    return {"k": k, "seconds": seconds, "hour": timedelta(hours=1).total_seconds()}
+
+
+# --- per record: statements and builtins --------------------------------------------------
+
+@entry("label STRING")
+def if_elif_else(k, v, x, state):
+    if v is None:
+        label = "none"
+    elif v < 0:
+        label = "negative"
+    elif v == 0:
+        label = "zero"
+    else:
+        label = "positive" if v < 100 else "large"
+    if x is not None and abs(x) >= 1e18:
+        kind = "huge"
+    else:
+        kind = "float" if x is not None and x != int(x) else "whole"
+    state.update(label=label)
+    return {"k": k, "label": label, "kind": kind}
+
+
+@entry("n BIGINT")
+def augmented_assignment(k, v, state):
+    n = state.n or 0
+    n += 1
+    if v is not None and -1_000_000 < v < 1_000_000:
+        n *= 2
+        n -= v
+        n //= 3
+        n %= 1000
+    state.update(n=n)
+    return {"k": k, "n": n}
+
+
+@entry("n BIGINT")
+def generator_rows(k, v, state):
+    state.update(n=(state.n or 0) + 1)
+    yield {"k": k, "i": 0, "n": state.n}
+    if v is not None and v > 0:
+        yield {"k": k, "i": 1, "n": state.n}
+    if v is not None and v > 3:
+        yield {"k": k, "i": 2, "n": state.n}
+
+
+@entry("n BIGINT")
+def assert_and_raise(k, v, s, state):
+    if s == "boom":
+        raise ValueError("boom in the input")
+    assert v is None or v > -1_000_000_000, "v is far too small"
+    state.update(n=(state.n or 0) + 1)
+    return {"k": k, "n": state.n}
+
+
+@entry("chars BIGINT")
+def builtins_mix(k, v, x, s, state):
+    chars = (state.chars or 0) + (len(s) if s is not None else 0)
+    state.update(chars=chars)
+    small = v is not None and v > -1_000_000_000_000_000_000
+    return {"k": k, "chars": chars, "abs": abs(v) if small else None,
+            "int": int(x) if x is not None and abs(x) < 1e18 else None,
+            "float": float(v) if v is not None else None, "bool": bool(s),
+            "sum": sum([1, 2, len(k)])}
+
+
+@entry("acc DOUBLE")
+def math_functions(k, x, state):
+    if x is None or abs(x) > 1e300:
+        return None
+    acc = (state.acc or 0.0) + math.sqrt(abs(x))
+    state.update(acc=acc)
+    return {"k": k, "acc": acc, "floor": math.floor(x) if abs(x) < 1e15 else None,
+            "ceil": math.ceil(x) if abs(x) < 1e15 else None,
+            "log": math.log(x) if x > 0 else None, "pi": math.pi}
+
+
+@entry("words BIGINT")
+def string_methods(k, s, state):
+    if s is None:
+        return None
+    parts = s.split(",")
+    state.update(words=(state.words or 0) + len(parts))
+    return {"k": k, "upper": s.upper(), "lower": s.lower(), "strip": s.strip(),
+            "starts": s.startswith("a"), "ends": s.endswith("b"), "swap": s.replace("a", "b"),
+            "find": s.find("b"), "parts": parts, "words": state.words}
+
+
+@entry("vals ARRAY<BIGINT>")
+def capped_list(k, v, state):
+    if v is None or not -1_000_000_000 < v < 1_000_000_000:
+        return None
+    vals = ((state.vals or []) + [v])[-LIMIT:]
+    state.update(vals=vals)
+    return {"k": k, "first": vals[0], "last": vals[-1], "len": len(vals),
+            "doubled": [x * 2 for x in vals], "positive": [x for x in vals if x > 0],
+            "total": sum(vals), "sorted": sorted(vals), "top": max(vals)}
+
+
+@entry("last BIGINT, prev BIGINT")
+def module_constants(k, v, state):
+    label = PREFIX + k
+    over = v is not None and v > LIMIT
+    state.update(prev=state.last, last=v)
+    return {"k": k, "label": label, "over": over, "prev": state.prev}
+
+
+@entry("m MAP<STRING, BIGINT>",
+       columns={"s": "STRING", "m": "MAP<STRING, BIGINT>"},
+       strategies={"s": STRINGS, "m": MAPS})
+def map_lookups(k, s, m, state):
+    # m["a"] raises KeyError when the map has no "a" (and TypeError when m is None).
+    if m is None:
+        kept = state.m.get("b", -1) if state.m is not None else -1
+        return {"k": k, "got": None, "a": None, "kept": kept}
+    state.update(m=m)
+    return {"k": k, "got": m.get(s, 0) if s is not None else None, "a": m["a"],
+            "kept": state.m.get("b", -1)}
+
+
+@entry("flag BOOLEAN")
+def boolean_state(k, b, state):
+    flag = bool(b) != bool(state.flag)
+    state.update(flag=flag)
+    return {"k": k, "flag": flag, "was": state.exists}
+
+
+@entry("n BIGINT")
+def overflow(k, v, state):
+    # An int beyond 64 bits does not fit the column: the query fails (Python would not).
+    if v is None:
+        return None
+    n = (state.n or 0) + v
+    state.update(n=n)
+    return {"k": k, "n": n}
+
+
+# --- per record: state operations ---------------------------------------------------------
+
+@entry("n BIGINT")
+def remove_then_update(k, v, state):
+    if v is None:
+        return {"k": k, "n": state.n, "exists": state.exists}
+    if v % 3 == 0:
+        state.remove()
+    if v % 2 == 0:
+        state.update(n=(state.n or 0) + 10)
+    if v % 5 == 0:
+        state.remove()
+    return {"k": k, "n": state.n, "exists": state.exists}
+
+
+@entry("n BIGINT", settings={"timeout": "3 seconds", "checkpoint_interval": 2})
+def idle_timeout(k, v, state):
+    if state.timing_out:
+        return {"k": k, "n": state.n, "timed_out": True}
+    if v is not None and v < -5:
+        return None  # a record that leaves the state as it was still refreshes the key
+    state.update(n=(state.n or 0) + 1)
+    return {"k": k, "n": state.n, "timed_out": False}
+
+
+@entry("n BIGINT", settings={"timeout_domain": "processing_time"},
+       initial_state=[{"k": "a", "n": 100}, {"k": "zz", "n": 7}])
+def processing_timers(k, v, state):
+    if state.timing_out:
+        yield {"k": k, "n": state.n, "fired": state.timer, "exists": state.exists}
+        if state.n is not None and state.n > 3:
+            state.remove()
+        else:
+            state.set_timer(state.batch_time + timedelta(seconds=2))
+        return
+    state.update(n=(state.n or 0) + 1)
+    if v is None:
+        state.clear_timer()
+    elif v < 0:
+        state.remove()
+        state.set_timer(state.batch_time + timedelta(seconds=1))
+    else:
+        state.set_timer(state.batch_time + timedelta(seconds=1 + v % 4))
+    yield {"k": k, "n": state.n, "fired": state.timer, "exists": state.exists}
+
+
+@entry("latest TIMESTAMP, n BIGINT", settings={"timeout_domain": "event_time"},
+       event_time="ts", delay="10 seconds")
+def event_timers(k, ts, state):
+    if state.timing_out:
+        state.remove()
+        return {"k": k, "n": state.n, "latest": state.latest, "wm": state.watermark}
+    if state.timer is not None and state.watermark is not None and state.timer < state.watermark:
+        state.set_timer(state.watermark)  # a passed timer may not be kept: fire it next
+    if ts is None:
+        return None
+    latest = ts if state.latest is None else max(ts, state.latest)
+    state.update(latest=latest, n=(state.n or 0) + 1)
+    deadline = latest + timedelta(seconds=5)
+    if state.watermark is None or deadline >= state.watermark:
+        state.set_timer(deadline)
+    else:
+        state.clear_timer()
+    return {"k": k, "n": state.n, "latest": latest, "wm": state.watermark}
+
+
+# --- group functions ----------------------------------------------------------------------
+
+@entry("n BIGINT, total BIGINT")
+def group_totals(k, rows, state):
+    total = sum(r.v for r in rows
+                if r.v is not None and -1_000_000_000_000 < r.v < 1_000_000_000_000)
+    state.update(n=(state.n or 0) + len(rows), total=(state.total or 0) + total)
+    return {"k": k, "rows": len(rows), "n": state.n, "total": state.total,
+            "nulls": len([r.v for r in rows if r.v is None])}
+
+
+@entry("hi DOUBLE")
+def group_max(k, rows, state):
+    # max() of no values raises ValueError: a batch whose x are all null fails the query.
+    hi = max(r.x for r in rows if r.x is not None)
+    lo = min(r.x for r in rows if r.x is not None)
+    state.update(hi=hi if state.hi is None else max(hi, state.hi))
+    return {"k": k, "hi": state.hi, "lo": lo}
+
+
+@entry("flags BIGINT")
+def group_any_all(k, rows, state):
+    some = any(r.b for r in rows)
+    every = all(r.v > 0 for r in rows if r.v is not None)
+    state.update(flags=(state.flags or 0) + (1 if some else 0) + (2 if every else 0))
+    return {"k": k, "some": some, "every": every, "flags": state.flags}
+
+
+@entry("top ARRAY<BIGINT>")
+def group_lists(k, rows, state):
+    names = [r.s for r in rows]
+    values = sorted([r.v for r in rows
+                     if r.v is not None and -1_000_000_000_000 < r.v < 1_000_000_000_000])
+    top = sorted((state.top or []) + values)[-LIMIT:]
+    state.update(top=top)
+    return {"k": k, "names": names, "values": values, "top": top}
+
+
+@entry("total BIGINT", settings={"timeout_domain": "processing_time"},
+       initial_state=[{"k": "a", "total": 5}, {"k": "zz", "total": 1}])
+def group_timers(k, rows, state):
+    if state.timing_out:
+        state.remove()
+        return {"k": k, "total": state.total, "rows": -1}
+    state.update(total=(state.total or 0) + len(rows))
+    state.set_timer(state.batch_time + timedelta(seconds=2))
+    return {"k": k, "total": state.total, "rows": len(rows)}
+
+
+@entry("n BIGINT", settings={"timeout": "2 seconds", "checkpoint_interval": 1})
+def group_idle(k, rows, state):
+    if state.timing_out:
+        return {"k": k, "n": state.n, "out": True}
+    state.update(n=(state.n or 0) + len([r.b for r in rows if r.b]))
+    return {"k": k, "n": state.n, "out": False}
+
+
+@entry("latest TIMESTAMP", settings={"timeout_domain": "event_time"},
+       event_time="ts", delay="5 seconds")
+def group_event_time(k, rows, state):
+    if state.timing_out:
+        state.remove()
+        return {"k": k, "latest": state.latest, "n": 0}
+    if state.timer is not None and state.watermark is not None and state.timer < state.watermark:
+        state.set_timer(state.watermark)  # a passed timer may not be kept: fire it next
+    times = [r.ts for r in rows if r.ts is not None]
+    if not times:
+        return {"k": k, "latest": state.latest, "n": len(rows)}
+    latest = max(times) if state.latest is None else max(max(times), state.latest)
+    state.update(latest=latest)
+    if state.watermark is None or latest >= state.watermark:
+        state.set_timer(latest)
+    return {"k": k, "latest": latest, "n": len(rows)}
