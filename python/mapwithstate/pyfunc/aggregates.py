@@ -9,10 +9,12 @@ of no rows), the aggregate counts such records and the query fails if there is o
 
 import ast
 import builtins as py
-from typing import TYPE_CHECKING, Any, Callable, List, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.pytypes import BOOL, FLOAT, INT, from_spark, list_of
@@ -21,17 +23,30 @@ from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["Rows", "RowVariable", "aggregate", "rows_length", "rows_list"]
+__all__ = ["Rows", "RowVariable", "UntypedColumn", "aggregate", "rows_length", "rows_list"]
+
+#: An aggregate's handler: the call, each record's value, and which records the filter keeps.
+AggregateHandler = Callable[["Interpreter", ast.Call, Value, Column], Value]
 
 
 class Rows:
     """The ``rows`` parameter of a group function."""
 
 
+@dataclass(frozen=True)
+class UntypedColumn:
+    """``r.<column>`` of a column with no exact Python type (a decimal, binary): it may only
+    be an argument of a ``pyspark.sql.functions`` call, which passes it on as a Column."""
+
+    name: str
+    column: Column
+    data_type: T.DataType
+
+
 class RowVariable:
     """The loop variable of a generator over ``rows``: ``r.<column>`` is that column."""
 
-    def attribute(self, it: "Interpreter", node: ast.Attribute) -> Value:
+    def attribute(self, it: "Interpreter", node: ast.Attribute) -> Union[Value, UntypedColumn]:
         data_type = it.ctx.columns.get(node.attr)
         if data_type is None:
             raise it.ctx.refuse(
@@ -41,7 +56,9 @@ class RowVariable:
             )
         py_type = from_spark(data_type)
         column = F.col(node.attr)
-        if py_type is not None and py_type.kind in ("int", "float"):
+        if py_type is None:
+            return UntypedColumn(node.attr, column, data_type)
+        if py_type.kind in ("int", "float"):
             column = column.cast("bigint" if py_type.kind == "int" else "double")
         return Value(column, py_type, True)
 
@@ -118,7 +135,7 @@ def _in_order(value: Value, keep: Column) -> Column:
     )
 
 
-def _sum(it, node, value: Value, keep: Column) -> Value:
+def _sum(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value:
     _nulls(it, node, value, keep, "unsupported operand type(s) for +: 'int' and 'NoneType'")
     if value.type.kind in ("int", "bool"):
         total = F.try_sum(F.when(keep, value.column.cast("bigint")))
@@ -136,10 +153,10 @@ def _sum(it, node, value: Value, keep: Column) -> Value:
     raise it.ctx.refuse(node, f"sum() of {value.type} values", "sum ints or floats")
 
 
-def _min_max(largest: bool) -> Callable:
+def _min_max(largest: bool) -> AggregateHandler:
     name = "max" if largest else "min"
 
-    def handler(it, node, value: Value, keep: Column) -> Value:
+    def handler(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value:
         it.ctx.check(
             node, F.count_if(keep) == 0, "ValueError", f"{name}() arg is an empty sequence"
         )
@@ -169,8 +186,8 @@ def _min_max(largest: bool) -> Callable:
     return handler
 
 
-def _any_all(is_all: bool) -> Callable:
-    def handler(it, node, value: Value, keep: Column) -> Value:
+def _any_all(is_all: bool) -> AggregateHandler:
+    def handler(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value:
         test = c_column(operators.truthy(value))
         if is_all:
             column = F.coalesce(F.bool_and(F.when(keep, test)), F.lit(True))
@@ -181,13 +198,13 @@ def _any_all(is_all: bool) -> Callable:
     return handler
 
 
-def _sorted(it, node, value: Value, keep: Column) -> Value:
+def _sorted(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value:
     from mapwithstate.pyfunc.builtins import _sorted as sort_list
 
     return sort_list(it, node, [Value(_in_order(value, keep), list_of(value.type), False)], {})
 
 
-_AGGREGATES = {
+_AGGREGATES: Dict[int, AggregateHandler] = {
     id(py.sum): _sum,
     id(py.min): _min_max(False),
     id(py.max): _min_max(True),

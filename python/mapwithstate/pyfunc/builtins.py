@@ -10,7 +10,7 @@ import builtins as py
 import math
 import types
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -29,12 +29,18 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
     unify,
 )
-from mapwithstate.pyfunc.values import Value, c_and, c_column, literal
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
 __all__ = ["call", "module_attribute", "subscript", "comprehension"]
+
+#: A builtin's handler: the call, its positional and its keyword arguments.
+Handler = Callable[["Interpreter", ast.Call, List[Value], Dict[str, Value]], Value]
+#: A str or dict method's handler: the call, the value it is called on (not None), and its
+#: positional and keyword arguments.
+MethodHandler = Callable[["Interpreter", ast.Call, Value, List[Value], Dict[str, Value]], Value]
 
 _MIN_LONG = -(1 << 63)
 # The characters Python's str.strip() and str.split() treat as whitespace.
@@ -174,13 +180,15 @@ def _is_spark_function(target: Any) -> bool:
     )
 
 
-def _spark_call(it: "Interpreter", node: ast.Call, function: Callable) -> Value:
+def _spark_call(it: "Interpreter", node: ast.Call, function: Callable[..., Any]) -> Value:
     """``F.some_function(...)``: Values pass as their Columns, constants as Python values;
     the result's type is what Spark resolves it to over the function's inputs."""
 
     def argument(arg: ast.expr) -> Any:
         if isinstance(arg, ast.Lambda):
             raise it.ctx.refuse(arg, "a lambda argument", "use a comprehension for lists instead")
+        from mapwithstate.pyfunc.aggregates import UntypedColumn
+
         value = it.expression(arg)
         if isinstance(value, Value):
             return (
@@ -188,10 +196,18 @@ def _spark_call(it: "Interpreter", node: ast.Call, function: Callable) -> Value:
                 if value.is_const and not isinstance(value.const, list)
                 else value.column
             )
+        if isinstance(value, UntypedColumn):
+            return value.column
         return value
 
     args = [argument(a) for a in node.args]
-    kwargs = {k.arg: argument(k.value) for k in node.keywords}
+    keywords = [(k.arg, argument(k.value)) for k in node.keywords]
+    kwargs = {name: value for name, value in keywords if name is not None}
+    if len(kwargs) < len(keywords):
+        # What calling the function with a **mapping's None key raises.
+        raise it.ctx.refuse(
+            node, f"{function.__name__}(...)", "pyspark refused it: keywords must be strings"
+        )
     try:
         column = function(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - pyspark's own argument checks
@@ -218,11 +234,11 @@ def _arity(
     it: "Interpreter",
     node: ast.Call,
     args: List[Value],
-    kwargs: Dict,
+    kwargs: Dict[str, Value],
     low: int,
     high: int,
     name: str,
-    keywords: tuple = (),
+    keywords: Tuple[str, ...] = (),
 ) -> None:
     unknown = set(kwargs) - set(keywords)
     if unknown or not low <= len(args) <= high:
@@ -237,7 +253,7 @@ def _arity(
         )
 
 
-def _len(it, node, args, kwargs):
+def _len(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "len")
     (value,) = args
     kind = value.type.kind
@@ -252,7 +268,7 @@ def _len(it, node, args, kwargs):
     return Value(column.cast("bigint"), INT, False)
 
 
-def _abs(it, node, args, kwargs):
+def _abs(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "abs")
     value = operators.none_check(it.ctx, node, args[0], "bad operand type for abs(): 'NoneType'")
     kind = value.type.kind
@@ -284,19 +300,19 @@ def _abs(it, node, args, kwargs):
     )
 
 
-def _bool(it, node, args, kwargs):
+def _bool(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "bool")
     if not args:
         return literal(False)
     return Value(c_column(operators.truthy(args[0])), BOOL, False)
 
 
-def _str(it, node, args, kwargs):
+def _str(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "str")
     return to_str(it.ctx, node, args[0]) if args else literal("")
 
 
-def _int(it, node, args, kwargs):
+def _int(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "int")
     if not args:
         return literal(0)
@@ -328,7 +344,7 @@ def _int(it, node, args, kwargs):
     raise it.ctx.refuse(node, f"int() of a {value.type}", "int() takes a str, int or float")
 
 
-def _float_to_int(it, node, x: Column, truncate: bool) -> Value:
+def _float_to_int(it: "Interpreter", node: ast.AST, x: Column, truncate: bool) -> Value:
     it.ctx.check(node, F.isnan(x), "ValueError", "cannot convert float NaN to integer")
     it.ctx.check(
         node,
@@ -350,7 +366,7 @@ def _float_to_int(it, node, x: Column, truncate: bool) -> Value:
     return Value(F.when(fits, whole.cast("decimal(20,0)").cast("bigint")), INT, False)
 
 
-def _float(it, node, args, kwargs):
+def _float(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "float")
     if not args:
         return literal(0.0)
@@ -377,7 +393,7 @@ def _float(it, node, args, kwargs):
     raise it.ctx.refuse(node, f"float() of a {value.type}", "float() takes a str, int or float")
 
 
-def _round(it, node, args, kwargs):
+def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "round", ("ndigits",))
     ndigits = args[1] if len(args) == 2 else kwargs.get("ndigits")
     value = operators.none_check(
@@ -406,7 +422,7 @@ def _round(it, node, args, kwargs):
     raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
 
 
-def int_result_of(it, node, column: Column) -> Value:
+def int_result_of(it: "Interpreter", node: ast.AST, column: Column) -> Value:
     return operators.int_result(it.ctx, node, column, True)
 
 
@@ -431,10 +447,12 @@ def _fold(it: "Interpreter", node: ast.AST, candidates: List[Value], largest: bo
     return best
 
 
-def _min_max(largest: bool) -> Callable:
+def _min_max(largest: bool) -> Handler:
     name = "max" if largest else "min"
 
-    def handler(it, node, args, kwargs):
+    def handler(
+        it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+    ) -> Value:
         if kwargs:
             raise it.ctx.refuse(
                 node, f"{name}() with {', '.join(kwargs)}=", f"{name}() without key= or default="
@@ -452,7 +470,7 @@ def _min_max(largest: bool) -> Callable:
     return handler
 
 
-def _list_min_max(it, node, values: Value, largest: bool) -> Value:
+def _list_min_max(it: "Interpreter", node: ast.AST, values: Value, largest: bool) -> Value:
     name = "max" if largest else "min"
     values = operators.none_check(it.ctx, node, values, "'NoneType' object is not iterable")
     element = values.type.args[0]
@@ -485,7 +503,7 @@ def _list_min_max(it, node, values: Value, largest: bool) -> Value:
     return Value(column, element, True)
 
 
-def _sum(it, node, args, kwargs):
+def _sum(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "sum", ("start",))
     values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
     if values.type.kind != "list":
@@ -511,8 +529,10 @@ def _sum(it, node, args, kwargs):
     raise it.ctx.refuse(node, f"sum() of a list of {element}", "sum() of ints or floats")
 
 
-def _any_all(is_all: bool) -> Callable:
-    def handler(it, node, args, kwargs):
+def _any_all(is_all: bool) -> Handler:
+    def handler(
+        it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+    ) -> Value:
         name = "all" if is_all else "any"
         _arity(it, node, args, kwargs, 1, 1, name)
         values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
@@ -529,7 +549,9 @@ def _any_all(is_all: bool) -> Callable:
     return handler
 
 
-def _sorted(it, node, args, kwargs):
+def _sorted(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "sorted", ("reverse",))
     values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
     if values.type.kind != "list":
@@ -554,7 +576,7 @@ def _sorted(it, node, args, kwargs):
     return Value(F.sort_array(values.column, asc=not reverse.const), values.type, False)
 
 
-def _list(it, node, args, kwargs):
+def _list(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "list")
     if not args:
         return Value(F.array(), list_of(NONE), False)
@@ -564,7 +586,9 @@ def _list(it, node, args, kwargs):
     return values
 
 
-def _datetime(it, node, args, kwargs):
+def _datetime(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
     if all(a.is_const for a in args) and all(v.is_const for v in kwargs.values()):
         try:
             made = datetime(*[a.const for a in args], **{k: v.const for k, v in kwargs.items()})
@@ -597,7 +621,9 @@ _TIMEDELTA_UNITS = {
 }
 
 
-def _timedelta(it, node, args, kwargs):
+def _timedelta(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
     names = ["days", "seconds", "microseconds", "milliseconds", "minutes", "hours", "weeks"]
     if len(args) > len(names):
         raise it.ctx.refuse(node, "timedelta() with too many arguments", "at most 7")
@@ -637,9 +663,14 @@ def _timedelta(it, node, args, kwargs):
 
 
 def _math_unary(
-    name: str, spark: Callable, domain: Callable = None, result_int: bool = False
-) -> Callable:
-    def handler(it, node, args, kwargs):
+    name: str,
+    spark: Callable[[Column], Column],
+    domain: Optional[Callable[[Column], Column]] = None,
+    result_int: bool = False,
+) -> Handler:
+    def handler(
+        it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+    ) -> Value:
         _arity(it, node, args, kwargs, 1, 1, f"math.{name}")
         value = operators.none_check(it.ctx, node, args[0], "must be real number, not NoneType")
         if not value.type.is_numeric and value.type.kind != "num":
@@ -658,7 +689,9 @@ def _math_unary(
     return handler
 
 
-def _math_log(it, node, args, kwargs):
+def _math_log(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "math.log")
     x = operators.as_float(
         operators.none_check(it.ctx, node, args[0], "must be real number, not NoneType")
@@ -672,14 +705,16 @@ def _math_log(it, node, args, kwargs):
     return Value(F.log(x) / F.log(base), FLOAT, False)
 
 
-def _math_pow(it, node, args, kwargs):
+def _math_pow(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
     _arity(it, node, args, kwargs, 2, 2, "math.pow")
     a = Value(operators.as_float(args[0]), FLOAT, args[0].nullable)
     b = Value(operators.as_float(args[1]), FLOAT, args[1].nullable)
     return operators.binary(it.ctx, node, ast.Pow(), a, b)
 
 
-_BUILTINS: Dict[int, Callable] = {
+_BUILTINS: Dict[int, Handler] = {
     id(py.len): _len,
     id(py.abs): _abs,
     id(py.bool): _bool,
@@ -722,7 +757,8 @@ _BUILTINS: Dict[int, Callable] = {
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kind = base.type.kind
     args = [it.value(a) for a in node.args]
-    kwargs = {k.arg: it.value(k.value) for k in node.keywords}
+    keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
+    kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
     table = {"str": _STR_METHODS, "dict": _DICT_METHODS}.get(kind, {})
     handler = table.get(name)
     if handler is None:
@@ -731,6 +767,8 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
             f"{base.type}.{name}()",
             f"supported {base.type} methods: {', '.join(sorted(table)) or 'none'}",
         )
+    if len(kwargs) < len(keywords):
+        raise it.ctx.refuse(node, "**kwargs in a call", "pass arguments one by one")
     base = operators.none_check(it.ctx, node, base, f"'NoneType' object has no attribute '{name}'")
     for arg in args + list(kwargs.values()):
         if arg.type.kind == "str" and arg.nullable:
@@ -738,8 +776,14 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     return handler(it, node, base, args, kwargs)
 
 
-def _strip(side: str) -> Callable:
-    def handler(it, node, base, args, kwargs):
+def _strip(side: str) -> MethodHandler:
+    def handler(
+        it: "Interpreter",
+        node: ast.Call,
+        base: Value,
+        args: List[Value],
+        kwargs: Dict[str, Value],
+    ) -> Value:
         _arity(it, node, args, kwargs, 0, 1, side + "strip")
         if args and not (args[0].is_const and isinstance(args[0].const, (str, type(None)))):
             raise it.ctx.refuse(node, f"{side}strip(<not a literal>)", "pass a string literal")
@@ -759,16 +803,28 @@ def _strip(side: str) -> Callable:
     return handler
 
 
-def _case(function: Callable) -> Callable:
-    def handler(it, node, base, args, kwargs):
+def _case(function: Callable[[Column], Column]) -> MethodHandler:
+    def handler(
+        it: "Interpreter",
+        node: ast.Call,
+        base: Value,
+        args: List[Value],
+        kwargs: Dict[str, Value],
+    ) -> Value:
         _arity(it, node, args, kwargs, 0, 0, "lower/upper")
         return Value(function(base.column), STR, False)
 
     return handler
 
 
-def _affix(start: bool) -> Callable:
-    def handler(it, node, base, args, kwargs):
+def _affix(start: bool) -> MethodHandler:
+    def handler(
+        it: "Interpreter",
+        node: ast.Call,
+        base: Value,
+        args: List[Value],
+        kwargs: Dict[str, Value],
+    ) -> Value:
         _arity(it, node, args, kwargs, 1, 1, "startswith" if start else "endswith")
         affix = args[0]
         if affix.type.kind != "str":
@@ -787,7 +843,13 @@ def _affix(start: bool) -> Callable:
     return handler
 
 
-def _replace(it, node, base, args, kwargs):
+def _replace(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
     _arity(it, node, args, kwargs, 2, 2, "replace")
     old, new = args
     # Python inserts the replacement between every character for an empty pattern.
@@ -796,7 +858,13 @@ def _replace(it, node, base, args, kwargs):
     return Value(F.replace(base.column, old.column, new.column), STR, False)
 
 
-def _split(it, node, base, args, kwargs):
+def _split(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "split", ())
     if not args or args[0].type.kind == "none":
         parts = F.split(
@@ -812,7 +880,13 @@ def _split(it, node, base, args, kwargs):
     return Value(F.split(base.column, pattern, -1), list_of(STR), False)
 
 
-def _find(it, node, base, args, kwargs):
+def _find(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "find")
     if args[0].type.kind != "str":
         raise it.ctx.refuse(node, f"find() of a {args[0].type}", "find a str")
@@ -820,7 +894,13 @@ def _find(it, node, base, args, kwargs):
     return Value(F.instr(base.column, args[0].column).cast("bigint") - F.lit(1), INT, False)
 
 
-def _join(it, node, base, args, kwargs):
+def _join(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "join")
     items = operators.none_check(it.ctx, node, args[0], "can only join an iterable")
     if items.type.kind != "list" or items.type.args[0].kind not in ("str", "none"):
@@ -832,7 +912,9 @@ def _join(it, node, base, args, kwargs):
         "sequence item: expected str instance, NoneType found",
     )
     return Value(
-        F.array_join(items.column, base.column)
+        # pyspark's stub types the delimiter as str, but Spark Connect's array_join passes it
+        # through lit(), which keeps a Column as it is.
+        F.array_join(items.column, base.column)  # type: ignore[arg-type]
         if not base.is_const
         else F.array_join(items.column, base.const),
         STR,
@@ -840,7 +922,13 @@ def _join(it, node, base, args, kwargs):
     )
 
 
-def _dict_get(it, node, base, args, kwargs):
+def _dict_get(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "get")
     key_type, value_type = base.type.args
     key = args[0]
@@ -859,7 +947,7 @@ def _dict_get(it, node, base, args, kwargs):
     return Value(column, joined, True)
 
 
-_STR_METHODS = {
+_STR_METHODS: Dict[str, MethodHandler] = {
     "lower": _case(F.lower),
     "upper": _case(F.upper),
     "strip": _strip(""),
@@ -872,7 +960,7 @@ _STR_METHODS = {
     "find": _find,
     "join": _join,
 }
-_DICT_METHODS = {"get": _dict_get}
+_DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get}
 
 
 # ------------------------------------------------------------------ subscripts, comprehensions
@@ -923,7 +1011,7 @@ def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) 
         if not (step.is_const and step.const == 1):
             raise it.ctx.refuse(part, "a slice with a step", "only [::-1] and step 1")
 
-    def bound(expr, default: Column) -> Column:
+    def bound(expr: Optional[ast.expr], default: Column) -> Column:
         if expr is None:
             return default
         value = it.value(expr)
@@ -948,7 +1036,7 @@ def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) 
     )
 
 
-def comprehension(it: "Interpreter", node: ast.AST) -> Value:
+def comprehension(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp]) -> Value:
     """``[expr for x in values if cond]`` over a list: ``F.filter`` then ``F.transform``; where
     the body or the filter would raise for an element, the query fails."""
     if len(node.generators) != 1:
@@ -981,14 +1069,16 @@ def comprehension(it: "Interpreter", node: ast.AST) -> Value:
     element = values.type.args[0]
     name = generator.target.id
 
-    def evaluate(x: Column, expr: Optional[ast.expr], guard_filters: bool) -> tuple:
+    def evaluate(
+        x: Column, expr: Optional[ast.expr], guard_filters: bool
+    ) -> Tuple[Optional[Value], List[Tuple[Cond, str]], Cond]:
         """The element's value (or None without ``expr``), the failures it may raise, and
         whether the filters keep it, for the lambda variable ``x``."""
         saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
         it.path.env[name] = Value(x, element, True)
         it.ctx.failures, it.ctx.guard = [], True
         try:
-            kept: Any = True
+            kept: Cond = True
             for condition in generator.ifs:
                 kept = c_and(kept, operators.truthy(it.value(condition)))
                 if guard_filters:
@@ -998,21 +1088,27 @@ def comprehension(it: "Interpreter", node: ast.AST) -> Value:
         finally:
             it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
 
+    def element_of(x: Column, guard_filters: bool) -> Tuple[Value, List[Tuple[Cond, str]]]:
+        """The element's value and the failures it may raise."""
+        result, failures, _ = evaluate(x, node.elt, guard_filters)
+        assert result is not None  # evaluated with an expression
+        return result, failures
+
     def keep(x: Column) -> Column:
         return c_column(evaluate(x, None, False)[2])
 
     # The failures an element may raise, lifted out of the lambdas.
-    _, failures, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, True)
+    _, failures = element_of(F.lit(None).cast(to_spark(element)), True)
 
     def failing(index: int) -> Callable[[Column], Column]:
         # A one-parameter function: Spark Connect passes a lambda variable per parameter.
-        return lambda x: c_column(evaluate(x, node.elt, True)[1][index][0])
+        return lambda x: c_column(element_of(x, True)[1][index][0])
 
     for index, (_, message) in enumerate(failures):
         it.ctx.failures.append(
             (c_and(it.ctx.guard, F.exists(values.column, failing(index))), message)
         )
     filtered = F.filter(values.column, keep) if generator.ifs else values.column
-    sample, _, _ = evaluate(F.lit(None).cast(to_spark(element)), node.elt, False)
-    column = F.transform(filtered, lambda x: evaluate(x, node.elt, False)[0].column)
+    sample, _ = element_of(F.lit(None).cast(to_spark(element)), False)
+    column = F.transform(filtered, lambda x: element_of(x, False)[0].column)
     return Value(column, list_of(sample.type), False)

@@ -10,7 +10,7 @@ check that fails the query with the function's name, file, line and Python's exc
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -22,7 +22,7 @@ from mapwithstate.pyfunc.aggregates import Rows
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.interpreter import Context, Emit, Interpreter, StateObject, store
 from mapwithstate.pyfunc.paths import PathState
-from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, from_spark, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unify
 from mapwithstate.pyfunc.source import FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, select
 
@@ -119,18 +119,21 @@ def compile_function(
             ) from None
 
     ctx = Context(source, columns, type_of)
+    state_types: Dict[str, PyType] = {}
     for field in state.fields:
-        if from_spark(field.dataType) is None:
+        state_type = from_spark(field.dataType)
+        if state_type is None:
             raise source.error(
                 tree,
                 f"state field {field.name!r} of type {field.dataType.simpleString()}",
                 "state fields may be numbers, strings, booleans, timestamps, "
                 "dates, day-time intervals, arrays, maps and structs of them",
             )
+        state_types[field.name] = state_type
     env = _bind(source, tree, columns, group, key_names)
     fields = {}
     for field in state.fields:
-        py_type = from_spark(field.dataType)
+        py_type = state_types[field.name]
         column = S.state(field.name)
         if py_type.kind in ("int", "float"):
             column = column.cast(to_spark(py_type))
@@ -165,7 +168,7 @@ def compile_function(
                 ctx,
                 tree,
                 f"state field {f.name!r}",
-                from_spark(f.dataType),
+                state_types[f.name],
                 f.dataType,
                 final_fields[f.name],
             ).column.alias(f.name)
@@ -181,13 +184,10 @@ def compile_function(
 
     failures = ctx.failures
     if failures:
-        check = None
-        for cond, message in failures:
-            check = (
-                F.when(c_column(cond), F.raise_error(F.lit(message)))
-                if check is None
-                else check.when(c_column(cond), F.raise_error(F.lit(message)))
-            )
+        (first_cond, first_message), *more = failures
+        check = F.when(c_column(first_cond), F.raise_error(F.lit(first_message)))
+        for cond, message in more:
+            check = check.when(c_column(cond), F.raise_error(F.lit(message)))
         ok = check.isNull()
         update, remove, emit, timeout_at = (
             None if c is None else F.when(ok, c) for c in (update, remove, emit, timeout_at)
@@ -265,9 +265,9 @@ def _bind(
     return env
 
 
-def _own_nodes(tree: ast.FunctionDef):
+def _own_nodes(tree: ast.FunctionDef) -> Iterator[ast.AST]:
     """The nodes of the function's body, not of nested scopes."""
-    stack = list(tree.body)
+    stack: List[ast.AST] = list(tree.body)
     while stack:
         node = stack.pop()
         yield node
@@ -317,15 +317,11 @@ def _emit(
                 f"{', '.join(names)}; line {emit.line}: {', '.join(emit.record.fields)})",
                 "every emitted dict has the same keys, in the same order",
             )
-    types = {}
+    types: Dict[str, PyType] = {}
     for name in names:
-        joined = None
-        for emit in emits:
-            value = emit.record.fields[name]
-            kind = value.type
-            if joined is None:
-                joined = kind
-                continue
+        joined = emits[0].record.fields[name].type
+        for emit in emits[1:]:
+            kind = emit.record.fields[name].type
             step = unify(joined, kind)
             if step is None:
                 raise ctx.source.error(

@@ -8,7 +8,7 @@ to 15, scientific with a signed two-digit exponent otherwise.
 """
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["to_str", "float_repr"]
 
 
-def _digits(text: Column):
+def _digits(text: Column) -> Tuple[Column, Column, Column]:
     """The sign, significant digits and decimal exponent of the first digit of a float's
     text (``1.5E300``, ``0.001``, ``1.5372286728091292e+18``)."""
     pattern = r"^-?([0-9]+)\.([0-9]+)(?:[eE]\+?(-?[0-9]+))?$"

@@ -12,9 +12,11 @@ exactly raises :class:`~mapwithstate.pyfunc.errors.CompileError` instead.
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.errors import CompileError
@@ -51,7 +53,8 @@ class Context:
 
     source: FunctionSource
     columns: Dict[str, Any]
-    type_of: Callable
+    #: The Spark type of an escape-hatch Column (``node``: the call, for errors).
+    type_of: Callable[[ast.AST, Column], T.DataType]
     guard: Cond = True
     failures: List[Tuple[Cond, str]] = field(default_factory=list)
 
@@ -81,7 +84,7 @@ class Interpreter:
         ctx: Context,
         path: PathState,
         state_schema: Any,
-        resolve_call: Callable,
+        resolve_call: Callable[["Interpreter", ast.Call], Any],
         generator: bool,
     ) -> None:
         from mapwithstate.pyfunc.pytypes import from_spark
@@ -89,9 +92,12 @@ class Interpreter:
         self.ctx = ctx
         self.path = path
         self.state_spark = {f.name: f.dataType for f in state_schema.fields}
-        self.state_fields: Dict[str, PyType] = {
-            f.name: from_spark(f.dataType) for f in state_schema.fields
-        }
+        self.state_fields: Dict[str, PyType] = {}
+        for f in state_schema.fields:
+            field_type = from_spark(f.dataType)
+            # compile_function refuses a state field without a Python type before this.
+            assert field_type is not None, f.dataType
+            self.state_fields[f.name] = field_type
         self.resolve_call = resolve_call
         self.generator = generator
         self.exits: List[Exit] = []
@@ -228,8 +234,15 @@ class Interpreter:
         else:
             self.path = self._merge(node, test, then_path, else_path)
 
-    def _merge(self, node: ast.AST, test: Cond, a: PathState, b: PathState) -> PathState:
-        env = {}
+    def _merge(self, node: ast.stmt, test: Cond, a: PathState, b: PathState) -> PathState:
+        def merged_value(x: Value, y: Value) -> Value:
+            # State fields, presence and the timer have one type on every path (state.update
+            # stores a value in its field's type), so they always merge.
+            merged = merge_values(test, x, y)
+            assert isinstance(merged, Value), (x.type, y.type)
+            return merged
+
+        env: Dict[str, Any] = {}
         for name in set(a.env) | set(b.env):
             if name not in a.env or name not in b.env:
                 env[name] = MaybeUnassigned(node.lineno)
@@ -245,14 +258,14 @@ class Interpreter:
             env[name] = merged
         fields = {}
         for name in a.fields:
-            fields[name] = merge_values(test, a.fields[name], b.fields[name])
-        present = merge_values(test, a.present, b.present)
+            fields[name] = merged_value(a.fields[name], b.fields[name])
+        present = merged_value(a.present, b.present)
         changed = (
             a.changed
             if a.changed is b.changed
             else c_or(c_and(test, a.changed), c_and(c_not(test), b.changed))
         )
-        timer = merge_values(test, a.timer, b.timer)
+        timer = merged_value(a.timer, b.timer)
         return PathState(env, fields, present, changed, timer)
 
     def return_(self, node: ast.Return) -> None:
@@ -276,7 +289,7 @@ class Interpreter:
         self.exits.append(Exit(self.ctx.guard, self.path.copy()))
         self.ctx.guard = False
 
-    def yield_(self, node: ast.expr) -> None:
+    def yield_(self, node: Union[ast.Yield, ast.YieldFrom]) -> None:
         if isinstance(node, ast.YieldFrom):
             raise self.ctx.refuse(node, "yield from", "yield each row")
         value = self.expression(node.value) if node.value is not None else None
@@ -304,8 +317,15 @@ class Interpreter:
         """An expression that must be a plain value (not a dict display or a module)."""
         result = self.expression(node)
         if not isinstance(result, Value):
-            from mapwithstate.pyfunc.aggregates import Rows
+            from mapwithstate.pyfunc.aggregates import Rows, UntypedColumn
 
+            if isinstance(result, UntypedColumn):
+                raise self.ctx.refuse(
+                    node,
+                    f"column {result.name!r} of type {result.data_type.simpleString()}",
+                    "no exact Python type for it; cast it before the call, or pass it to a "
+                    "pyspark.sql.functions call",
+                )
             if isinstance(result, Rows):
                 raise self.ctx.refuse(
                     node,
@@ -325,7 +345,9 @@ class Interpreter:
             return literal(node.value)
         except OverflowError:
             raise self.ctx.refuse(
-                node, f"int literal {node.value}", "ints are 64-bit (BIGINT) in a compiled function"
+                node,
+                f"int literal {node.value!r}",
+                "ints are 64-bit (BIGINT) in a compiled function",
             ) from None
         except TypeError:
             raise self.ctx.refuse(
@@ -718,10 +740,10 @@ def _is_state(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "state"
 
 
-_ASSIGNED_CACHE: Dict[int, set] = {}
+_ASSIGNED_CACHE: Dict[int, Set[str]] = {}
 
 
-def _assigned_names(tree: ast.FunctionDef) -> set:
+def _assigned_names(tree: ast.FunctionDef) -> Set[str]:
     key = id(tree)
     if key not in _ASSIGNED_CACHE:
         _ASSIGNED_CACHE[key] = {

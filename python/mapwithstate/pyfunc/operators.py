@@ -10,12 +10,23 @@ guard, so it fires only where Python would raise.
 
 import ast
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, List, Optional
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, INT, NONE, NUM, STR, TIMEDELTA, unify
+from mapwithstate.pyfunc.pytypes import (
+    BOOL,
+    DATETIME,
+    FLOAT,
+    INT,
+    NONE,
+    NUM,
+    STR,
+    TIMEDELTA,
+    PyType,
+    unify,
+)
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not
 
 if TYPE_CHECKING:
@@ -123,7 +134,7 @@ def _type_error(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) 
     )
 
 
-def binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
+def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) -> Value:
     """``a <op> b`` for an arithmetic or bitwise operator."""
     sym = symbol(op)
     message = f"unsupported operand type(s) for {sym}: '{{}}' and '{{}}'"
@@ -443,7 +454,7 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
     raise ctx.refuse(node, f"'in' on {container.type}", "'in' works on str, list and dict values")
 
 
-def unary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value) -> Value:
+def unary(ctx: "Context", node: ast.AST, op: ast.unaryop, a: Value) -> Value:
     if isinstance(op, ast.Not):
         return Value(_cond_column(c_not(truthy(a))), BOOL, False)
     name = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}[type(op)]
@@ -479,11 +490,13 @@ def _cond_column(cond: Cond) -> Column:
     return F.lit(cond) if isinstance(cond, bool) else cond
 
 
-def boolean(ctx: "Context", node: ast.AST, op: ast.AST, values: list, conds: list) -> Value:
+def boolean(
+    ctx: "Context", node: ast.AST, op: ast.boolop, values: List[Value], conds: List[Cond]
+) -> Value:
     """Folds evaluated operands of ``and``/``or`` (``conds``: each one's truthiness) into the
     operand Python returns: ``a or b`` is ``a`` if ``a`` is true, else ``b``."""
     result = values[-1]
-    joined = result.type
+    joined: Optional[PyType] = result.type
     for value in values[:-1]:
         joined = unify(joined, value.type) if joined is not None else None
     if joined is None:
@@ -499,9 +512,12 @@ def boolean(ctx: "Context", node: ast.AST, op: ast.AST, values: list, conds: lis
     for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1]), strict=False):
         if isinstance(op, ast.Or):
             # `a or b` gives `a` only where `a` is true, so never a None there.
-            result = merge_values(
+            merged = merge_values(
                 cond, value.non_null() if value.type.kind != "none" else value, result
             )
         else:
-            result = merge_values(c_not(cond), value, result)
+            merged = merge_values(c_not(cond), value, result)
+        # Every operand's type unifies with the later ones' (checked above), so they merge.
+        assert merged is not None
+        result = merged
     return result

@@ -7,7 +7,7 @@ DOUBLE, so arithmetic never overflows at 32 bits where Python would not).
 """
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from pyspark.sql import types as T
 
@@ -38,7 +38,7 @@ class PyType:
     type) fields."""
 
     kind: str
-    args: Tuple = ()
+    args: Tuple[Any, ...] = ()
 
     @property
     def name(self) -> str:

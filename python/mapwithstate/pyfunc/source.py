@@ -24,14 +24,14 @@ NOT_FOUND = object()
 class FunctionSource:
     """A function's definition node, its file and line offset, and its global names."""
 
-    function: Callable
+    function: Callable[..., Any]
     tree: ast.FunctionDef
     file: str
     first_line: int
     scope: Dict[str, Any]
 
     @staticmethod
-    def of(function: Callable) -> "FunctionSource":
+    def of(function: Callable[..., Any]) -> "FunctionSource":
         """Parses ``function``; a function without source (a lambda in a REPL, a builtin) or
         that is not a plain ``def`` is refused."""
         name = getattr(function, "__name__", repr(function))

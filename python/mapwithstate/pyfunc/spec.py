@@ -37,10 +37,10 @@ class PythonStateSpec(StateSpec):
     'count'
     """
 
-    _function: Optional[Callable] = None
+    _function: Optional[Callable[..., Any]] = None
 
     @property
-    def python(self) -> Callable:
+    def python(self) -> Callable[..., Any]:
         """The undecorated function, callable as plain Python."""
         assert self._function is not None
         return self._function
@@ -92,7 +92,9 @@ class PythonStateSpec(StateSpec):
         }
 
 
-def state_function(state_schema: Union[str, StructType]) -> Callable[[Callable], PythonStateSpec]:
+def state_function(
+    state_schema: Union[str, StructType],
+) -> Callable[[Callable[..., Any]], PythonStateSpec]:
     """Decorates a Python state function: returns a :class:`PythonStateSpec` over a state of
     type ``state_schema`` (a DDL string or ``StructType``).
 
@@ -114,7 +116,7 @@ def state_function(state_schema: Union[str, StructType]) -> Callable[[Callable],
             f"state_schema must be a DDL string or a StructType, got {type(state_schema).__name__}"
         )
 
-    def decorate(function: Callable) -> PythonStateSpec:
+    def decorate(function: Callable[..., Any]) -> PythonStateSpec:
         if not callable(function):
             raise TypeError(f"state_function decorates a function, got {type(function).__name__}")
         FunctionSource.of(function)  # refuses a function without source now
@@ -147,7 +149,7 @@ def compile_for(
     return spec.compiled(df, key, value)
 
 
-def _parameters(function: Callable) -> List[str]:
+def _parameters(function: Callable[..., Any]) -> List[str]:
     code = function.__code__
     return list(code.co_varnames[: code.co_argcount])
 
