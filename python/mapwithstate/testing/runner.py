@@ -11,7 +11,7 @@ import datetime
 import inspect
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from pyspark.sql import Row
 
@@ -214,7 +214,7 @@ class Tester:
             else:
                 kept.append(row)
         emitted: List[Dict[str, Any]] = []
-        called: set = set()
+        called: Set[Key] = set()
         context = (batch_time, watermark)
         if self._groups:
             groups: "OrderedDict[Key, List[Dict[str, Any]]]" = OrderedDict()
@@ -245,7 +245,7 @@ class Tester:
         record: Dict[str, Any],
         rows: Optional[List[Dict[str, Any]]],
         context: Tuple[datetime.datetime, Optional[datetime.datetime]],
-        called: set,
+        called: Set[Key],
     ) -> List[Dict[str, Any]]:
         batch_time, watermark = context
         before = self._states.get(key)
@@ -363,7 +363,10 @@ class Tester:
     # --- timeouts and watermarks -------------------------------------------------------
 
     def _timing_out(
-        self, batch_time: datetime.datetime, watermark: Optional[datetime.datetime], called: set
+        self,
+        batch_time: datetime.datetime,
+        watermark: Optional[datetime.datetime],
+        called: Set[Key],
     ) -> List[Key]:
         if self._timers:
             threshold = watermark if self._domain == "event_time" else batch_time

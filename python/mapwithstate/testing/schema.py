@@ -70,9 +70,7 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
             raise _mismatch(value, data_type, where)
         bits = _INTEGER_BITS[kind]
         if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
-            raise OverflowError(
-                f"{where}: {value} does not fit {data_type.simpleString()}"
-            ) from None
+            raise OverflowError(f"{where}: {value} does not fit {data_type.simpleString()}")
         return int(value)
     if kind in (DoubleType, FloatType):
         if not isinstance(value, (int, float)):
@@ -88,16 +86,14 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
 
             stored = struct.unpack("f", struct.pack("f", stored))[0]
         return stored
-    if kind is DecimalType:
+    if isinstance(data_type, DecimalType):
         if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
             raise _mismatch(value, data_type, where)
         quantum = decimal.Decimal(1).scaleb(-data_type.scale)
-        stored = decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
-        if len(stored.as_tuple().digits) > data_type.precision:
-            raise OverflowError(
-                f"{where}: {value} does not fit {data_type.simpleString()}"
-            ) from None
-        return stored
+        exact = decimal.Decimal(value).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+        if len(exact.as_tuple().digits) > data_type.precision:
+            raise OverflowError(f"{where}: {value} does not fit {data_type.simpleString()}")
+        return exact
     if kind is StringType:
         return _expect(value, str, data_type, where)
     if kind is BooleanType:
@@ -112,11 +108,11 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
         if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
             raise _mismatch(value, data_type, where)
         return value
-    if kind is ArrayType:
+    if isinstance(data_type, ArrayType):
         if not isinstance(value, (list, tuple)):
             raise _mismatch(value, data_type, where)
         return [to_stored(v, data_type.elementType, f"{where}[{i}]") for i, v in enumerate(value)]
-    if kind is MapType:
+    if isinstance(data_type, MapType):
         if not isinstance(value, dict):
             raise _mismatch(value, data_type, where)
         return {
@@ -125,7 +121,7 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
             )
             for k, v in value.items()
         }
-    if kind is StructType:
+    if isinstance(data_type, StructType):
         return _struct(value, data_type, where)
     raise TypeError(f"{where}: type {data_type.simpleString()} is not supported here")
 
