@@ -143,6 +143,13 @@ def _properties_escape(text: str) -> str:
     return "".join(out)
 
 
+# Errors reach a local session without the server's JVM stack trace (Spark Connect's default
+# adds ~70 lines to each); a session sets it back with
+# spark.conf.set("spark.sql.connect.serverStacktrace.enabled", "true"), a server with
+# local_session(**{"spark.sql.connect.serverStacktrace.enabled": "true"}).
+_CONCISE_ERRORS = {"spark.sql.connect.serverStacktrace.enabled": "false"}
+
+
 class LocalConnectServer:
     """A Spark Connect server in its own JVM on this machine, with the plugin loaded, reachable
     by this user only.
@@ -163,6 +170,10 @@ class LocalConnectServer:
     Its Python workers (a ``foreachBatch`` function, UDFs) run on this process's interpreter
     unless ``PYSPARK_PYTHON`` says otherwise.
 
+    Errors come without the server's JVM stack trace: the error's condition and message only.
+    ``spark.sql.connect.serverStacktrace.enabled`` set to ``"true"`` (in ``conf``, or by
+    ``spark.conf.set`` in a session) adds it back.
+
     :meth:`stop` (also run at interpreter exit) ends it and removes its temporary directory,
     log included; a server that failed to start, or ended on its own, keeps its log.
 
@@ -179,7 +190,7 @@ class LocalConnectServer:
                           f"port {port} on {_LOOPBACK} is in use by another process; pass another "
                           "port, or none to have a free one chosen")
         self.master = master
-        self.conf: Dict[str, str] = {**server_conf(), **(conf or {})}
+        self.conf: Dict[str, str] = {**server_conf(), **_CONCISE_ERRORS, **(conf or {})}
         plugins = [p for p in self.conf.get("spark.plugins", "").split(",") if p.strip()]
         self.conf["spark.plugins"] = ",".join(plugins + [_EXIT_WITH_OWNER_PLUGIN])
         self._token = secrets.token_urlsafe(32)

@@ -297,7 +297,7 @@ class StateUpdater(
     val set = s"timeout_at of the key ${describe(key)} is ${instant(timer)} (set by its " +
       (if (timingOut) "timing-out call" else "call") + s" in the batch at ${instant(batchTime)})"
     val clear = "or to null to clear the timer."
-    throw MapWithStateException(
+    throw MapWithStateException(io.mapwithstate.ErrorCondition.TimerAlreadyDue,
       if (!eventTimeTimers) {
         s"$set, not after that batch time: a processing-time timer must be later than " +
           "batch_time() (as Spark says: Timeout duration must be positive). Set timeout_at " +
@@ -338,7 +338,7 @@ class StateUpdater(
   /** Loads one row of initial state: key columns then state fields, in `layout` order. */
   def loadInitialState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit = {
     if (map.get(key) != null) {
-      throw MapWithStateException(
+      throw MapWithStateException(io.mapwithstate.ErrorCondition.InitialStateDuplicateKey,
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
           "one initial state (as Spark says: the initial state provided contained multiple " +
           "rows(state) with the same key. Make sure to de-duplicate the initial state before " +

@@ -76,6 +76,7 @@ object StateBackend {
   def checkName(name: String): String = if (Names.contains(name)) name else throw unknown(name)
 
   private def unknown(name: String): MapWithStateException = MapWithStateException(
+    io.mapwithstate.ErrorCondition.InvalidArgument,
     s"backend must be one of ${Names.mkString("'", "', '", "'")}, got '$name'")
 
   /**
