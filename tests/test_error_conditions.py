@@ -64,7 +64,8 @@ def test_an_unknown_column_names_the_argument_and_sparks_condition(spark):
                               emit=F.struct(F.col("word")))
     error = error_of(lambda: map_with_state(words(spark), key="word", spec=spec))
     message = assert_condition(error, "MAPWITHSTATE_ANALYSIS_FAILED", "42000")
-    assert message.startswith("[MAPWITHSTATE_ANALYSIS_FAILED] update: ") and "missing_col" in message
+    assert message.startswith("[MAPWITHSTATE_ANALYSIS_FAILED] update: ")
+    assert "missing_col" in message
     parameters = error.getMessageParameters()
     assert parameters["argument"] == "update"
     assert parameters["sparkCondition"] == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
