@@ -195,6 +195,13 @@ def _properties_escape(text: str) -> str:
     return "".join(out)
 
 
+# Errors reach a local session without the server's JVM stack trace (Spark Connect's default
+# adds ~70 lines to each); a session sets it back with
+# spark.conf.set("spark.sql.connect.serverStacktrace.enabled", "true"), a server with
+# local_session(**{"spark.sql.connect.serverStacktrace.enabled": "true"}).
+_CONCISE_ERRORS = {"spark.sql.connect.serverStacktrace.enabled": "false"}
+
+
 class LocalConnectServer:
     """A Spark Connect server in its own JVM on this machine, with the plugin loaded, reachable
     by this user only.
@@ -214,6 +221,10 @@ class LocalConnectServer:
 
     Its Python workers (a ``foreachBatch`` function, UDFs) run on this process's interpreter
     unless ``PYSPARK_PYTHON`` says otherwise.
+
+    Errors come without the server's JVM stack trace: the error's condition and message only.
+    ``spark.sql.connect.serverStacktrace.enabled`` set to ``"true"`` (in ``conf``, or by
+    ``spark.conf.set`` in a session) adds it back.
 
     :meth:`stop` (also run at interpreter exit) ends it and removes its temporary directory,
     log included; a server that failed to start, or ended on its own, keeps its log.
@@ -241,7 +252,7 @@ class LocalConnectServer:
                 "port, or none to have a free one chosen",
             )
         self.master = master
-        self.conf: Dict[str, str] = {**server_conf(), **(conf or {})}
+        self.conf: Dict[str, str] = {**server_conf(), **_CONCISE_ERRORS, **(conf or {})}
         if isinstance(packages, str):
             raise TypeError(
                 f"packages must be a list of package names, not the string "

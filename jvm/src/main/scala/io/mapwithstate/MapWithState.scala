@@ -89,11 +89,14 @@ object MapWithState {
       groups: Boolean): DataFrame = {
     val input = classicDataset(df, "df")
     val session = input.sparkSession
-    if (spec == null) throw MapWithStateException("spec: a StateSpec is needed, got null")
+    if (spec == null) throw MapWithStateException(ErrorCondition.InvalidArgument,
+      "spec: a StateSpec is needed, got null")
     def expressions(columns: Seq[Column], what: String): Seq[Expression] = {
-      if (columns == null) throw MapWithStateException(s"$what: a list of Columns is needed, got null")
+      if (columns == null) throw MapWithStateException(ErrorCondition.InvalidArgument,
+        s"$what: a list of Columns is needed, got null")
       columns.zipWithIndex.map { case (c, i) =>
-        if (c == null) throw MapWithStateException(s"$what[$i] is null; a Column is needed")
+        if (c == null) throw MapWithStateException(ErrorCondition.InvalidArgument,
+          s"$what[$i] is null; a Column is needed")
         session.expression(c)
       }
     }
@@ -173,15 +176,16 @@ object MapWithState {
   private def outputKind(output: String): OutputKind = output match {
     case "emitted" => OutputKind.Emitted
     case "snapshots" => OutputKind.Snapshots
-    case other => throw MapWithStateException(
+    case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
       s"output must be 'emitted' or 'snapshots', got ${if (other == null) "null" else s"'$other'"}")
   }
 
   /** The plan is Catalyst, so the input must be a classic (in-process) Dataset. */
   private def classicDataset(df: Dataset[Row], what: String): classic.Dataset[Row] = df match {
     case d: classic.Dataset[Row @unchecked] => d
-    case null => throw MapWithStateException(s"$what: a DataFrame is needed, got null")
-    case other => throw MapWithStateException(
+    case null => throw MapWithStateException(ErrorCondition.InvalidArgument,
+      s"$what: a DataFrame is needed, got null")
+    case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
       s"$what must be a DataFrame of a classic SparkSession, got ${other.getClass.getName} (a " +
         "Spark Connect client reaches mapWithState through the Connect plugin instead)")
   }

@@ -56,7 +56,8 @@ object MapWithStateConf {
     val text = conf.getConfString(SnapshotDeltaRatio,
       state.DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio.toString)
     text.trim.toDoubleOption.filter(r => r >= 0 && !r.isInfinite).getOrElse {
-      throw MapWithStateException(s"$SnapshotDeltaRatio must be a number of at least 0, got '$text'")
+      throw MapWithStateException(ErrorCondition.InvalidConf,
+        s"$SnapshotDeltaRatio must be a number of at least 0, got '$text'")
     }
   }
 
@@ -68,7 +69,7 @@ object MapWithStateConf {
           case _: NumberFormatException => -1L
         }
         if (bytes <= 0) {
-          throw MapWithStateException(
+          throw MapWithStateException(ErrorCondition.InvalidConf,
             s"$MaxPartitionBytes must be a positive size in bytes (such as 536870912 or 512m), " +
               s"got '$text'")
         }
@@ -78,14 +79,16 @@ object MapWithStateConf {
   def coalesceLocalStoreTasks(conf: SQLConf): Boolean = {
     val text = conf.getConfString(CoalesceLocalStoreTasks, "true")
     text.trim.toLowerCase(java.util.Locale.ROOT).toBooleanOption.getOrElse {
-      throw MapWithStateException(s"$CoalesceLocalStoreTasks must be true or false, got '$text'")
+      throw MapWithStateException(ErrorCondition.InvalidConf,
+        s"$CoalesceLocalStoreTasks must be true or false, got '$text'")
     }
   }
 
   private def positiveInt(conf: SQLConf, key: String, default: Int): Int = {
     val text = conf.getConfString(key, default.toString)
     text.trim.toIntOption.filter(_ > 0).getOrElse {
-      throw MapWithStateException(s"$key must be a positive integer, got '$text'")
+      throw MapWithStateException(ErrorCondition.InvalidConf,
+        s"$key must be a positive integer, got '$text'")
     }
   }
 }

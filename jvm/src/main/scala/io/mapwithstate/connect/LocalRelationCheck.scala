@@ -3,7 +3,7 @@ package io.mapwithstate.connect
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.arrow.memory.RootAllocator
 import org.apache.arrow.vector.ipc.ArrowStreamReader
 import org.apache.arrow.vector.util.ValueVectorUtility
@@ -68,7 +68,7 @@ object LocalRelationCheck {
       } finally reader.close()
     } catch {
       case NonFatal(e) =>
-        throw new MapWithStateException(
+        throw new MapWithStateException(ErrorCondition.MalformedRequest,
           s"$path: a LocalRelation's Arrow data is damaged (${e.getClass.getSimpleName}: " +
             s"${e.getMessage}); refused before Spark reads it. The message was changed on the " +
             "way, or the client built it wrong", e)

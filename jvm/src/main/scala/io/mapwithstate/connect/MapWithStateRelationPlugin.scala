@@ -4,7 +4,7 @@ import java.util.Optional
 
 import scala.jdk.CollectionConverters._
 
-import io.mapwithstate.{MapWithState, MapWithStateException}
+import io.mapwithstate.{ErrorCondition, MapWithState, MapWithStateException}
 import io.mapwithstate.plan.{MapWithStateRequest, OutputKind, StateSpecRequest}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression => ExpressionProto, Relation => RelationProto}
@@ -62,7 +62,7 @@ object MapWithStateRelationPlugin {
       try proto.MapWithState.parseFrom(input)
       catch {
         case e: InvalidProtocolBufferException =>
-          throw new MapWithStateException(
+          throw new MapWithStateException(ErrorCondition.MalformedRequest,
             s"the mapwithstate.MapWithState message is malformed: ${e.getMessage}", e)
       }
     refuseUnknownFields("MapWithState", rel.getUnknownFields)
@@ -73,7 +73,7 @@ object MapWithStateRelationPlugin {
 
   private def refuseUnknownFields(where: String, fields: UnknownFieldSet): Unit = {
     if (!fields.asMap.isEmpty) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.MalformedRequest,
         s"$where has fields this server does not know (numbers " +
           s"${fields.asMap.keySet.asScala.mkString(", ")}): the client is newer than the " +
           "mapwithstate plugin on the server, or the message is corrupt")
@@ -81,15 +81,17 @@ object MapWithStateRelationPlugin {
   }
 
   def toRequest(rel: proto.MapWithState, planner: SparkConnectPlanner): MapWithStateRequest = {
-    if (!rel.hasInput) throw MapWithStateException("MapWithState.input is missing: the relation to run")
-    if (!rel.hasSpec) throw MapWithStateException("MapWithState.spec is missing: the StateSpec to run")
+    if (!rel.hasInput) throw MapWithStateException(ErrorCondition.MalformedRequest,
+      "MapWithState.input is missing: the relation to run")
+    if (!rel.hasSpec) throw MapWithStateException(ErrorCondition.MalformedRequest,
+      "MapWithState.spec is missing: the StateSpec to run")
     val spec = rel.getSpec
     val stateSchema = spec.getStateSchemaCase match {
       case proto.StateSpec.StateSchemaCase.STATE_SCHEMA_DDL => Left(spec.getStateSchemaDdl)
       case proto.StateSpec.StateSchemaCase.STATE_SCHEMA_TYPE =>
         Right(DataTypeProtoConverter.toCatalystType(spec.getStateSchemaType))
       case proto.StateSpec.StateSchemaCase.STATESCHEMA_NOT_SET =>
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.MalformedRequest,
           "spec.state_schema is missing: a StateSpec needs the state's type, as a DDL string " +
             "or a DataType")
     }
@@ -151,7 +153,7 @@ object MapWithStateRelationPlugin {
     case proto.MapWithState.Output.OUTPUT_EMITTED => OutputKind.Emitted
     case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
     case other =>
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.MalformedRequest,
         s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
           s"${rel.getOutputValue}" else other} is not an output kind; expected OUTPUT_EMITTED " +
           "or OUTPUT_SNAPSHOTS")

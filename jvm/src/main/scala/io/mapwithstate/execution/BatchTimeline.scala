@@ -66,7 +66,7 @@ object BatchTimeline {
       val first = times.head
       val count = (times.last - first + step - 1) / step + 1
       if (count > maxBatches) {
-        throw MapWithStateException(
+        throw MapWithStateException(io.mapwithstate.ErrorCondition.LimitExceeded,
           s"batch_interval gives $count batches between the first and the last batch_time; at " +
             s"most $maxBatches are replayed: use a longer batch_interval (or raise " +
             s"${io.mapwithstate.MapWithStateConf.MaxReplayBatches})")

@@ -95,7 +95,8 @@ case class MapWithStateExec(
       val ordinal = child.output.indexWhere(_.exprId == bt.exprId)
       row => {
         if (row.isNullAt(ordinal)) {
-          throw MapWithStateException("batch_time is null in a record; every record needs a time")
+          throw MapWithStateException(io.mapwithstate.ErrorCondition.NullBatchTime,
+            "batch_time is null in a record; every record needs a time")
         }
         row.getLong(ordinal)
       }
@@ -115,7 +116,7 @@ case class MapWithStateExec(
       val readTime = batchTimeReader
       val cap: OpenHashSet[Long] => OpenHashSet[Long] = { set =>
         if (interval.isEmpty && set.size > maxBatches) {
-          throw MapWithStateException(
+          throw MapWithStateException(io.mapwithstate.ErrorCondition.LimitExceeded,
             s"batch_time has more than $maxBatches distinct values; a batch replay runs at " +
               s"most $maxBatches batches: use a coarser batch_time or a batch_interval (or " +
               s"raise ${MapWithStateConf.MaxReplayBatches})")

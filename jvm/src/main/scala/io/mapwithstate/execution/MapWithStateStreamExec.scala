@@ -164,11 +164,12 @@ case class MapWithStateStreamExec(
         backend.storeValueSchema(function.stateType), stateSchemaVersion)
     } catch {
       case NonFatal(e) =>
-        throw new MapWithStateException(
+        throw new MapWithStateException(io.mapwithstate.ErrorCondition.StateSchemaChanged,
           "map_with_state: the key columns or the state schema differ from those this query's " +
             s"checkpoint (${getStateInfo.checkpointLocation}) was written with: now keys " +
             s"${keySchema.simpleString} and state ${function.stateType.simpleString}; keep them, " +
-            s"or start the query on a new checkpoint (${MapWithStateException.describe(e)})", e)
+            "or start the query on a new checkpoint " +
+            s"(${MapWithStateException.withoutSchemaCheckAdvice(e)})", e)
     }
   }
 

@@ -239,7 +239,7 @@ abstract class StateUpdater(
   /** Loads one row of initial state: key columns then state fields, in `layout` order. */
   def loadInitialState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit = {
     if (map.get(key) != null) {
-      throw MapWithStateException(
+      throw MapWithStateException(io.mapwithstate.ErrorCondition.InitialStateDuplicateKey,
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
           "one initial state (as Spark says: the initial state provided contained multiple " +
           "rows(state) with the same key. Make sure to de-duplicate the initial state before " +

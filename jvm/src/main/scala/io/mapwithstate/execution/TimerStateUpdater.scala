@@ -133,7 +133,7 @@ final class TimerStateUpdater(
     val set = s"timeout_at of the key ${describe(key)} is ${instant(timer)} (set by its " +
       (if (timingOut) "timing-out call" else "call") + s" in the batch at ${instant(batchTime)})"
     val clear = "or to null to clear the timer."
-    throw MapWithStateException(
+    throw MapWithStateException(io.mapwithstate.ErrorCondition.TimerAlreadyDue,
       if (!eventTime) {
         s"$set, not after that batch time: a processing-time timer must be later than " +
           "batch_time() (as Spark says: Timeout duration must be positive). Set timeout_at " +

@@ -1,6 +1,6 @@
 package io.mapwithstate.plan
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.expressions.{CommonExpressionRef, With}
 import org.apache.spark.sql.catalyst.optimizer.{ReplaceCurrentLike, ReplaceExpressions, ReplaceUpdateFieldsExpression}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
@@ -40,9 +40,10 @@ private[plan] object ExecutableExpressions {
     plan.transformAllExpressions { case w: With =>
       w.transformUp { case With(body, defs) =>
         defs.find(!_.child.deterministic).foreach { d =>
-          throw MapWithStateException(
+          throw new MapWithStateException(ErrorCondition.Nondeterministic,
             s"$what: ${d.child.sql} is nondeterministic and used more than once by a function " +
-              "over it (such as nullif); compute it in a column of the input first")
+              "over it (such as nullif); compute it in a column of the input first",
+            parameters = Map("argument" -> what, "expression" -> d.child.sql))
         }
         val byId = defs.map(d => d.id -> d.child).toMap
         body.transformUp { case ref: CommonExpressionRef if byId.contains(ref.id) => byId(ref.id) }

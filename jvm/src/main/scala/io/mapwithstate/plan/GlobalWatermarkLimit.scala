@@ -1,6 +1,6 @@
 package io.mapwithstate.plan
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Deduplicate, DeduplicateWithinWatermark, Distinct, FlatMapGroupsInPandasWithState, FlatMapGroupsWithState, Join, LogicalPlan, TransformWithState, TransformWithStateInPySpark}
@@ -41,7 +41,7 @@ private[plan] object GlobalWatermarkLimit extends Logging {
   def apply(plan: LogicalPlan, outputMode: OutputMode): Unit =
     violation(plan, outputMode).foreach { message =>
       if (SQLConf.get.statefulOperatorCorrectnessCheckEnabled) {
-        throw MapWithStateException(message)
+        throw MapWithStateException(ErrorCondition.GlobalWatermarkLimit, message)
       }
       logWarning(s"$message\n$plan")
     }

@@ -3,7 +3,7 @@ package io.mapwithstate.plan
 import scala.collection.mutable
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Expression, WindowExpression}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, LocalRelation, Project}
@@ -59,7 +59,7 @@ class GroupFunctionResolver(session: SparkSession) {
       val allowed = AttributeSet(keyColumns ++ aggregates.map(_._2) ++ scope.filter(
         _.name.startsWith(StateFunctionInput.ReservedPrefix)))
       rewritten.references.filterNot(allowed.contains).headOption.foreach { a =>
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.MissingAggregation,
           s"$what: [MISSING_AGGREGATION] the non-aggregating expression \"${a.name}\" is a " +
             s"column that is neither a key nor inside an aggregate: a group function sees the " +
             s"key's records of the batch only through aggregates; aggregate it (e.g. " +
@@ -98,7 +98,7 @@ class GroupFunctionResolver(session: SparkSession) {
       catch {
         case e: MapWithStateException => throw e
         case NonFatal(err) =>
-          throw new MapWithStateException(s"$what: ${MapWithStateException.describe(err)}", err)
+          throw Analysis.failed(what, err, plan)
       }
     // The aggregates are evaluated by this plugin too (GroupAggregation), so they take the
     // same rewrites as the rest (count_if, bool_and and the like are placeholders).
@@ -111,13 +111,14 @@ class GroupFunctionResolver(session: SparkSession) {
     if (e.exists(_.isInstanceOf[WindowExpression]) ||
         resolved.isEmpty && analyzed.exists(_.expressions.exists(_.exists(
           _.isInstanceOf[WindowExpression])))) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.WindowFunction,
         s"$what: a group function cannot use window functions (${e.sql}); it sees the key's " +
           "records of the batch through aggregates only")
     }
     resolved.getOrElse {
       Analysis.analyze(session, plan, what)
-      throw MapWithStateException(s"$what: cannot be resolved as a group function: ${e.sql}")
+      throw MapWithStateException(ErrorCondition.AnalysisFailed,
+        s"$what: cannot be resolved as a group function: ${e.sql}")
     }
   }
 
@@ -125,24 +126,24 @@ class GroupFunctionResolver(session: SparkSession) {
     : Unit = {
     agg.aggregateFunction.children.foreach { child =>
       child.find(_.isInstanceOf[AggregateExpression]).foreach { inner =>
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.NestedAggregate,
           s"$what: [NESTED_AGGREGATE_FUNCTION] an aggregate cannot be inside another aggregate: " +
             s"${inner.sql} in ${agg.sql}")
       }
     }
     agg.references.filterNot(records.contains).headOption.foreach { a =>
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.AggregateReadsContext,
         s"$what: the aggregate ${agg.sql} reads '${a.name}', but aggregates read only the key's " +
           "records of the batch (key and value columns), not the state or the other context " +
           "columns; use those outside the aggregate")
     }
     if (agg.isDistinct) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.UnsupportedAggregate,
         s"$what: distinct aggregates (${agg.sql}) are not supported in a group function; " +
           "use e.g. F.size(F.collect_set(...)) instead of F.count_distinct(...)")
     }
     if (agg.filter.isDefined) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.UnsupportedAggregate,
         s"$what: aggregates with a FILTER clause (${agg.sql}) are not supported in a group " +
           "function; use F.when(...) inside the aggregate instead")
     }

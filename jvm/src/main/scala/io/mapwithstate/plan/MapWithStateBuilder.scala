@@ -2,7 +2,7 @@ package io.mapwithstate.plan
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.{MapWithStateConf, MapWithStateException}
+import io.mapwithstate.{ErrorCondition, MapWithStateConf, MapWithStateException}
 import io.mapwithstate.state.StateBackend
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference,
@@ -62,7 +62,7 @@ class MapWithStateBuilder(session: SparkSession) {
       timerDomain = domain,
       watermarkDelayMs = watermark.map(_._2))
     if (spec.initialStateTimeoutAt.isDefined && spec.initialState.isEmpty) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "initial_state's timeout_at names a timer column, but there is no initial_state")
     }
     val initialState = spec.initialState.map(
@@ -128,24 +128,24 @@ class MapWithStateBuilder(session: SparkSession) {
   private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean, streaming: Boolean)
     : Option[TimerDomain] = {
     if (spec.timeout.isDefined && spec.timeoutAt.isDefined) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "timeout and timeout_at cannot be used together: timeout removes keys idle for a " +
           "fixed duration, timeout_at sets each key's timer; choose one")
     }
     val domain = spec.timeoutDomain.map { name =>
       TimerDomain.all.find(_.name == name).getOrElse {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.InvalidArgument,
           s"timeout_domain: '$name' is not a timeout domain; expected 'processing_time' or " +
             "'event_time'")
       }
     }.getOrElse(TimerDomain.ProcessingTime)
     if (domain == TimerDomain.EventTime && !hasWatermark && streaming) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "timeout_domain('event_time') needs an event-time watermark, but the input stream has " +
           "none: call withWatermark(column, delay) on the input first")
     }
     if (spec.initialStateTimeoutAt.isDefined && spec.timeoutAt.isEmpty) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "initial_state's timeout_at needs the StateSpec's timeout_at: without it keys have " +
           "no timers")
     }
@@ -174,7 +174,7 @@ class MapWithStateBuilder(session: SparkSession) {
   private def checkedInput(plan: LogicalPlan): LogicalPlan = {
     val input = analyze(plan, "input")
     input.output.find(_.name.startsWith(StateFunctionInput.ReservedPrefix)).foreach { a =>
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ReservedColumnName,
         s"input column '${a.name}' starts with '${StateFunctionInput.ReservedPrefix}', which is " +
           "reserved for the state function's own columns; rename it")
     }
@@ -184,9 +184,10 @@ class MapWithStateBuilder(session: SparkSession) {
   /** The key columns, and the value columns (every non-key column when none are named). */
   private def keysAndValues(request: MapWithStateRequest, input: LogicalPlan)
     : (Seq[NamedExpression], Seq[NamedExpression]) = {
-    if (request.keys.isEmpty) throw MapWithStateException("key: at least one key column is needed")
+    if (request.keys.isEmpty) throw MapWithStateException(ErrorCondition.InvalidArgument,
+      "key: at least one key column is needed")
     if (request.groups && (request.values.nonEmpty || request.orderBy.nonEmpty)) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "map_groups_with_state takes no value or order_by columns: its state function sees " +
           "all of a key's records of the batch at once, through aggregates over any column")
     }
@@ -196,7 +197,7 @@ class MapWithStateBuilder(session: SparkSession) {
       else input.output.filterNot(a => keys.exists(k => conf.resolver(k.name, a.name)))
     val values = project(valueColumns, input, "value")
     (keys ++ values).groupBy(_.name.toLowerCase).collectFirst { case (_, dups) if dups.size > 1 =>
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.DuplicateColumn,
         s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
           "state function refers to columns by name, so each must be named once")
     }
@@ -206,27 +207,28 @@ class MapWithStateBuilder(session: SparkSession) {
   /** Arguments that only make sense for batch input, or only together. */
   private def checkBatchArguments(request: MapWithStateRequest, input: LogicalPlan): Unit = {
     if (input.isStreaming && (request.batchTime.isDefined || request.batchInterval.isDefined)) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
           "are its micro-batches")
     }
     if (input.isStreaming && request.orderBy.nonEmpty) {
       // A micro-batch's records reach the operator in whatever order the shuffle gives; sorting
       // them would need the sort Spark refuses on streams, so order_by is refused, not ignored.
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "order_by is for batch DataFrames: records of a stream are processed in arrival order " +
           "within each micro-batch; leave order_by out")
     }
     request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
       .foreach { n =>
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.ConflictingArguments,
           s"num_partitions($n) differs from spark.sql.shuffle.partitions " +
             s"(${conf.numShufflePartitions}): a streaming query keeps its state in " +
             "spark.sql.shuffle.partitions partitions, fixed in its checkpoint when it first " +
             "starts; set that instead")
       }
     if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
-      throw MapWithStateException("batch_interval needs batch_time: the column that gives each " +
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "batch_interval needs batch_time: the column that gives each " +
         "record's time")
     }
   }
@@ -240,7 +242,7 @@ class MapWithStateBuilder(session: SparkSession) {
     : NamedExpression = {
     val Seq(raw) = project(Seq(Alias(e, BatchTimeColumn)()), input, "batch_time")
     if (raw.dataType != TimestampType) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.TypeMismatch,
         s"batch_time must be a TIMESTAMP column, but ${e.sql} is ${raw.dataType.sql}" +
           (if (raw.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
     }
@@ -289,7 +291,7 @@ class MapWithStateBuilder(session: SparkSession) {
       stateType: StructType): Seq[Attribute] = kind match {
     case OutputKind.Emitted =>
       if (function.emit.isEmpty) {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.ConflictingArguments,
           "output='emitted' needs an emit expression in the StateSpec (or use " +
             "output='snapshots')")
       }
@@ -319,7 +321,8 @@ class MapWithStateBuilder(session: SparkSession) {
     Analysis.analyze(session, plan, what)
 
   private def positive(n: Int, what: String): Int = {
-    if (n <= 0) throw MapWithStateException(s"$what must be a positive number, got $n")
+    if (n <= 0) throw MapWithStateException(ErrorCondition.InvalidArgument,
+      s"$what must be a positive number, got $n")
     n
   }
 
@@ -329,17 +332,20 @@ class MapWithStateBuilder(session: SparkSession) {
         try StructType.fromDDL(ddl)
         catch {
           case NonFatal(e) =>
-            throw new MapWithStateException(
+            throw new MapWithStateException(ErrorCondition.InvalidStateSchema,
               s"state_schema: '$ddl' is not a valid schema; expected a DDL string such as " +
                 s"'count BIGINT, last STRING' (${e.getMessage})", e)
         }
       case Right(s: StructType) => s
       case Right(other) =>
-        throw MapWithStateException(s"state_schema must be a struct type, got ${other.sql}")
+        throw MapWithStateException(ErrorCondition.InvalidStateSchema,
+          s"state_schema must be a struct type, got ${other.sql}")
     }
-    if (parsed.isEmpty) throw MapWithStateException("state_schema has no fields")
+    if (parsed.isEmpty) throw MapWithStateException(ErrorCondition.InvalidStateSchema,
+      "state_schema has no fields")
     parsed.fieldNames.groupBy(_.toLowerCase).collectFirst { case (_, d) if d.length > 1 =>
-      throw MapWithStateException(s"state_schema names field '${d.head}' twice")
+      throw MapWithStateException(ErrorCondition.InvalidStateSchema,
+        s"state_schema names field '${d.head}' twice")
     }
     // A state field may always be null (an update can produce a null field), so the rows the
     // state map holds must not promise otherwise.
@@ -358,13 +364,14 @@ class MapWithStateBuilder(session: SparkSession) {
       timerColumn: Option[String]): LogicalPlan = {
     val analyzed = analyze(plan, "initial_state")
     if (analyzed.isStreaming) {
-      throw MapWithStateException("initial_state must be a batch DataFrame, not a streaming one")
+      throw MapWithStateException(ErrorCondition.InitialStateMismatch,
+        "initial_state must be a batch DataFrame, not a streaming one")
     }
     val expected = keys.map(k => (k.name, k.dataType)) ++
       stateType.fields.map(f => (f.name, f.dataType)) ++ timerColumn.map(c => (c, TimestampType))
     val columns = expected.map { case (name, dataType) =>
       val column = analyzed.output.find(a => conf.resolver(a.name, name)).getOrElse {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.InitialStateMismatch,
           s"initial_state has no column '$name'; it must have the key columns and the state's " +
             s"fields: ${expected.map { case (n, t) => s"$n ${t.sql}" }.mkString(", ")} " +
             s"(it has ${analyzed.output.map(a => s"${a.name} ${a.dataType.sql}").mkString(", ")})")
@@ -374,14 +381,14 @@ class MapWithStateBuilder(session: SparkSession) {
       } else if (Cast.canUpCast(column.dataType, dataType)) {
         Alias(Cast(column, dataType), name)()
       } else {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.InitialStateMismatch,
           s"initial_state column '${column.name}' is ${column.dataType.sql}, which cannot be " +
             s"safely cast to ${dataType.sql}")
       }
     }
     val extra = analyzed.output.filterNot(a => expected.exists(e => conf.resolver(e._1, a.name)))
     if (extra.nonEmpty) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.InitialStateMismatch,
         s"initial_state has columns that are neither key columns nor state fields: " +
           extra.map(_.name).mkString(", "))
     }
@@ -408,7 +415,16 @@ private[plan] object Analysis {
       qe.analyzed
     } catch {
       case e: MapWithStateException => throw e
-      case NonFatal(e) =>
-        throw new MapWithStateException(s"$what: ${MapWithStateException.describe(e)}", e)
+      case NonFatal(e) => throw failed(what, e, plan)
     }
+
+  /** `what`, whose `plan` Spark's analyzer refused with `error`, as the caller wrote it. */
+  def failed(what: String, error: Throwable, plan: LogicalPlan): MapWithStateException = {
+    plan match {
+      case Project(Seq(Alias(e, _)), _) => UnsupportedExpressions.refusedByAnalysis(e, what, error)
+      case _ =>
+    }
+    MapWithStateException.analysisFailed(what, error,
+      ColumnSuggestions.inCallersWords(MapWithStateException.describe(error), error, plan))
+  }
 }

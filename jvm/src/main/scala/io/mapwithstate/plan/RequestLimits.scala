@@ -2,7 +2,7 @@ package io.mapwithstate.plan
 
 import scala.util.Try
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{ArrayType, DataType, MapType, StructType}
 
@@ -38,13 +38,13 @@ object RequestLimits {
   def value(limit: Limit, conf: SQLConf): Int = {
     val raw = conf.getConfString(limit.key, limit.default.toString)
     Try(raw.trim.toInt).toOption.filter(_ > 0).getOrElse(throw MapWithStateException(
-      s"${limit.key} must be a positive whole number, got '$raw'"))
+      ErrorCondition.InvalidConf, s"${limit.key} must be a positive whole number, got '$raw'"))
   }
 
   private def atMost(n: Int, what: String, limit: Limit, conf: SQLConf): Unit = {
     val max = value(limit, conf)
     if (n > max) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.LimitExceeded,
         s"$what is $n, above the limit of $max; set ${limit.key} to allow more")
     }
   }

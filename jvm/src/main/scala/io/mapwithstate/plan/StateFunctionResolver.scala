@@ -1,6 +1,6 @@
 package io.mapwithstate.plan
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, CreateNamedStruct, Expression, GetStructField, If, IsNull, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
@@ -49,6 +49,10 @@ class StateFunctionResolver(session: SparkSession) {
       timeoutAt: Option[Expression])(
       analyzeOne: (Expression, Seq[Attribute], String) => Expression): StateFunction = {
     val beforeRecord = scope ++ context.filterNot(_.name == StateFunctionInput.NewState)
+    Seq("update" -> update, "remove" -> remove, "emit" -> emit, "timeout_at" -> timeoutAt)
+      .foreach { case (what, e) =>
+        e.foreach(UnsupportedExpressions.beforeAnalysis(_, what))
+      }
 
     val resolvedUpdate = update.map { e =>
       refuseNewState(e, "update")
@@ -58,7 +62,7 @@ class StateFunctionResolver(session: SparkSession) {
       refuseNewState(e, "remove")
       val r = analyzeOne(e, beforeRecord, "remove")
       if (r.dataType != BooleanType) {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"remove must be a BOOLEAN expression, but it is ${r.dataType.sql}: ${r.sql}")
       }
       r
@@ -69,7 +73,7 @@ class StateFunctionResolver(session: SparkSession) {
         case s: StructType if s.nonEmpty => r
         case ArrayType(s: StructType, _) if s.nonEmpty => r
         case other =>
-          throw MapWithStateException(
+          throw MapWithStateException(ErrorCondition.TypeMismatch,
             s"emit must be a struct whose fields are the output columns (e.g. F.struct(...)), " +
               s"or an array of such structs (e.g. F.array(F.struct(...), ...)), but it is " +
               s"${other.sql}: ${r.sql}")
@@ -79,7 +83,7 @@ class StateFunctionResolver(session: SparkSession) {
     val resolvedTimeoutAt = timeoutAt.map { e =>
       val r = analyzeOne(e, scope ++ context, "timeout_at")
       if (r.dataType != TimestampType) {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"timeout_at must be a TIMESTAMP expression (the key's timer), but it is " +
             s"${r.dataType.sql}: ${r.sql}" +
             (if (r.dataType == TimestampNTZType) " (cast it to TIMESTAMP)" else ""))
@@ -96,7 +100,7 @@ class StateFunctionResolver(session: SparkSession) {
       case _ => false
     }
     if (usesNewState) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.NewStateBeforeUpdate,
         s"$what uses new_state(), which exists only after update and remove: use it in emit")
     }
   }
@@ -104,10 +108,11 @@ class StateFunctionResolver(session: SparkSession) {
   private[plan] def analyze(e: Expression, input: Seq[Attribute], what: String): Expression = {
     val analyzed =
       Analysis.analyze(session, Project(Seq(Alias(e, what)()), LocalRelation(input)), what)
-    ExecutableExpressions(session, analyzed, what) match {
-      case Project(Seq(Alias(resolved, _)), _) => resolved
-      case other =>
-        throw new IllegalStateException(s"unexpected analyzed state function plan:\n$other")
+    val executable = ExecutableExpressions(session, analyzed, what)
+    UnsupportedExpressions.afterAnalysis(executable, what)
+    executable match {
+      case Project(Seq(Alias(resolved, _)), _: LocalRelation) => resolved
+      case _ => UnsupportedExpressions.notAProjection(e, what)
     }
   }
 
@@ -120,7 +125,7 @@ class StateFunctionResolver(session: SparkSession) {
     val fields = update.dataType match {
       case s: StructType => s.fields
       case other =>
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"update must be a struct with the state's fields ($schema), but it is ${other.sql}: " +
             update.sql)
     }
@@ -129,13 +134,13 @@ class StateFunctionResolver(session: SparkSession) {
     stateType.fields.zipWithIndex.foreach { case (field, i) =>
       if (i >= fields.length || !resolver(fields(i).name, field.name)) {
         val found = if (names.isEmpty) "no fields" else names.mkString("fields ", ", ", "")
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"update must be a struct with the state's fields ($schema), in that order: " +
             s"field '${field.name}' is missing at position ${i + 1} (update has $found)")
       }
     }
     if (fields.length > stateType.length) {
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.TypeMismatch,
         s"update has field '${fields(stateType.length).name}', which is not in the state " +
           s"schema ($schema)")
     }
@@ -145,7 +150,7 @@ class StateFunctionResolver(session: SparkSession) {
     fields.zip(stateType.fields).foreach { case (from, to) =>
       if (!DataTypeUtils.sameType(from.dataType, to.dataType) &&
           !Cast.canUpCast(from.dataType, to.dataType)) {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"update's field '${to.name}' is ${from.dataType.sql}, which cannot be safely cast to " +
             s"the state's ${to.dataType.sql}; cast it explicitly")
       }

@@ -1,6 +1,6 @@
 package io.mapwithstate.plan
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Distinct, FlatMapGroupsWithState, LogicalPlan}
 import org.apache.spark.sql.catalyst.streaming.WriteToStream
 import org.apache.spark.sql.internal.SQLConf
@@ -43,7 +43,7 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
       val name = operators.headOption.fold("map_with_state")(_.functionName)
       if (operators.nonEmpty && write.outputMode != OutputMode.Append() &&
           write.outputMode != OutputMode.Update() && !aggregatesAfter(write.inputQuery)) {
-        throw MapWithStateException(
+        throw MapWithStateException(ErrorCondition.UnsupportedOutputMode,
           s"$name over a stream supports outputMode('append') and outputMode('update') (the " +
             s"same rows), not '${write.outputMode.toString.toLowerCase}': output='emitted' " +
             "adds the records each micro-batch emits and output='snapshots' the whole state " +
@@ -76,7 +76,7 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
     }
     if (operators.size > 1 && !allAppend) {
       val names = operators.map(GlobalWatermarkLimit.describe).mkString(", ")
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.UnsupportedOutputMode,
         s"a streaming query holds several map_with_state (or flatMapGroupsWithState) " +
           "operators only in outputMode('append'), where each adds rows that the next one or " +
           s"the sink takes once: this one has ${operators.size} ($names) in " +
@@ -98,7 +98,7 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
     operator.child.collectFirst {
       case a @ (_: Aggregate | _: Distinct) if a.isStreaming => a
     }.foreach { aggregation =>
-      throw MapWithStateException(
+      throw MapWithStateException(ErrorCondition.UnsupportedOutputMode,
         GlobalWatermarkLimit.aggregationBefore(operator, aggregation, OutputMode.Update()) +
           " (Spark refuses it too: \"flatMapGroupsWithState in update mode is not supported " +
           "with aggregation on a streaming DataFrame/Dataset\")")

@@ -4,7 +4,7 @@ import java.io.FileNotFoundException
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import io.mapwithstate.execution.MapWithStateStreamExec
 import io.mapwithstate.state.{OperatorMetadata, StateCheckpointFiles, StateFileListing}
 import org.apache.hadoop.conf.Configuration
@@ -52,7 +52,8 @@ final case class QueryCheckpoint(
     val version = batch + 1
     val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestLoadableVersion).max
     if (version < oldest) {
-      throw MapWithStateException(s"batch_id: the state after batch $batch of $location has " +
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"batch_id: the state after batch $batch of $location has " +
         s"been cleaned up by state maintenance; the oldest batch still readable is ${oldest - 1}")
     }
     version
@@ -67,11 +68,13 @@ final case class QueryCheckpoint(
     checkCommitted("start_batch", start)
     checkCommitted("end_batch", last)
     if (start > last) {
-      throw MapWithStateException(s"start_batch $start is after end_batch $last")
+      throw MapWithStateException(ErrorCondition.InvalidArgument,
+        s"start_batch $start is after end_batch $last")
     }
     val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestDeltaVersion).max
     if (start + 1 < oldest) {
-      throw MapWithStateException(s"start_batch: the changes of batch $start of $location have " +
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"start_batch: the changes of batch $start of $location have " +
         s"been cleaned up by state maintenance; the oldest batch whose changes are still " +
         s"readable is ${oldest - 1}")
     }
@@ -79,9 +82,11 @@ final case class QueryCheckpoint(
   }
 
   private def checkCommitted(argument: String, batch: Long): Unit = {
-    if (batch < 0) throw MapWithStateException(s"$argument must be >= 0, got $batch")
+    if (batch < 0) throw MapWithStateException(ErrorCondition.InvalidArgument,
+      s"$argument must be >= 0, got $batch")
     if (batch > lastCommittedBatch) {
-      throw MapWithStateException(s"$argument $batch is beyond the last committed batch " +
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"$argument $batch is beyond the last committed batch " +
         s"($lastCommittedBatch) of $location")
     }
   }
@@ -101,7 +106,8 @@ object QueryCheckpoint {
   def resolve(location: String, hadoopConf: Configuration,
       operatorId: Option[Long] = None): QueryCheckpoint = {
     if (location == null || location.isEmpty) {
-      throw MapWithStateException("checkpoint is empty: the checkpointLocation of a streaming " +
+      throw MapWithStateException(ErrorCondition.InvalidArgument,
+        "checkpoint is empty: the checkpointLocation of a streaming " +
         "query that ran map_with_state")
     }
     val (fs, root) = try {
@@ -109,7 +115,7 @@ object QueryCheckpoint {
       val fs = path.getFileSystem(hadoopConf)
       (fs, fs.makeQualified(path))
     } catch {
-      case NonFatal(e) => throw new MapWithStateException(
+      case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"checkpoint $location cannot be opened: ${e.getMessage}", e)
     }
     def children(dir: Path): Seq[String] =
@@ -119,20 +125,23 @@ object QueryCheckpoint {
 
     val found = children(root)
     if (!found.contains("commits") && !found.contains("offsets")) {
-      throw MapWithStateException(s"checkpoint $location is not a streaming query's checkpoint: " +
+      throw MapWithStateException(ErrorCondition.NotACheckpoint,
+        s"checkpoint $location is not a streaming query's checkpoint: " +
         s"it has no commits/ or offsets/ (found ${describe(found)})")
     }
     val operators = numbers(children(new Path(root, "state")))
     val chosen = chooseOperator(location, operators, operatorId)
     val commits = numbers(children(new Path(root, "commits")))
     if (commits.isEmpty) {
-      throw MapWithStateException(s"checkpoint $location has no committed batch yet: its " +
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"checkpoint $location has no committed batch yet: its " +
         "query has not finished a micro-batch")
     }
     val stateDir = new Path(new Path(root, "state"), chosen.toString)
     val partitions = numbers(children(stateDir))
     if (partitions.isEmpty || partitions != partitions.indices.map(_.toLong)) {
-      throw MapWithStateException(s"the state of $location ($stateDir) should have partition " +
+      throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+        s"the state of $location ($stateDir) should have partition " +
         s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
     }
     // Another state backend keeps other files; better to say so than to report missing deltas.
@@ -140,7 +149,8 @@ object QueryCheckpoint {
     if (firstPartition.nonEmpty && !firstPartition.exists(name =>
         name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
           name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
-      throw MapWithStateException(s"the state files of $location (${describe(firstPartition)} " +
+      throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+        s"the state files of $location (${describe(firstPartition)} " +
         s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
         "<version>.snapshot), the one this reader reads")
     }
@@ -165,22 +175,26 @@ object QueryCheckpoint {
     requested match {
       case Some(id) if ours.contains(id) => id
       case Some(id) if ours.isEmpty =>
-        throw MapWithStateException(s"operator_id $id: checkpoint $location holds no " +
+        throw MapWithStateException(ErrorCondition.NotACheckpoint,
+          s"operator_id $id: checkpoint $location holds no " +
           "map_with_state state " + (if (operators.isEmpty) "(a stateless query?)"
           else s"(only the state of Spark's stateful operators ${operators.mkString(", ")})"))
       case Some(id) =>
-        throw MapWithStateException(s"operator_id $id is not a map_with_state operator of " +
+        throw MapWithStateException(ErrorCondition.NotACheckpoint,
+          s"operator_id $id is not a map_with_state operator of " +
           s"checkpoint $location" + (if (operators.contains(id)) " (it is one of Spark's " +
             "stateful operators)" else "") + s"; its map_with_state operators are $listed")
       case None if ours.size == 1 => ours.head
       case None if ours.isEmpty =>
         val first = MapWithStateStreamExec.FirstOperatorId
-        throw MapWithStateException(s"checkpoint $location is not a map_with_state checkpoint: " +
+        throw MapWithStateException(ErrorCondition.NotACheckpoint,
+          s"checkpoint $location is not a map_with_state checkpoint: " +
           (if (operators.isEmpty) "it holds no state (a stateless query?)"
           else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
             s"map_with_state (operator $first)"))
       case None =>
-        throw MapWithStateException(s"checkpoint $location holds the state of ${ours.size} " +
+        throw MapWithStateException(ErrorCondition.AmbiguousOperator,
+          s"checkpoint $location holds the state of ${ours.size} " +
           s"map_with_state operators ($listed): pass operator_id to choose one (a query's " +
           "operators are numbered from 1000 in its plan, from the sources on: in a chain the " +
           "first one, in a union the left side's first)")
@@ -190,16 +204,18 @@ object QueryCheckpoint {
   /** The key and state schemas recorded by Spark's state schema check (its format and reader). */
   private def readSchema(fs: FileSystem, file: Path): (StructType, StructType) = {
     if (!fs.exists(file)) {
-      throw MapWithStateException(s"the state schema file $file is missing: the checkpoint was " +
+      throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+        s"the state schema file $file is missing: the checkpoint was " +
         "not written by map_with_state, or is damaged")
     }
     val schemas = try StateSchemaCompatibilityChecker.readSchemaFile(fs.open(file)) catch {
-      case NonFatal(e) => throw new MapWithStateException(
+      case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"cannot read the state schema file $file: ${MapWithStateException.describe(e)}", e)
     }
     schemas match {
       case Seq(schema) => (schema.keySchema, schema.valueSchema)
-      case other => throw MapWithStateException(s"the state schema file $file holds " +
+      case other => throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+        s"the state schema file $file holds " +
         s"${other.size} column families (${other.map(_.colFamilyName).mkString(", ")}); " +
         "map_with_state state has exactly one")
     }

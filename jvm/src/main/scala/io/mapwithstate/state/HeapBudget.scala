@@ -31,7 +31,7 @@ final class HeapBudget(partition: Int, limitBytes: Long) {
   def check(map: StateMap): Unit = {
     val used = map.memoryUsedBytes
     if (used > limitBytes) {
-      throw MapWithStateException(
+      throw MapWithStateException(io.mapwithstate.ErrorCondition.PartitionStateTooLarge,
         s"map_with_state: the state of partition $partition holds ${HeapBudget.describe(used)} " +
           s"of heap (${map.size} keys), over the limit of ${HeapBudget.describe(limitBytes)} per " +
           s"partition (${MapWithStateConf.MaxPartitionBytes}). Spread the state over more " +

@@ -45,7 +45,7 @@ object OperatorMetadata {
       }
     recorded match {
       case Some(`backend`) =>
-      case Some(other) => throw MapWithStateException(
+      case Some(other) => throw MapWithStateException(io.mapwithstate.ErrorCondition.BackendChanged,
         s"map_with_state: this query's checkpoint ($operatorDir) holds state of the '$other' " +
           s"backend, but the StateSpec asks for backend '$backend'; a restarted query cannot " +
           s"switch backends: keep backend('$other'), or start the query on a new checkpoint")

@@ -108,6 +108,7 @@ object StateBackend {
     : Option[String] = info.stateStoreCkptIds.map(_(id.storeId.partitionId).head)
 
   private def unknown(name: String): MapWithStateException = MapWithStateException(
+    io.mapwithstate.ErrorCondition.InvalidArgument,
     s"backend must be one of ${Names.mkString("'", "', '", "'")}, got '$name'")
 
   /**

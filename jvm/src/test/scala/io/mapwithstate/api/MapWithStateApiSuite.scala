@@ -71,12 +71,15 @@ class MapWithStateApiSuite extends AnyFunSuite with BeforeAndAfterAll {
     val missingKey = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("nope")), runningCount)
     }
-    assert(missingKey.getMessage.startsWith("key:"), missingKey.getMessage)
+    assert(missingKey.getMessage.startsWith("[MAPWITHSTATE_ANALYSIS_FAILED] key:"),
+      missingKey.getMessage)
+    assert(missingKey.getCondition == "MAPWITHSTATE_ANALYSIS_FAILED")
     assert(missingKey.getMessage.contains("nope"))
     val badOutput = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("word")), runningCount, output = "all")
     }
-    assert(badOutput.getMessage == "output must be 'emitted' or 'snapshots', got 'all'")
+    assert(badOutput.getMessage ==
+      "[MAPWITHSTATE_INVALID_ARGUMENT] output must be 'emitted' or 'snapshots', got 'all'")
     val badSchema = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("word")),
         StateSpec.function("n BIGINTT", update = runningCount.update.get))

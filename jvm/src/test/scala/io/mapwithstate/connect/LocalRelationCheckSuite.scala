@@ -70,7 +70,7 @@ class LocalRelationCheckSuite extends AnyFunSuite {
     val e = intercept[MapWithStateException] {
       LocalRelationCheck.check(message(local(damaged)), "MapWithState")
     }
-    assert(e.getMessage.startsWith(
+    assert(e.getMessage.startsWith("[MAPWITHSTATE_MALFORMED_REQUEST] " +
       "MapWithState.input.join.right.local_relation: a LocalRelation's Arrow data is damaged"),
       e.getMessage)
   }

@@ -179,7 +179,8 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
   }
 
   test("errors name the argument: key, batch_time, update, emit") {
-    assert(error(runningCount().clearKeys().addKeys(expr("nope"))).startsWith("key:"))
+    assert(error(runningCount().clearKeys().addKeys(expr("nope")))
+      .startsWith("[MAPWITHSTATE_ANALYSIS_FAILED] key:"))
     assert(error(runningCount().setBatchTime(expr("v"))).contains(
       "batch_time must be a TIMESTAMP column"))
     val badUpdate = runningCount()
