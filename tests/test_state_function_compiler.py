@@ -110,7 +110,7 @@ def test_sessionization_with_an_idle_timeout(spark):
 def test_a_spec_keeps_its_function_and_chains():
     spec = session.timeout("30 seconds").num_partitions(2)
     assert isinstance(spec, mws.StateSpec)
-    assert spec.python.__name__ == "session" and spec._timeout == "30 seconds"
+    assert spec.python.__name__ == "session" and spec.settings["timeout"] == "30 seconds"
     assert spec.python("u", "home", None, _state()) is None
 
 

@@ -107,7 +107,7 @@ def test_state_schemas_parse_without_spark():
     schema = state_schema("a BIGINT, `b c` ARRAY<STRUCT<x: INT, y: MAP<STRING, DECIMAL(5, 2)>>>")
     assert schema.simpleString() == \
         "struct<a:bigint,b c:array<struct<x:int,y:map<string,decimal(5,2)>>>>"
-    with pytest.raises(ValueError, match="expected a type, found 'BLOB'"):
+    with pytest.raises(ValueError, match="'BLOB' is not a data type"):
         state_schema("a BLOB")
 
 

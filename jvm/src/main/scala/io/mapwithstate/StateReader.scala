@@ -61,8 +61,9 @@ object StateReader {
   private def dataFrame(spark: SparkSession, request: StateReadRequest): DataFrame = {
     val session = spark match {
       case s: classic.SparkSession => s
-      case null => throw MapWithStateException("spark: a SparkSession is needed, got null")
-      case other => throw MapWithStateException(
+      case null => throw MapWithStateException(ErrorCondition.InvalidArgument,
+        "spark: a SparkSession is needed, got null")
+      case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
           s"spark must be a classic SparkSession, got ${other.getClass.getName} (a Spark Connect " +
             "client reads the state through the Connect plugin instead)")
     }
