@@ -15,11 +15,13 @@ ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", 
 /** Spark's jars, provided at run time by the Spark the plugin is loaded into. */
 lazy val sparkJars = Def.setting {
   val dir = sys.env.get("SPARK_JARS_DIR").map(file).getOrElse(
-    sys.error("SPARK_JARS_DIR is not set: run sbt through dev/sbt, which points it at pyspark's jars"))
+    sys.error(
+      "SPARK_JARS_DIR is not set: run sbt through dev/sbt, which points it at pyspark's jars"))
   val core = dir / s"spark-core_2.13-$sparkVersion.jar"
   if (!core.isFile) {
-    sys.error(s"$dir holds no Spark $sparkVersion (no ${core.getName}); pyspark in pyproject.toml " +
-      s"must be $sparkVersion too")
+    sys.error(
+      s"$dir holds no Spark $sparkVersion (no ${core.getName}); pyspark in pyproject.toml " +
+        s"must be $sparkVersion too")
   }
   (dir * "*.jar").classpath
 }
@@ -50,7 +52,8 @@ lazy val protoJavaSources = Def.task {
   val out = (Compile / sourceManaged).value / "proto"
   val protos = ((root / "proto") ** "*.proto").get.toSet + root / "dev" / "gen-proto"
   val generate = FileFunction.cached(streams.value.cacheDirectory / "proto", FileInfo.hash) { _ =>
-    val exit = scala.sys.process.Process(Seq((root / "dev" / "gen-proto").getPath, "java", out.getPath)).!
+    val exit =
+      scala.sys.process.Process(Seq((root / "dev" / "gen-proto").getPath, "java", out.getPath)).!
     if (exit != 0) sys.error(s"dev/gen-proto java failed with exit code $exit")
     (out ** "*.java").get.toSet
   }

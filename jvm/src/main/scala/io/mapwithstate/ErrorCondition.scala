@@ -20,44 +20,46 @@ object ErrorCondition {
   // The request: arguments, expressions and their types.
 
   case object InvalidArgument extends ErrorCondition("MAPWITHSTATE_INVALID_ARGUMENT", "22023",
-    "an argument has a value it cannot take (null, a negative number, an unknown name, a " +
-      "duration that does not parse)")
+      "an argument has a value it cannot take (null, a negative number, an unknown name, a " +
+        "duration that does not parse)")
 
   case object ConflictingArguments extends ErrorCondition("MAPWITHSTATE_CONFLICTING_ARGUMENTS",
-    "42613", "arguments exclude or need each other (timeout with timeout_at, batch_interval " +
-      "without batch_time, batch arguments or order_by over a stream, ...)")
+      "42613",
+      "arguments exclude or need each other (timeout with timeout_at, batch_interval " +
+        "without batch_time, batch arguments or order_by over a stream, ...)")
 
   case object InvalidStateSchema extends ErrorCondition("MAPWITHSTATE_INVALID_STATE_SCHEMA",
-    "42601", "the state schema does not parse, is not a struct, is empty or names a field twice")
+      "42601", "the state schema does not parse, is not a struct, is empty or names a field twice")
 
   case object AnalysisFailed extends ErrorCondition("MAPWITHSTATE_ANALYSIS_FAILED", "42000",
-    "Spark's analyzer refuses an argument (an unknown column, a function's wrong argument); " +
-      "the message is Spark's, after the argument's name, and `sparkCondition` is Spark's own")
+      "Spark's analyzer refuses an argument (an unknown column, a function's wrong argument); " +
+        "the message is Spark's, after the argument's name, and `sparkCondition` is Spark's own")
 
   case object ReservedColumnName extends ErrorCondition("MAPWITHSTATE_RESERVED_COLUMN_NAME",
-    "42939", "an input column's name starts with `__mws_`, the state function's own prefix")
+      "42939", "an input column's name starts with `__mws_`, the state function's own prefix")
 
   case object DuplicateColumn extends ErrorCondition("MAPWITHSTATE_DUPLICATE_COLUMN", "42711",
-    "a column is both a key and a value column, or is named twice")
+      "a column is both a key and a value column, or is named twice")
 
   case object TypeMismatch extends ErrorCondition("MAPWITHSTATE_TYPE_MISMATCH", "42K09",
-    "an expression or column is not of the type its argument needs (update a struct of the " +
-      "state's fields, remove a BOOLEAN, emit a struct, batch_time and timeout_at TIMESTAMPs)")
+      "an expression or column is not of the type its argument needs (update a struct of the " +
+        "state's fields, remove a BOOLEAN, emit a struct, batch_time and timeout_at TIMESTAMPs)")
 
   case object NewStateBeforeUpdate extends ErrorCondition("MAPWITHSTATE_NEW_STATE_BEFORE_UPDATE",
-    "42K0E", "update or remove uses new_state(), which exists only after them")
+      "42K0E", "update or remove uses new_state(), which exists only after them")
 
   case object InitialStateMismatch extends ErrorCondition("MAPWITHSTATE_INITIAL_STATE_MISMATCH",
-    "42K09", "initial_state is streaming, lacks a key column or state field, has another " +
-      "column, or one that cannot be safely cast")
+      "42K09",
+      "initial_state is streaming, lacks a key column or state field, has another " +
+        "column, or one that cannot be safely cast")
 
   // Expressions a state function cannot run.
 
   case object PythonUdf extends ErrorCondition("MAPWITHSTATE_UNSUPPORTED_EXPRESSION.PYTHON_UDF",
-    "0A000", "a Python UDF or pandas UDF is in a state function, where no Python runs")
+      "0A000", "a Python UDF or pandas UDF is in a state function, where no Python runs")
 
   case object Generator extends ErrorCondition("MAPWITHSTATE_UNSUPPORTED_EXPRESSION.GENERATOR",
-    "0A000", "a generator (explode, posexplode, inline, stack, ...) is in a state function")
+      "0A000", "a generator (explode, posexplode, inline, stack, ...) is in a state function")
 
   case object WindowFunction
     extends ErrorCondition("MAPWITHSTATE_UNSUPPORTED_EXPRESSION.WINDOW_FUNCTION", "0A000",
@@ -80,80 +82,81 @@ object ErrorCondition {
   // Group functions (map_groups_with_state).
 
   case object MissingAggregation extends ErrorCondition("MAPWITHSTATE_MISSING_AGGREGATION",
-    "42803", "a group function reads a value column outside an aggregate")
+      "42803", "a group function reads a value column outside an aggregate")
 
   case object NestedAggregate extends ErrorCondition("MAPWITHSTATE_NESTED_AGGREGATE", "42607",
-    "a group function's aggregate is inside another aggregate")
+      "a group function's aggregate is inside another aggregate")
 
   case object AggregateReadsContext extends ErrorCondition(
-    "MAPWITHSTATE_AGGREGATE_READS_CONTEXT", "42803",
-    "a group function's aggregate reads the state or another context column")
+      "MAPWITHSTATE_AGGREGATE_READS_CONTEXT", "42803",
+      "a group function's aggregate reads the state or another context column")
 
   case object UnsupportedAggregate extends ErrorCondition("MAPWITHSTATE_UNSUPPORTED_AGGREGATE",
-    "0A000", "a group function's aggregate is DISTINCT or has a FILTER clause")
+      "0A000", "a group function's aggregate is DISTINCT or has a FILTER clause")
 
   // Streaming queries.
 
   case object UnsupportedOutputMode extends ErrorCondition(
-    "MAPWITHSTATE_UNSUPPORTED_OUTPUT_MODE", "42KDE",
-    "a streaming write's output mode cannot hold the operator's rows (complete mode, update " +
-      "with several operators or after an aggregation)")
+      "MAPWITHSTATE_UNSUPPORTED_OUTPUT_MODE", "42KDE",
+      "a streaming write's output mode cannot hold the operator's rows (complete mode, update " +
+        "with several operators or after an aggregation)")
 
   case object GlobalWatermarkLimit extends ErrorCondition(
-    "MAPWITHSTATE_GLOBAL_WATERMARK_LIMIT", "42KDE",
-    "a stateful operator follows one that may emit rows older than the watermark (Spark's " +
-      "correctness check)")
+      "MAPWITHSTATE_GLOBAL_WATERMARK_LIMIT", "42KDE",
+      "a stateful operator follows one that may emit rows older than the watermark (Spark's " +
+        "correctness check)")
 
   case object StateSchemaChanged extends ErrorCondition("MAPWITHSTATE_STATE_SCHEMA_CHANGED",
-    "XXKST", "a restarted query's key columns or state schema differ from its checkpoint's")
+      "XXKST", "a restarted query's key columns or state schema differ from its checkpoint's")
 
   case object BackendChanged extends ErrorCondition("MAPWITHSTATE_BACKEND_CHANGED", "XXKST",
-    "a restarted query asks for another state backend than its checkpoint's")
+      "a restarted query asks for another state backend than its checkpoint's")
 
   // Run time, inside tasks.
 
   case object TimerAlreadyDue extends ErrorCondition("MAPWITHSTATE_TIMER_ALREADY_DUE", "22023",
-    "a call sets a timer that is already due (Spark's GroupState refuses it too)")
+      "a call sets a timer that is already due (Spark's GroupState refuses it too)")
 
   case object InitialStateDuplicateKey extends ErrorCondition(
-    "MAPWITHSTATE_INITIAL_STATE_DUPLICATE_KEY", "23505",
-    "initial_state has more than one row for a key")
+      "MAPWITHSTATE_INITIAL_STATE_DUPLICATE_KEY", "23505",
+      "initial_state has more than one row for a key")
 
   case object NullBatchTime extends ErrorCondition("MAPWITHSTATE_NULL_BATCH_TIME", "22004",
-    "a record of a batch replay has a null batch_time")
+      "a record of a batch replay has a null batch_time")
 
   case object PartitionStateTooLarge extends ErrorCondition(
-    "MAPWITHSTATE_PARTITION_STATE_TOO_LARGE", "53200",
-    "a partition's heap state grows past spark.mapwithstate.stateStore.maxPartitionBytes")
+      "MAPWITHSTATE_PARTITION_STATE_TOO_LARGE", "53200",
+      "a partition's heap state grows past spark.mapwithstate.stateStore.maxPartitionBytes")
 
   // Limits, settings and the Connect message.
 
   case object LimitExceeded extends ErrorCondition("MAPWITHSTATE_LIMIT_EXCEEDED", "54000",
-    "a request or a replay goes past a limit the server sets (partitions, state fields, " +
-      "checkpoint interval, replayed batches); the message names the setting that raises it")
+      "a request or a replay goes past a limit the server sets (partitions, state fields, " +
+        "checkpoint interval, replayed batches); the message names the setting that raises it")
 
   case object InvalidConf extends ErrorCondition("MAPWITHSTATE_INVALID_CONF", "22022",
-    "a spark.mapwithstate.* setting has a value it cannot take")
+      "a spark.mapwithstate.* setting has a value it cannot take")
 
   case object MalformedRequest extends ErrorCondition("MAPWITHSTATE_MALFORMED_REQUEST", "56K00",
-    "the Connect message is malformed: it does not parse, lacks a required field, has fields " +
-      "this server does not know, or carries damaged Arrow data")
+      "the Connect message is malformed: it does not parse, lacks a required field, has fields " +
+        "this server does not know, or carries damaged Arrow data")
 
   // Reading state back (read_state, read_state_changes).
 
   case object NotACheckpoint extends ErrorCondition("MAPWITHSTATE_NOT_A_CHECKPOINT", "42K03",
-    "the path is not a streaming query's checkpoint, or holds no map_with_state state (under " +
-      "operator_id)")
+      "the path is not a streaming query's checkpoint, or holds no map_with_state state (under " +
+        "operator_id)")
 
   case object AmbiguousOperator extends ErrorCondition("MAPWITHSTATE_AMBIGUOUS_OPERATOR",
-    "42702", "the checkpoint holds several map_with_state operators and no operator_id is given")
+      "42702", "the checkpoint holds several map_with_state operators and no operator_id is given")
 
   case object BatchUnavailable extends ErrorCondition("MAPWITHSTATE_BATCH_UNAVAILABLE", "22003",
-    "the batch asked for is not committed yet, or state maintenance has cleaned it up")
+      "the batch asked for is not committed yet, or state maintenance has cleaned it up")
 
   case object CheckpointUnreadable extends ErrorCondition("MAPWITHSTATE_CHECKPOINT_UNREADABLE",
-    "XXKST", "the checkpoint's state cannot be read: it cannot be opened, its layout or schema " +
-      "file is damaged, or its files are another backend's")
+      "XXKST",
+      "the checkpoint's state cannot be read: it cannot be opened, its layout or schema " +
+        "file is damaged, or its files are another backend's")
 
   /** Every condition, in the order of the documentation's table. */
   val all: Seq[ErrorCondition] = Seq(InvalidArgument, ConflictingArguments, InvalidStateSchema,

@@ -177,16 +177,17 @@ object MapWithState {
     case "emitted" => OutputKind.Emitted
     case "snapshots" => OutputKind.Snapshots
     case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
-      s"output must be 'emitted' or 'snapshots', got ${if (other == null) "null" else s"'$other'"}")
+        "output must be 'emitted' or 'snapshots', got " +
+          (if (other == null) "null" else s"'$other'"))
   }
 
   /** The plan is Catalyst, so the input must be a classic (in-process) Dataset. */
   private def classicDataset(df: Dataset[Row], what: String): classic.Dataset[Row] = df match {
     case d: classic.Dataset[Row @unchecked] => d
     case null => throw MapWithStateException(ErrorCondition.InvalidArgument,
-      s"$what: a DataFrame is needed, got null")
+        s"$what: a DataFrame is needed, got null")
     case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
-      s"$what must be a DataFrame of a classic SparkSession, got ${other.getClass.getName} (a " +
-        "Spark Connect client reaches mapWithState through the Connect plugin instead)")
+        s"$what must be a DataFrame of a classic SparkSession, got ${other.getClass.getName} (a " +
+          "Spark Connect client reaches mapWithState through the Connect plugin instead)")
   }
 }

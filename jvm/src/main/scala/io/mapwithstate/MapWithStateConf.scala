@@ -44,7 +44,8 @@ object MapWithStateConf {
   val CoalesceLocalStoreTasks = "spark.mapwithstate.stateStore.coalesceLocalTasks"
 
   def backend(conf: SQLConf): String =
-    conf.getConfString(Backend, state.StateBackend.MemoryName).trim.toLowerCase(java.util.Locale.ROOT)
+    conf.getConfString(Backend, state.StateBackend.MemoryName).trim.toLowerCase(
+      java.util.Locale.ROOT)
 
   def maxReplayBatches(conf: SQLConf): Int =
     positiveInt(conf, MaxReplayBatches, execution.BatchTimeline.DefaultMaxBatches)
@@ -65,9 +66,11 @@ object MapWithStateConf {
     conf.getConfString(MaxPartitionBytes, null) match {
       case null => None
       case text =>
-        val bytes = try org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text.trim) catch {
-          case _: NumberFormatException => -1L
-        }
+        val bytes =
+          try org.apache.spark.network.util.JavaUtils.byteStringAsBytes(text.trim)
+          catch {
+            case _: NumberFormatException => -1L
+          }
         if (bytes <= 0) {
           throw MapWithStateException(ErrorCondition.InvalidConf,
             s"$MaxPartitionBytes must be a positive size in bytes (such as 536870912 or 512m), " +

@@ -65,7 +65,8 @@ object MapWithStateException {
    */
   def withoutSchemaCheckAdvice(error: Throwable): String =
     describe(error).split("\n").map(_.trim)
-      .filterNot(line => line.contains("stateSchemaCheck") ||
+      .filterNot(line =>
+        line.contains("stateSchemaCheck") ||
         line.contains("running the query with incompatible schema"))
       .mkString(" ")
 

@@ -11,7 +11,8 @@ import org.apache.spark.sql.classic
  * {{{
  *   val state = StateReader.readState(spark, "ck/")
  *   val after3 = StateReader.readState(spark, "ck/", batchId = 3L)
- *   val deletes = StateReader.readStateChanges(spark, "ck/", startBatch = 2).where("change = 'delete'")
+ *   val deletes = StateReader.readStateChanges(spark, "ck/", startBatch = 2)
+ *     .where("change = 'delete'")
  * }}}
  * It needs a classic session with `spark.sql.extensions=io.mapwithstate.MapWithStateExtensions`
  * (the planner of the read). The Spark Connect plugin comes through [[plan]] too, so every door
@@ -62,7 +63,7 @@ object StateReader {
     val session = spark match {
       case s: classic.SparkSession => s
       case null => throw MapWithStateException(ErrorCondition.InvalidArgument,
-        "spark: a SparkSession is needed, got null")
+          "spark: a SparkSession is needed, got null")
       case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
           s"spark must be a classic SparkSession, got ${other.getClass.getName} (a Spark Connect " +
             "client reads the state through the Connect plugin instead)")

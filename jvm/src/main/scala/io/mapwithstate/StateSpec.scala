@@ -139,7 +139,7 @@ object StateSpec {
 
   /** A state function over a state of this struct type. */
   def function(stateSchema: StructType, update: Column, remove: Column, emit: Column)
-    : StateSpec = function(stateSchema, update, remove, emit, null)
+      : StateSpec = function(stateSchema, update, remove, emit, null)
 
   /** A state function over a state of this struct type, with a timer. */
   def function(stateSchema: StructType, update: Column, remove: Column, emit: Column,

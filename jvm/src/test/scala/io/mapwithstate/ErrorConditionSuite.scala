@@ -28,8 +28,9 @@ class ErrorConditionSuite extends AnyFunSuite {
     val Module = """ErrorCondition\$(\w+)\$\.class""".r
     val declared = Files.list(classes).iterator().asScala.toSeq.map(_.getFileName.toString)
       .collect { case Module(name) => name }
-      .map(name => Class.forName(s"io.mapwithstate.ErrorCondition$$$name$$")
-        .getField("MODULE$").get(null))
+      .map(name =>
+        Class.forName(s"io.mapwithstate.ErrorCondition$$$name$$")
+          .getField("MODULE$").get(null))
       .collect { case c: ErrorCondition => c }
     assert(declared.nonEmpty)
     assert(declared.toSet == ErrorCondition.all.toSet)

@@ -7,7 +7,8 @@ import java.nio.file.Files
 trait TempDirs {
   protected def withDir(body: File => Unit): Unit = {
     val dir = Files.createTempDirectory("mapwithstate-test").toFile
-    try body(dir) finally TempDirs.deleteRecursively(dir)
+    try body(dir)
+    finally TempDirs.deleteRecursively(dir)
   }
 }
 

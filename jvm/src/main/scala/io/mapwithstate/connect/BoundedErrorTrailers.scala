@@ -6,7 +6,14 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import org.sparkproject.connect.google_protos.rpc.{ErrorInfo, Status => RpcStatus}
-import org.sparkproject.connect.grpc.{ForwardingServerCall, Metadata, ServerCall, ServerCallHandler, ServerInterceptor, Status}
+import org.sparkproject.connect.grpc.{
+  ForwardingServerCall,
+  Metadata,
+  ServerCall,
+  ServerCallHandler,
+  ServerInterceptor,
+  Status
+}
 import org.sparkproject.connect.protobuf.{Any => AnyProto}
 
 /**
@@ -118,10 +125,11 @@ object BoundedErrorTrailers {
     var used = 0
     var end = 0
     while (end < message.length && {
-      val next = message.offsetByCodePoints(end, 1)
-      val size = encodedSize(message.substring(end, next))
-      if (used + size <= room) { used += size; end = next; true } else false
-    }) {}
+        val next = message.offsetByCodePoints(end, 1)
+        val size = encodedSize(message.substring(end, next))
+        if (used + size <= room) { used += size; end = next; true }
+        else false
+      }) {}
     message.substring(0, end) + suffix
   }
 

@@ -74,7 +74,8 @@ object LocalRelationCheck {
             "way, or the client built it wrong", e)
     } finally {
       // Buffers a failed read left open would make close() throw over the error above.
-      try allocator.close() catch { case NonFatal(_) => }
+      try allocator.close()
+      catch { case NonFatal(_) => }
     }
   }
 }

@@ -14,8 +14,12 @@ import org.apache.spark.sql.connect.common.DataTypeProtoConverter
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.plugin.RelationPlugin
 import org.apache.spark.sql.classic.SparkSession
-import org.sparkproject.connect.protobuf.{Any => AnyProto, InvalidProtocolBufferException,
-  Message, UnknownFieldSet}
+import org.sparkproject.connect.protobuf.{
+  Any => AnyProto,
+  InvalidProtocolBufferException,
+  Message,
+  UnknownFieldSet
+}
 
 /**
  * The Spark Connect entry point: a `Relation.extension` holding a `mapwithstate.MapWithState`
@@ -27,7 +31,7 @@ import org.sparkproject.connect.protobuf.{Any => AnyProto, InvalidProtocolBuffer
 class MapWithStateRelationPlugin extends RelationPlugin {
 
   override def transform(relation: Array[Byte], planner: SparkConnectPlanner)
-    : Optional[LogicalPlan] = {
+      : Optional[LogicalPlan] = {
     val message = AnyProto.parseFrom(relation)
     if (!message.is(classOf[proto.MapWithState])) {
       Optional.empty()
@@ -143,8 +147,8 @@ object MapWithStateRelationPlugin {
     rel.getAllFields.values.asScala.iterator.flatMap {
       case r: RelationProto => watermarkOf(r)
       case m: Message => m.getAllFields.values.asScala.collectFirst {
-        case r: RelationProto => r
-      }.flatMap(watermarkOf)
+          case r: RelationProto => r
+        }.flatMap(watermarkOf)
       case _ => None
     }.nextOption()
   }
@@ -155,7 +159,8 @@ object MapWithStateRelationPlugin {
     case other =>
       throw MapWithStateException(ErrorCondition.MalformedRequest,
         s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
-          s"${rel.getOutputValue}" else other} is not an output kind; expected OUTPUT_EMITTED " +
+            s"${rel.getOutputValue}"
+          else other} is not an output kind; expected OUTPUT_EMITTED " +
           "or OUTPUT_SNAPSHOTS")
   }
 }

@@ -1,8 +1,12 @@
 package io.mapwithstate.execution
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{JoinedRow, SpecificInternalRow, UnsafeProjection,
-  UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  JoinedRow,
+  SpecificInternalRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.types.TimestampType
 
 /**

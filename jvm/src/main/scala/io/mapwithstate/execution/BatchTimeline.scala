@@ -45,6 +45,7 @@ object BatchTimeline {
       current
     }
   }
+
   /**
    * Batch replays are capped (`spark.mapwithstate.maxReplayBatches`): the driver collects the
    * distinct batch times, and each batch costs every partition a step.
@@ -59,7 +60,7 @@ object BatchTimeline {
    * an interval every step from the first time until the last time is covered.
    */
   def of(times: Array[Long], intervalMicros: Option[Long], maxBatches: Int = DefaultMaxBatches)
-    : BatchTimeline = intervalMicros match {
+      : BatchTimeline = intervalMicros match {
     case _ if times.isEmpty => BatchTimeline(Array.empty, fromData = true)
     case None => BatchTimeline(times, fromData = true)
     case Some(step) =>

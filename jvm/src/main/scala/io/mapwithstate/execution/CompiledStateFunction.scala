@@ -3,9 +3,18 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.{StateFunction, StateFunctionInput}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BasePredicate, BoundReference,
-  CreateNamedStruct, Expression, JoinedRow, Predicate, SpecificInternalRow, UnsafeProjection,
-  UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  Attribute,
+  BasePredicate,
+  BoundReference,
+  CreateNamedStruct,
+  Expression,
+  JoinedRow,
+  Predicate,
+  SpecificInternalRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types.{DataType, StructType}
 
@@ -37,6 +46,7 @@ class CompiledStateFunction(function: StateFunction, code: CompiledStateFunction
   private val joined = new JoinedRow()
 
   private val keyProjection = UnsafeProjection.create(code.keys)
+
   /** Where the key columns are in the input rows, and their types. */
   val keyOrdinals: Seq[Int] = code.keys.map(_.ordinal)
   val keyTypes: Seq[DataType] = code.keys.map(_.dataType)

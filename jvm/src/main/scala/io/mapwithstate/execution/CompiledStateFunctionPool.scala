@@ -60,7 +60,8 @@ private[execution] object CompiledStateFunctionPool {
       val instances = idle.get(key)
       if (instances == null) null else instances.pollFirst()
     }
-    val instance = if (reused != null) reused else {
+    val instance = if (reused != null) reused
+    else {
       compiled.incrementAndGet()
       new CompiledStateFunction(function, key)
     }

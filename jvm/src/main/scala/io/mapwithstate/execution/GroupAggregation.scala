@@ -57,6 +57,6 @@ object GroupAggregation {
       AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, input)
     val Seq(partialAggregate) = finalAggregate.children
     finalAggregate.withNewChildren(Seq(
-      ShuffleExchangeExec(HashPartitioning(m.keys, numPartitions), partialAggregate)))
+        ShuffleExchangeExec(HashPartitioning(m.keys, numPartitions), partialAggregate)))
   }
 }

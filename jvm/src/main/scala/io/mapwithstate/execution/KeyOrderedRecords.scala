@@ -113,9 +113,12 @@ final class KeyOrderedRecords(
   /** `row`'s bytes copied into `arena` at `end`; the arena, grown if it had to. */
   private def append(arena: Array[Byte], end: Int, row: UnsafeRow): Array[Byte] = {
     val length = row.getSizeInBytes
-    val into = if (end + length <= arena.length) arena else {
-      java.util.Arrays.copyOf(arena, math.max(end + length, math.min(arena.length * 2L,
-        Int.MaxValue - 16L).toInt))
+    val into = if (end + length <= arena.length) arena
+    else {
+      java.util.Arrays.copyOf(arena,
+        math.max(end + length,
+          math.min(arena.length * 2L,
+            Int.MaxValue - 16L).toInt))
     }
     Platform.copyMemory(row.getBaseObject, row.getBaseOffset, into,
       Platform.BYTE_ARRAY_OFFSET + end, length)

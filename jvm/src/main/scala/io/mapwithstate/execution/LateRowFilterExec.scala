@@ -41,7 +41,8 @@ case class LateRowFilterExec(
           if (row.isNullAt(batchOrdinal)) Long.MaxValue else row.getLong(batchOrdinal)
         val watermarkAt = ReplayWatermarks.of(
           ReplayWatermarks.maxEventTimes(child.execute(), batchTimeOf, eventOrdinal), delayMs)
-        row => if (row.isNullAt(batchOrdinal)) TimeoutPolicy.NoWatermark
+        row =>
+          if (row.isNullAt(batchOrdinal)) TimeoutPolicy.NoWatermark
           else watermarkAt(row.getLong(batchOrdinal))
     }
     val dropped = lateRows
@@ -77,5 +78,5 @@ object LateRowFilterExec {
    */
   def isLate(row: InternalRow, ordinal: Int, watermark: Long): Boolean =
     watermark != TimeoutPolicy.NoWatermark && !row.isNullAt(ordinal) &&
-      row.getLong(ordinal) <= watermark
+    row.getLong(ordinal) <= watermark
 }

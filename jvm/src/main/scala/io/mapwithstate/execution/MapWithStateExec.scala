@@ -7,8 +7,12 @@ import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
-import org.apache.spark.sql.catalyst.plans.physical.{ClusteredDistribution, Distribution,
-  Partitioning, UnknownPartitioning}
+import org.apache.spark.sql.catalyst.plans.physical.{
+  ClusteredDistribution,
+  Distribution,
+  Partitioning,
+  UnknownPartitioning
+}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}

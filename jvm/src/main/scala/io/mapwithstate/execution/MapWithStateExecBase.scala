@@ -24,6 +24,7 @@ trait MapWithStateExecBase extends SparkPlan {
   def options: MapWithStateOptions
   def child: SparkPlan
   def initialState: Option[SparkPlan]
+
   /** The input's event-time column (from `withWatermark`), a column of `child`. */
   def eventTime: Option[Attribute]
 
@@ -83,6 +84,7 @@ trait MapWithStateExecBase extends SparkPlan {
 
 object MapWithStateExecBase {
   val TimedOutKeysMetric = "numTimedOutKeys"
+
   /** Late rows dropped, in the metric and words of Spark's stateful operators. */
   val LateRowsMetric = "numRowsDroppedByWatermark"
   val LateRowsDescription = "number of rows which are dropped by watermark"

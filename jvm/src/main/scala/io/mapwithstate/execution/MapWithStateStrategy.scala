@@ -60,8 +60,9 @@ object MapWithStateStrategy extends SparkStrategy {
       case group: FunctionKind.PerGroup =>
         val eventTimeTimers = m.eventTime.filter(_ =>
           m.options.timerDomain.contains(TimerDomain.EventTime))
-        val lateRows = eventTimeTimers.map(_ => SQLMetrics.createMetric(
-          SparkSession.active.sparkContext, MapWithStateExecBase.LateRowsDescription))
+        val lateRows = eventTimeTimers.map(_ =>
+          SQLMetrics.createMetric(
+            SparkSession.active.sparkContext, MapWithStateExecBase.LateRowsDescription))
         val dropLate = for (eventTime <- eventTimeTimers; metric <- lateRows; w <- watermark)
           yield (in: SparkPlan) => LateRowFilterExec(eventTime, w, metric, in)
         (GroupAggregation.plan(m, group, planLater(m.child), numPartitions, dropLate), lateRows)

@@ -14,16 +14,26 @@ import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.Attribute
-import org.apache.spark.sql.catalyst.plans.physical.{Distribution, Partitioning,
-  UnknownPartitioning}
+import org.apache.spark.sql.catalyst.plans.physical.{
+  Distribution,
+  Partitioning,
+  UnknownPartitioning
+}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
 import org.apache.spark.sql.execution.metric.SQLMetric
-import org.apache.spark.sql.execution.streaming.operators.stateful.{StatefulOperatorCustomMetric,
-  StatefulOperatorCustomSumMetric, StatefulOperatorPartitioning, StatefulOperatorStateInfo,
-  StateStoreWriter}
-import org.apache.spark.sql.execution.streaming.state.{StateSchemaValidationResult, StateStore,
-  StateStoreCustomMetric}
+import org.apache.spark.sql.execution.streaming.operators.stateful.{
+  StatefulOperatorCustomMetric,
+  StatefulOperatorCustomSumMetric,
+  StatefulOperatorPartitioning,
+  StatefulOperatorStateInfo,
+  StateStoreWriter
+}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateSchemaValidationResult,
+  StateStore,
+  StateStoreCustomMetric
+}
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
@@ -96,7 +106,7 @@ case class MapWithStateStreamExec(
     def clustered(columns: Seq[Attribute]): Distribution = stateInfo match {
       case Some(info) => StatefulOperatorPartitioning.getCompatibleDistribution(columns, info, conf)
       case None => StatefulOperatorPartitioning.getCompatibleDistribution(columns,
-        conf.numShufflePartitions, conf)
+          conf.numShufflePartitions, conf)
     }
     clustered(keys) +: initialState.toSeq.map(s => clustered(s.output.take(keys.size)))
   }
@@ -114,7 +124,7 @@ case class MapWithStateStreamExec(
 
   override protected def customStatefulOperatorMetrics: Seq[StatefulOperatorCustomMetric] =
     Seq(StatefulOperatorCustomSumMetric(MapWithStateExecBase.TimedOutKeysMetric,
-      "number of timed-out keys"))
+        "number of timed-out keys"))
 
   /**
    * On the driver, the SQL conf naming the store provider the operator's stores really come
@@ -131,7 +141,8 @@ case class MapWithStateStreamExec(
   @transient private lazy val driverConf: SQLConf = {
     val base = super.conf
     val provider = StateBackend.of(options.backend, base).providerClassName
-    if (base.stateStoreProviderClass == provider) base else {
+    if (base.stateStoreProviderClass == provider) base
+    else {
       val withProvider = base.clone()
       withProvider.setConfString(SQLConf.STATE_STORE_PROVIDER_CLASS.key, provider)
       withProvider
@@ -248,6 +259,7 @@ case class MapWithStateStreamExec(
 }
 
 object MapWithStateStreamExec {
+
   /**
    * The state operator id of a query's first (or only) map_with_state in its checkpoint
    * (`state/1000/...`). Spark numbers its own stateful operators from 0 in plan order, so ids

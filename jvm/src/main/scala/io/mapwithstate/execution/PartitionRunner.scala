@@ -109,8 +109,8 @@ case class PartitionRunner(
     val timerOrdinal = keyTypes.size + function.stateType.length
     val timeOf: InternalRow => Long = timeouts match {
       case _: TimeoutPolicy.Timers => row =>
-        if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
-        else row.getLong(timerOrdinal)
+          if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
+          else row.getLong(timerOrdinal)
       case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => _ => time
     }
     rows.foreach(row => updater.loadInitialState(key(row), state(row), timeOf(row)))

@@ -64,6 +64,7 @@ final class ReadAheadRecords(
 }
 
 object ReadAheadRecords {
+
   /**
    * What reads ahead for a group: the first `count` rows of `records`. Not a Scala function,
    * whose `(AnyRef, Int)` signature is not specialized and boxes the count on every call.

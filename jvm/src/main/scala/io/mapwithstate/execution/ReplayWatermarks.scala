@@ -23,7 +23,7 @@ object ReplayWatermarks {
    * @param eventOrdinal where the event time is in the records (null: no event time)
    */
   def maxEventTimes(rows: RDD[InternalRow], batchTimeOf: InternalRow => Long, eventOrdinal: Int)
-    : Map[Long, Long] = {
+      : Map[Long, Long] = {
     def merge(into: mutable.HashMap[Long, Long], t: Long, e: Long): Unit =
       if (into.get(t).forall(_ < e)) into(t) = e
     rows.mapPartitions { records =>

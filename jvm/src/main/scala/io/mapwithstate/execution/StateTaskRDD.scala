@@ -55,14 +55,16 @@ private[execution] class StateTaskRDD[T: ClassTag, U: ClassTag](
     hadoopConf: Broadcast[SerializableConfiguration],
     reportCommits: Boolean,
     @transient storeLocation: StateStoreProviderId => Option[String])
-  extends RDD[U](data.context, Seq(new NarrowDependency[T](data) {
-    override def getParents(partitionId: Int): Seq[Int] = groups(partitionId).toSeq
-  })) {
+  extends RDD[U](data.context,
+    Seq(new NarrowDependency[T](data) {
+      override def getParents(partitionId: Int): Seq[Int] = groups(partitionId).toSeq
+    })) {
   import StateTaskRDD._
 
-  require(groups.flatten.sameElements(data.partitions.indices), s"state task groups " +
-    s"${groups.map(_.mkString("[", ",", "]")).mkString} do not cover ${data.partitions.length} " +
-    "partitions in order")
+  require(groups.flatten.sameElements(data.partitions.indices),
+    s"state task groups " +
+      s"${groups.map(_.mkString("[", ",", "]")).mkString} do not cover ${data.partitions.length} " +
+      "partitions in order")
 
   private def providerId(partition: Partition): StateStoreProviderId = StateStoreProviderId(
     StateStoreId(info.checkpointLocation, info.operatorId, partition.index), info.queryRunId)
@@ -106,7 +108,8 @@ private[execution] class StateTaskRDD[T: ClassTag, U: ClassTag](
     }
     context.addTaskCompletionListener[Unit](_ => if (!store.hasCommitted) store.abort())
     val output = f(store, input)
-    if (!reportCommits) output else onExhausted(output) {
+    if (!reportCommits) output
+    else onExhausted(output) {
       if (store.hasCommitted) {
         StreamingQueryGlue.reportStoreCommit(SparkEnv.get, id, info.storeVersion + 1)
       }

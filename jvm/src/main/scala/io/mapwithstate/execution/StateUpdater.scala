@@ -146,7 +146,7 @@ abstract class StateUpdater(
    * records, where `before` is the key's state (or null); returns its first emitted row.
    */
   protected def call(key: UnsafeRow, input: InternalRow, before: UnsafeRow, batchTime: Long)
-    : UnsafeRow
+      : UnsafeRow
 
   /**
    * Applies one call's outcome to the map: a removal, a new state at `time`, or — when

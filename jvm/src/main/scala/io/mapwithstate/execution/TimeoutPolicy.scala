@@ -27,7 +27,7 @@ sealed trait TimeoutPolicy extends Serializable {
    * below which keys time out; None when the batch looks for no timeouts.
    */
   def threshold(batchNumber: Long, batchTime: Long, watermark: Long = TimeoutPolicy.NoWatermark)
-    : Option[Long]
+      : Option[Long]
 }
 
 object TimeoutPolicy {
@@ -76,7 +76,7 @@ object TimeoutPolicy {
    * scanned every n batches.
    */
   def of(timeoutMs: Option[Long], checkpointInterval: Int, timerDomain: Option[TimerDomain] = None)
-    : TimeoutPolicy = (timeoutMs, timerDomain) match {
+      : TimeoutPolicy = (timeoutMs, timerDomain) match {
     case (_, Some(domain)) => Timers(eventTime = domain == TimerDomain.EventTime)
     case (Some(ms), None) => Idle(ms * 1000L, checkpointInterval)
     case (None, None) => Never

@@ -68,7 +68,7 @@ final class TimerStateUpdater(
    */
   private def callWithTimer(
       key: UnsafeRow, input: InternalRow, before: UnsafeRow, timingOut: Boolean, batchTime: Long)
-    : UnsafeRow = {
+      : UnsafeRow = {
     // A key without a state may still hold a timer.
     val timerBefore = map.getTime(key)
     function.setContext(input, before, timingOut, batchTime, timerBefore, watermark)
@@ -129,7 +129,7 @@ final class TimerStateUpdater(
    * compared with, as timestamps.
    */
   private def refuseTimer(key: UnsafeRow, timer: Long, timingOut: Boolean, batchTime: Long)
-    : Nothing = {
+      : Nothing = {
     val set = s"timeout_at of the key ${describe(key)} is ${instant(timer)} (set by its " +
       (if (timingOut) "timing-out call" else "call") + s" in the batch at ${instant(batchTime)})"
     val clear = "or to null to clear the timer."

@@ -22,7 +22,8 @@ object Durations {
       }
     if (interval.months != 0) {
       throw MapWithStateException(ErrorCondition.InvalidArgument,
-        s"$what: '$text' uses months or years, which have no fixed length; use days or smaller units")
+        s"$what: '$text' uses months or years, which have no fixed length; " +
+          "use days or smaller units")
     }
     interval.days * MillisPerDay + Math.floorDiv(interval.microseconds, 1000L)
   }

@@ -2,7 +2,11 @@ package io.mapwithstate.plan
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.expressions.{CommonExpressionRef, With}
-import org.apache.spark.sql.catalyst.optimizer.{ReplaceCurrentLike, ReplaceExpressions, ReplaceUpdateFieldsExpression}
+import org.apache.spark.sql.catalyst.optimizer.{
+  ReplaceCurrentLike,
+  ReplaceExpressions,
+  ReplaceUpdateFieldsExpression
+}
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.classic.SparkSession
 

@@ -1,10 +1,22 @@
 package io.mapwithstate.plan
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, BoundReference,
-  Expression, GenericInternalRow, SortOrder, Unevaluable, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression,
-  DeclarativeAggregate, ImperativeAggregate}
+import org.apache.spark.sql.catalyst.expressions.{
+  Attribute,
+  AttributeSet,
+  BoundReference,
+  Expression,
+  GenericInternalRow,
+  SortOrder,
+  Unevaluable,
+  UnsafeProjection,
+  UnsafeRow
+}
+import org.apache.spark.sql.catalyst.expressions.aggregate.{
+  AggregateExpression,
+  DeclarativeAggregate,
+  ImperativeAggregate
+}
 import org.apache.spark.sql.types.{DataType, NullType}
 
 /**
@@ -48,7 +60,7 @@ object FunctionKind {
     override def children: Seq[Expression] = values ++ orderBy
 
     override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression])
-      : PerRecord = {
+        : PerRecord = {
       val (newValues, newOrderBy) = newChildren.splitAt(values.size)
       copy(values = newValues.map(_.asInstanceOf[Attribute]),
         orderBy = newOrderBy.map(_.asInstanceOf[SortOrder]))
@@ -83,18 +95,20 @@ object FunctionKind {
     override def children: Seq[Expression] = inputs
 
     override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression])
-      : PerGroup = copy(inputs = newChildren.map(_.asInstanceOf[Attribute]))
+        : PerGroup = copy(inputs = newChildren.map(_.asInstanceOf[Attribute]))
 
     /** The aggregates over the current attributes of the node's child. */
     def boundAggregates: Seq[AggregateExpression] = {
       val current = aggregates.inputs.map(_.exprId).zip(inputs).toMap
-      aggregates.expressions.map(e => aggregateOf(e.transform {
-        case a: Attribute if current.contains(a.exprId) => current(a.exprId)
-      }))
+      aggregates.expressions.map(e =>
+        aggregateOf(e.transform {
+          case a: Attribute if current.contains(a.exprId) => current(a.exprId)
+        }))
     }
   }
 
   object PerGroup {
+
     /** The kind of a group function whose `values` are the results of `aggregates`. */
     def apply(aggregates: GroupAggregates, values: Seq[Attribute]): PerGroup = {
       val overNoRecords = aggregates.expressions.map(e => resultOverNoRecords(aggregateOf(e)))

@@ -3,7 +3,18 @@ package io.mapwithstate.plan
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Deduplicate, DeduplicateWithinWatermark, Distinct, FlatMapGroupsInPandasWithState, FlatMapGroupsWithState, Join, LogicalPlan, TransformWithState, TransformWithStateInPySpark}
+import org.apache.spark.sql.catalyst.plans.logical.{
+  Aggregate,
+  Deduplicate,
+  DeduplicateWithinWatermark,
+  Distinct,
+  FlatMapGroupsInPandasWithState,
+  FlatMapGroupsWithState,
+  Join,
+  LogicalPlan,
+  TransformWithState,
+  TransformWithStateInPySpark
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.streaming.{GroupStateTimeout, OutputMode}
 
@@ -29,6 +40,7 @@ import org.apache.spark.sql.streaming.{GroupStateTimeout, OutputMode}
  * logs a warning and lets the query run.
  */
 private[plan] object GlobalWatermarkLimit extends Logging {
+
   /** Spark's own words for the refusal, so they read the same from either check. */
   val SparkMessage: String = "Detected pattern of possible 'correctness' issue due to global " +
     "watermark. The query contains stateful operation which can emit rows older than the " +
@@ -51,7 +63,7 @@ private[plan] object GlobalWatermarkLimit extends Logging {
     plan.collect { case later if isStateful(later) => later }.iterator.flatMap { later =>
       later.find { earlier =>
         (earlier ne later) && emitsLateRows(earlier, outputMode) &&
-          (streamingMapWithState(later) || streamingMapWithState(earlier))
+        (streamingMapWithState(later) || streamingMapWithState(earlier))
       }.map(earlier => message(later, earlier, outputMode))
     }.nextOption()
 

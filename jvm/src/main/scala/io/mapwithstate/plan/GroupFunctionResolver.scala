@@ -4,7 +4,14 @@ import scala.collection.mutable
 import scala.util.control.NonFatal
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, AttributeSet, Expression, WindowExpression}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  Attribute,
+  AttributeReference,
+  AttributeSet,
+  Expression,
+  WindowExpression
+}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, LocalRelation, Project}
 import org.apache.spark.sql.classic.SparkSession
@@ -51,7 +58,7 @@ class GroupFunctionResolver(session: SparkSession) {
           checkAggregate(agg, valueSet ++ AttributeSet(keyColumns), what)
           aggregates.find(_._1.canonicalized == agg.canonicalized).map(_._2).getOrElse {
             val column = AttributeReference(s"${GroupFunctionResolver.AggregatePrefix}" +
-              aggregates.size, agg.dataType, agg.nullable)()
+                aggregates.size, agg.dataType, agg.nullable)()
             aggregates += ((agg, column))
             column
           }
@@ -66,8 +73,9 @@ class GroupFunctionResolver(session: SparkSession) {
             s"F.first(\"${a.name}\"), F.sum(\"${a.name}\")) or make it a key column (in ${e.sql})")
       }
       // Type checks of what is left (remove must be a boolean, ...) follow in the caller.
-      new StateFunctionResolver(session).analyze(rewritten, scope.filterNot(valueSet.contains) ++
-        aggregates.map(_._2), what)
+      new StateFunctionResolver(session).analyze(rewritten,
+        scope.filterNot(valueSet.contains) ++
+          aggregates.map(_._2), what)
     }
 
     val function = new StateFunctionResolver(session).resolveWith(
@@ -91,7 +99,7 @@ class GroupFunctionResolver(session: SparkSession) {
    * analysis of the original expression, with Spark's own error.
    */
   private def resolveWithAggregates(e: Expression, scope: Seq[Attribute], what: String)
-    : Expression = {
+      : Expression = {
     val plan = Project(Seq(Alias(e, what)()), LocalRelation(scope))
     val analyzed =
       try session.sessionState.analyzer.execute(plan)
@@ -109,8 +117,8 @@ class GroupFunctionResolver(session: SparkSession) {
       case _ => None
     }
     if (e.exists(_.isInstanceOf[WindowExpression]) ||
-        resolved.isEmpty && analyzed.exists(_.expressions.exists(_.exists(
-          _.isInstanceOf[WindowExpression])))) {
+      resolved.isEmpty && analyzed.exists(_.expressions.exists(_.exists(
+            _.isInstanceOf[WindowExpression])))) {
       throw MapWithStateException(ErrorCondition.WindowFunction,
         s"$what: a group function cannot use window functions (${e.sql}); it sees the key's " +
           "records of the batch through aggregates only")
@@ -123,7 +131,7 @@ class GroupFunctionResolver(session: SparkSession) {
   }
 
   private def checkAggregate(agg: AggregateExpression, records: AttributeSet, what: String)
-    : Unit = {
+      : Unit = {
     agg.aggregateFunction.children.foreach { child =>
       child.find(_.isInstanceOf[AggregateExpression]).foreach { inner =>
         throw MapWithStateException(ErrorCondition.NestedAggregate,
@@ -151,6 +159,7 @@ class GroupFunctionResolver(session: SparkSession) {
 }
 
 object GroupFunctionResolver {
+
   /** The columns of the aggregated row, one per distinct aggregate of the function. */
   val AggregatePrefix: String = StateFunctionInput.ReservedPrefix + "agg_"
 }

@@ -45,7 +45,7 @@ case class MapWithState(
   override def producedAttributes: AttributeSet = AttributeSet(output) ++ kind.producedAttributes
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[LogicalPlan])
-    : LogicalPlan =
+      : LogicalPlan =
     copy(child = newChildren.head,
       initialState = if (newChildren.size > 1) Some(newChildren(1)) else None)
 }

@@ -5,15 +5,33 @@ import scala.util.control.NonFatal
 import io.mapwithstate.{ErrorCondition, MapWithStateConf, MapWithStateException}
 import io.mapwithstate.state.StateBackend
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference,
-  AttributeSet, Cast, Ceil, Divide, Expression, Literal, MicrosToTimestamp, Multiply,
-  NamedExpression, SortOrder, UnixMicros}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  Attribute,
+  AttributeReference,
+  AttributeSet,
+  Cast,
+  Ceil,
+  Divide,
+  Expression,
+  Literal,
+  MicrosToTimestamp,
+  Multiply,
+  NamedExpression,
+  SortOrder,
+  UnixMicros
+}
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{DataType, DoubleType, StructType, TimestampNTZType,
-  TimestampType}
+import org.apache.spark.sql.types.{
+  DataType,
+  DoubleType,
+  StructType,
+  TimestampNTZType,
+  TimestampType
+}
 
 /**
  * Turns a [[MapWithStateRequest]] into a resolved [[MapWithState]] plan, checking everything a
@@ -126,7 +144,7 @@ class MapWithStateBuilder(session: SparkSession) {
    * fire: no watermark passes them).
    */
   private def timerDomain(spec: StateSpecRequest, hasWatermark: Boolean, streaming: Boolean)
-    : Option[TimerDomain] = {
+      : Option[TimerDomain] = {
     if (spec.timeout.isDefined && spec.timeoutAt.isDefined) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "timeout and timeout_at cannot be used together: timeout removes keys idle for a " +
@@ -159,7 +177,7 @@ class MapWithStateBuilder(session: SparkSession) {
    * sent), and the column is found by name among the input's columns.
    */
   private def watermarkOf(sent: Option[(String, String)], input: LogicalPlan)
-    : Option[(Attribute, Long)] =
+      : Option[(Attribute, Long)] =
     input.output.find(_.metadata.contains(EventTimeWatermark.delayKey))
       .map(a => (a, a.metadata.getLong(EventTimeWatermark.delayKey)))
       .orElse {
@@ -183,7 +201,7 @@ class MapWithStateBuilder(session: SparkSession) {
 
   /** The key columns, and the value columns (every non-key column when none are named). */
   private def keysAndValues(request: MapWithStateRequest, input: LogicalPlan)
-    : (Seq[NamedExpression], Seq[NamedExpression]) = {
+      : (Seq[NamedExpression], Seq[NamedExpression]) = {
     if (request.keys.isEmpty) throw MapWithStateException(ErrorCondition.InvalidArgument,
       "key: at least one key column is needed")
     if (request.groups && (request.values.nonEmpty || request.orderBy.nonEmpty)) {
@@ -196,10 +214,11 @@ class MapWithStateBuilder(session: SparkSession) {
       if (request.values.nonEmpty) request.values.map(named)
       else input.output.filterNot(a => keys.exists(k => conf.resolver(k.name, a.name)))
     val values = project(valueColumns, input, "value")
-    (keys ++ values).groupBy(_.name.toLowerCase).collectFirst { case (_, dups) if dups.size > 1 =>
-      throw MapWithStateException(ErrorCondition.DuplicateColumn,
-        s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
-          "state function refers to columns by name, so each must be named once")
+    (keys ++ values).groupBy(_.name.toLowerCase).collectFirst {
+      case (_, dups) if dups.size > 1 =>
+        throw MapWithStateException(ErrorCondition.DuplicateColumn,
+          s"column '${dups.head.name}' is both a key and a value column (or named twice); the " +
+            "state function refers to columns by name, so each must be named once")
     }
     (keys, values)
   }
@@ -229,7 +248,7 @@ class MapWithStateBuilder(session: SparkSession) {
     if (request.batchInterval.isDefined && request.batchTime.isEmpty) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "batch_interval needs batch_time: the column that gives each " +
-        "record's time")
+          "record's time")
     }
   }
 
@@ -239,7 +258,7 @@ class MapWithStateBuilder(session: SparkSession) {
    * batch at the first multiple not before t (records arrive in (T - interval, T]).
    */
   private def batchTimeColumn(e: Expression, input: LogicalPlan, intervalMs: Option[Long])
-    : NamedExpression = {
+      : NamedExpression = {
     val Seq(raw) = project(Seq(Alias(e, BatchTimeColumn)()), input, "batch_time")
     if (raw.dataType != TimestampType) {
       throw MapWithStateException(ErrorCondition.TypeMismatch,
@@ -260,13 +279,14 @@ class MapWithStateBuilder(session: SparkSession) {
 
   /** The order_by expressions as columns of the child, and the sort orders over them. */
   private def orderColumnsOf(orderBy: Seq[SortOrder], input: LogicalPlan)
-    : (Seq[NamedExpression], Seq[SortOrder]) = {
+      : (Seq[NamedExpression], Seq[SortOrder]) = {
     val columns = project(
       orderBy.zipWithIndex.map { case (o, i) => Alias(o.child, s"$OrderColumnPrefix$i")() },
       input, "order_by")
-    (columns, orderBy.zip(columns).map { case (o, a) =>
-      SortOrder(a.toAttribute, o.direction, o.nullOrdering, Seq.empty)
-    })
+    (columns,
+      orderBy.zip(columns).map { case (o, a) =>
+        SortOrder(a.toAttribute, o.direction, o.nullOrdering, Seq.empty)
+      })
   }
 
   private def optionsOf(request: MapWithStateRequest, input: LogicalPlan): MapWithStateOptions = {
@@ -309,7 +329,7 @@ class MapWithStateBuilder(session: SparkSession) {
 
   /** Resolves `columns` over `input`; errors name the argument they came from. */
   private def project(columns: Seq[NamedExpression], input: LogicalPlan, what: String)
-    : Seq[NamedExpression] = {
+      : Seq[NamedExpression] = {
     if (columns.isEmpty) Nil
     else analyze(Project(columns, input), what) match {
       case Project(resolved, _) => resolved
@@ -343,9 +363,10 @@ class MapWithStateBuilder(session: SparkSession) {
     }
     if (parsed.isEmpty) throw MapWithStateException(ErrorCondition.InvalidStateSchema,
       "state_schema has no fields")
-    parsed.fieldNames.groupBy(_.toLowerCase).collectFirst { case (_, d) if d.length > 1 =>
-      throw MapWithStateException(ErrorCondition.InvalidStateSchema,
-        s"state_schema names field '${d.head}' twice")
+    parsed.fieldNames.groupBy(_.toLowerCase).collectFirst {
+      case (_, d) if d.length > 1 =>
+        throw MapWithStateException(ErrorCondition.InvalidStateSchema,
+          s"state_schema names field '${d.head}' twice")
     }
     // A state field may always be null (an update can produce a null field), so the rows the
     // state map holds must not promise otherwise.
@@ -397,6 +418,7 @@ class MapWithStateBuilder(session: SparkSession) {
 }
 
 object MapWithStateBuilder {
+
   /**
    * Names of the child's own columns for the batch time and the ordering expressions. They
    * share the reserved prefix (no input column can clash) but are not state function inputs:

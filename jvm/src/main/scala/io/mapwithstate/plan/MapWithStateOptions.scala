@@ -39,6 +39,7 @@ object TimerDomain {
 }
 
 object MapWithStateOptions {
+
   /** Spark's DStreams checkpoint a mapWithState every 10 batch intervals. */
   val DefaultCheckpointInterval = 10
 }

@@ -24,7 +24,8 @@ case class MapWithStateRequest(
     groups: Boolean = false) {
 
   /** The batch interval in milliseconds, checked to be a positive duration. */
-  def batchIntervalMs: Option[Long] = batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
+  def batchIntervalMs: Option[Long] =
+    batchInterval.map(Durations.positiveMillis(_, "batch_interval"))
 }
 
 /** The state function and its settings, as sent (see `state_spec.proto`). */

@@ -38,7 +38,7 @@ object RequestLimits {
   def value(limit: Limit, conf: SQLConf): Int = {
     val raw = conf.getConfString(limit.key, limit.default.toString)
     Try(raw.trim.toInt).toOption.filter(_ > 0).getOrElse(throw MapWithStateException(
-      ErrorCondition.InvalidConf, s"${limit.key} must be a positive whole number, got '$raw'"))
+        ErrorCondition.InvalidConf, s"${limit.key} must be a positive whole number, got '$raw'"))
   }
 
   private def atMost(n: Int, what: String, limit: Limit, conf: SQLConf): Unit = {

@@ -2,11 +2,27 @@ package io.mapwithstate.plan
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
-import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, Cast, CreateNamedStruct, Expression, GetStructField, If, IsNull, Literal}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  Attribute,
+  Cast,
+  CreateNamedStruct,
+  Expression,
+  GetStructField,
+  If,
+  IsNull,
+  Literal
+}
 import org.apache.spark.sql.catalyst.plans.logical.{LocalRelation, Project}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.types.{ArrayType, BooleanType, StructType, TimestampNTZType, TimestampType}
+import org.apache.spark.sql.types.{
+  ArrayType,
+  BooleanType,
+  StructType,
+  TimestampNTZType,
+  TimestampType
+}
 
 /**
  * Resolves and type-checks the expressions of a state function against its input (the key and
@@ -149,7 +165,7 @@ class StateFunctionResolver(session: SparkSession) {
     }
     fields.zip(stateType.fields).foreach { case (from, to) =>
       if (!DataTypeUtils.sameType(from.dataType, to.dataType) &&
-          !Cast.canUpCast(from.dataType, to.dataType)) {
+        !Cast.canUpCast(from.dataType, to.dataType)) {
         throw MapWithStateException(ErrorCondition.TypeMismatch,
           s"update's field '${to.name}' is ${from.dataType.sql}, which cannot be safely cast to " +
             s"the state's ${to.dataType.sql}; cast it explicitly")

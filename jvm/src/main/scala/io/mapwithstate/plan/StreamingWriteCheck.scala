@@ -1,7 +1,12 @@
 package io.mapwithstate.plan
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
-import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Distinct, FlatMapGroupsWithState, LogicalPlan}
+import org.apache.spark.sql.catalyst.plans.logical.{
+  Aggregate,
+  Distinct,
+  FlatMapGroupsWithState,
+  LogicalPlan
+}
 import org.apache.spark.sql.catalyst.streaming.WriteToStream
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.streaming.OutputMode
@@ -42,7 +47,7 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
       }
       val name = operators.headOption.fold("map_with_state")(_.functionName)
       if (operators.nonEmpty && write.outputMode != OutputMode.Append() &&
-          write.outputMode != OutputMode.Update() && !aggregatesAfter(write.inputQuery)) {
+        write.outputMode != OutputMode.Update() && !aggregatesAfter(write.inputQuery)) {
         throw MapWithStateException(ErrorCondition.UnsupportedOutputMode,
           s"$name over a stream supports outputMode('append') and outputMode('update') (the " +
             s"same rows), not '${write.outputMode.toString.toLowerCase}': output='emitted' " +
@@ -107,9 +112,9 @@ object StreamingWriteCheck extends (LogicalPlan => Unit) {
   /** Whether a streaming aggregation in `plan` reads the rows of a map_with_state. */
   private def aggregatesAfter(plan: LogicalPlan): Boolean = plan.exists {
     case a: Aggregate => a.child.exists {
-      case m: MapWithState => m.child.isStreaming
-      case _ => false
-    }
+        case m: MapWithState => m.child.isStreaming
+        case _ => false
+      }
     case _ => false
   }
 }

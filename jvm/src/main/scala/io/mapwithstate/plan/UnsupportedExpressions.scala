@@ -3,7 +3,16 @@ package io.mapwithstate.plan
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.SparkThrowable
 import org.apache.spark.sql.catalyst.analysis.UnresolvedPlanId
-import org.apache.spark.sql.catalyst.expressions.{Attribute, Expression, Generator, PythonFuncExpression, SubqueryExpression, Unevaluable, UnresolvedWindowExpression, WindowExpression}
+import org.apache.spark.sql.catalyst.expressions.{
+  Attribute,
+  Expression,
+  Generator,
+  PythonFuncExpression,
+  SubqueryExpression,
+  Unevaluable,
+  UnresolvedWindowExpression,
+  WindowExpression
+}
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression
 import org.apache.spark.sql.catalyst.plans.logical.{Aggregate, Generate, LogicalPlan, Window}
 
@@ -115,7 +124,7 @@ private[plan] object UnsupportedExpressions {
 
   /** Refuses `e`, the expression (or part) of the argument `what`, saying `why`. */
   private def refuse(condition: ErrorCondition, e: Expression, what: String, why: String)
-    : Nothing =
+      : Nothing =
     throw new MapWithStateException(condition, s"$what: $why",
       parameters = Map("argument" -> what, "expression" -> e.sql))
 }

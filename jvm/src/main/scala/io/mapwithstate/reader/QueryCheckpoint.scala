@@ -54,7 +54,7 @@ final case class QueryCheckpoint(
     if (version < oldest) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
         s"batch_id: the state after batch $batch of $location has " +
-        s"been cleaned up by state maintenance; the oldest batch still readable is ${oldest - 1}")
+          s"been cleaned up by state maintenance; the oldest batch still readable is ${oldest - 1}")
     }
     version
   }
@@ -75,8 +75,8 @@ final case class QueryCheckpoint(
     if (start + 1 < oldest) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
         s"start_batch: the changes of batch $start of $location have " +
-        s"been cleaned up by state maintenance; the oldest batch whose changes are still " +
-        s"readable is ${oldest - 1}")
+          s"been cleaned up by state maintenance; the oldest batch whose changes are still " +
+          s"readable is ${oldest - 1}")
     }
     (start, last)
   }
@@ -87,7 +87,7 @@ final case class QueryCheckpoint(
     if (batch > lastCommittedBatch) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
         s"$argument $batch is beyond the last committed batch " +
-        s"($lastCommittedBatch) of $location")
+          s"($lastCommittedBatch) of $location")
     }
   }
 
@@ -108,18 +108,20 @@ object QueryCheckpoint {
     if (location == null || location.isEmpty) {
       throw MapWithStateException(ErrorCondition.InvalidArgument,
         "checkpoint is empty: the checkpointLocation of a streaming " +
-        "query that ran map_with_state")
+          "query that ran map_with_state")
     }
-    val (fs, root) = try {
-      val path = new Path(location)
-      val fs = path.getFileSystem(hadoopConf)
-      (fs, fs.makeQualified(path))
-    } catch {
-      case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
-        s"checkpoint $location cannot be opened: ${e.getMessage}", e)
-    }
+    val (fs, root) =
+      try {
+        val path = new Path(location)
+        val fs = path.getFileSystem(hadoopConf)
+        (fs, fs.makeQualified(path))
+      } catch {
+        case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
+            s"checkpoint $location cannot be opened: ${e.getMessage}", e)
+      }
     def children(dir: Path): Seq[String] =
-      (try fs.listStatus(dir).toSeq catch { case _: FileNotFoundException => Nil })
+      (try fs.listStatus(dir).toSeq
+      catch { case _: FileNotFoundException => Nil })
         .filter(_.getPath != dir).map(_.getPath.getName).filterNot(_.startsWith("."))
     def numbers(names: Seq[String]): Seq[Long] = names.flatMap(_.toLongOption).sorted
 
@@ -127,7 +129,7 @@ object QueryCheckpoint {
     if (!found.contains("commits") && !found.contains("offsets")) {
       throw MapWithStateException(ErrorCondition.NotACheckpoint,
         s"checkpoint $location is not a streaming query's checkpoint: " +
-        s"it has no commits/ or offsets/ (found ${describe(found)})")
+          s"it has no commits/ or offsets/ (found ${describe(found)})")
     }
     val operators = numbers(children(new Path(root, "state")))
     val chosen = chooseOperator(location, operators, operatorId)
@@ -135,24 +137,24 @@ object QueryCheckpoint {
     if (commits.isEmpty) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
         s"checkpoint $location has no committed batch yet: its " +
-        "query has not finished a micro-batch")
+          "query has not finished a micro-batch")
     }
     val stateDir = new Path(new Path(root, "state"), chosen.toString)
     val partitions = numbers(children(stateDir))
     if (partitions.isEmpty || partitions != partitions.indices.map(_.toLong)) {
       throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"the state of $location ($stateDir) should have partition " +
-        s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
+          s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
     }
     // Another state backend keeps other files; better to say so than to report missing deltas.
     val firstPartition = children(new Path(stateDir, "0")).filterNot(_ == "_metadata")
     if (firstPartition.nonEmpty && !firstPartition.exists(name =>
         name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
-          name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
+        name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
       throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"the state files of $location (${describe(firstPartition)} " +
-        s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
-        "<version>.snapshot), the one this reader reads")
+          s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
+          "<version>.snapshot), the one this reader reads")
     }
     // Spark's schema check writes it under the store location of partition 0.
     val (keySchema, valueSchema) =
@@ -177,27 +179,29 @@ object QueryCheckpoint {
       case Some(id) if ours.isEmpty =>
         throw MapWithStateException(ErrorCondition.NotACheckpoint,
           s"operator_id $id: checkpoint $location holds no " +
-          "map_with_state state " + (if (operators.isEmpty) "(a stateless query?)"
-          else s"(only the state of Spark's stateful operators ${operators.mkString(", ")})"))
+            "map_with_state state " + (
+              if (operators.isEmpty) "(a stateless query?)"
+              else s"(only the state of Spark's stateful operators ${operators.mkString(", ")})"))
       case Some(id) =>
         throw MapWithStateException(ErrorCondition.NotACheckpoint,
           s"operator_id $id is not a map_with_state operator of " +
-          s"checkpoint $location" + (if (operators.contains(id)) " (it is one of Spark's " +
-            "stateful operators)" else "") + s"; its map_with_state operators are $listed")
+            s"checkpoint $location" + (if (operators.contains(id)) " (it is one of Spark's " +
+                                         "stateful operators)"
+                                       else "") + s"; its map_with_state operators are $listed")
       case None if ours.size == 1 => ours.head
       case None if ours.isEmpty =>
         val first = MapWithStateStreamExec.FirstOperatorId
         throw MapWithStateException(ErrorCondition.NotACheckpoint,
           s"checkpoint $location is not a map_with_state checkpoint: " +
-          (if (operators.isEmpty) "it holds no state (a stateless query?)"
-          else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
-            s"map_with_state (operator $first)"))
+            (if (operators.isEmpty) "it holds no state (a stateless query?)"
+             else s"it holds the state of stateful operators ${operators.mkString(", ")}, not of " +
+               s"map_with_state (operator $first)"))
       case None =>
         throw MapWithStateException(ErrorCondition.AmbiguousOperator,
           s"checkpoint $location holds the state of ${ours.size} " +
-          s"map_with_state operators ($listed): pass operator_id to choose one (a query's " +
-          "operators are numbered from 1000 in its plan, from the sources on: in a chain the " +
-          "first one, in a union the left side's first)")
+            s"map_with_state operators ($listed): pass operator_id to choose one (a query's " +
+            "operators are numbered from 1000 in its plan, from the sources on: in a chain the " +
+            "first one, in a union the left side's first)")
     }
   }
 
@@ -206,18 +210,20 @@ object QueryCheckpoint {
     if (!fs.exists(file)) {
       throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"the state schema file $file is missing: the checkpoint was " +
-        "not written by map_with_state, or is damaged")
+          "not written by map_with_state, or is damaged")
     }
-    val schemas = try StateSchemaCompatibilityChecker.readSchemaFile(fs.open(file)) catch {
-      case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
-        s"cannot read the state schema file $file: ${MapWithStateException.describe(e)}", e)
-    }
+    val schemas =
+      try StateSchemaCompatibilityChecker.readSchemaFile(fs.open(file))
+      catch {
+        case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
+            s"cannot read the state schema file $file: ${MapWithStateException.describe(e)}", e)
+      }
     schemas match {
       case Seq(schema) => (schema.keySchema, schema.valueSchema)
       case other => throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
-        s"the state schema file $file holds " +
-        s"${other.size} column families (${other.map(_.colFamilyName).mkString(", ")}); " +
-        "map_with_state state has exactly one")
+          s"the state schema file $file holds " +
+            s"${other.size} column families (${other.map(_.colFamilyName).mkString(", ")}); " +
+            "map_with_state state has exactly one")
     }
   }
 
@@ -236,6 +242,7 @@ object QueryCheckpoint {
       .lastOption.map(_._1).getOrElse(1L)
 
   private def describe(names: Seq[String]): String =
-    if (names.isEmpty) "nothing" else names.sorted.take(10).mkString(", ") +
+    if (names.isEmpty) "nothing"
+    else names.sorted.take(10).mkString(", ") +
       (if (names.size > 10) s" and ${names.size - 10} more" else "")
 }

@@ -1,6 +1,13 @@
 package io.mapwithstate.reader
 
-import org.apache.spark.sql.types.{IntegerType, LongType, StringType, StructField, StructType, TimestampType}
+import org.apache.spark.sql.types.{
+  IntegerType,
+  LongType,
+  StringType,
+  StructField,
+  StructType,
+  TimestampType
+}
 
 /**
  * What a state reader reads from a [[QueryCheckpoint]], and the columns it gives: the state at

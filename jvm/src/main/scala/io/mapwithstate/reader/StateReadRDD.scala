@@ -74,6 +74,7 @@ final class StateReadRDD(
 }
 
 object StateReadRDD {
+
   /** A task of the read: the state partition it reads. */
   final case class StatePartition(index: Int) extends Partition
 }

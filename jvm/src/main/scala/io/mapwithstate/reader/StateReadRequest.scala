@@ -3,10 +3,11 @@ package io.mapwithstate.reader
 import org.apache.hadoop.conf.Configuration
 
 /**
- * What a caller asks of the state reader, as every door (the JVM API [[io.mapwithstate.StateReader]],
- * the Spark Connect plugin) receives it: which checkpoint, which of its map_with_state operators
- * (the only one when None) and which batches. [[relation]] resolves it against the checkpoint's
- * files into the plan, so that the doors cannot drift apart.
+ * What a caller asks of the state reader, as every door (the JVM API
+ * [[io.mapwithstate.StateReader]], the Spark Connect plugin) receives it: which checkpoint,
+ * which of its map_with_state operators (the only one when None) and which batches.
+ * [[relation]] resolves it against the checkpoint's files into the plan, so that the doors
+ * cannot drift apart.
  */
 sealed trait StateReadRequest {
   def checkpoint: String

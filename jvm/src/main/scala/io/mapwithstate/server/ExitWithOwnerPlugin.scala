@@ -28,25 +28,26 @@ class ExitWithOwnerPlugin extends SparkPlugin {
 }
 
 object ExitWithOwnerPlugin {
+
   /** How long Spark's shutdown hooks may take before the JVM is halted regardless. */
   val GracePeriodMillis: Long = 10000L
 
   /** Starts a daemon thread that exits the JVM once `input` reaches its end (or fails). */
   def watch(input: InputStream): Unit = {
     val watcher = new Thread(() => {
-      drain(input)
-      // exit runs Spark's shutdown hooks (stopping the SparkContext); should one of them hang,
-      // the halter ends the JVM anyway, so an ownerless server never lingers.
-      val halter = new Thread(() => {
-        Thread.sleep(GracePeriodMillis)
-        Runtime.getRuntime.halt(1)
-      }, "mapwithstate-owner-halt")
-      halter.setDaemon(true)
-      halter.start()
-      System.err.println("mapwithstate: the process that started this server is gone " +
-        "(its pipe on standard input closed); stopping")
-      System.exit(0)
-    }, "mapwithstate-owner-watch")
+        drain(input)
+        // exit runs Spark's shutdown hooks (stopping the SparkContext); should one of them hang,
+        // the halter ends the JVM anyway, so an ownerless server never lingers.
+        val halter = new Thread(() => {
+            Thread.sleep(GracePeriodMillis)
+            Runtime.getRuntime.halt(1)
+          }, "mapwithstate-owner-halt")
+        halter.setDaemon(true)
+        halter.start()
+        System.err.println("mapwithstate: the process that started this server is gone " +
+          "(its pipe on standard input closed); stopping")
+        System.exit(0)
+      }, "mapwithstate-owner-watch")
     watcher.setDaemon(true)
     watcher.start()
   }

@@ -73,7 +73,7 @@ private[state] object ChainCompaction {
       val baseEntries = bottom.layer.usedSlotCount.toLong
       val upperEntries = chain.chainEntries - baseEntries
       if (chain.deltaChainLength - bottom.deltaChainLength >= 2 &&
-          2L * upperEntries <= baseEntries) {
+        2L * upperEntries <= baseEntries) {
         mergedAbove(chain, bottom, upperEntries.toInt).freeze()
       } else {
         compact(chain).freeze()
@@ -92,7 +92,7 @@ private[state] object ChainCompaction {
   def topLayerAlone(chain: DeltaChainStateMap): Option[DeltaChainStateMap] = {
     val layer = chain.layer
     if (chain.parentMap == null || layer.usedSlotCount != chain.size ||
-        !layer.allUsedSlotsLive) {
+      !layer.allUsedSlotsLive) {
       None
     } else {
       Some(chain.withLayerOver(null))

@@ -14,10 +14,13 @@ package io.mapwithstate.state
  * goes into a field, so that the compiler keeps the loads.
  */
 private[state] final class ChainPrefetch {
+
   /** The group's slot words in the layer being read. */
   private var words = new Array[Long](0)
+
   /** The keys (indexes in the group) still to read ahead for. */
   private var keys = new Array[Int](0)
+
   /** A sum of what was read. */
   private var read = 0L
 

@@ -21,8 +21,10 @@ private[state] final class ChainScan(
   private var map = top
   private var current = -1
   private var expectedLayout = top.layer.layoutVersion
+
   /** Layers above the one being scanned. */
   private var layersAbove = 0
+
   /** The keys of every layer above the one being scanned, once there are two or more. */
   private var upperKeys: RowHashMap = null
 
@@ -42,8 +44,8 @@ private[state] final class ChainScan(
       current += 1
       while (current < scanned.slotCapacity) {
         if (scanned.isLive(current) &&
-            (!filterByTime || scanned.updateTimeAt(current) < threshUpdatedTime) &&
-            !hiddenByUpperLayer(scanned, current)) {
+          (!filterByTime || scanned.updateTimeAt(current) < threshUpdatedTime) &&
+          !hiddenByUpperLayer(scanned, current)) {
           return true
         }
         current += 1

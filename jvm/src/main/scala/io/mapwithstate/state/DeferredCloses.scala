@@ -1,8 +1,13 @@
 package io.mapwithstate.state
 
 import java.io.IOException
-import java.util.concurrent.{ExecutionException, Future, LinkedBlockingQueue, ThreadPoolExecutor,
-  TimeUnit}
+import java.util.concurrent.{
+  ExecutionException,
+  Future,
+  LinkedBlockingQueue,
+  ThreadPoolExecutor,
+  TimeUnit
+}
 import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
 
 import org.apache.hadoop.fs.Path
@@ -37,6 +42,7 @@ final class DeferredCloses private[state] (maxPending: Int) {
   private final class Pending(val path: Path, val close: Future[_])
 
   private val pending = new java.util.ArrayDeque[Pending]()
+
   /** The first close that failed and has not been thrown yet. */
   private var failure: IOException = _
 
@@ -85,8 +91,10 @@ final class DeferredCloses private[state] (maxPending: Int) {
 }
 
 object DeferredCloses {
+
   /** How many of one task's closes may be under way at once. */
   val MaxPending = 8
+
   /** The threads running closes, for the whole JVM. */
   val Threads = 4
 
@@ -108,7 +116,8 @@ object DeferredCloses {
 
   private lazy val pool: ThreadPoolExecutor = {
     val p = new ThreadPoolExecutor(Threads, Threads, 60L, TimeUnit.SECONDS,
-      new LinkedBlockingQueue[Runnable](), (r: Runnable) => {
+      new LinkedBlockingQueue[Runnable](),
+      (r: Runnable) => {
         val t = new Thread(r, s"mapwithstate-file-close-${threadNumber.incrementAndGet()}")
         t.setDaemon(true)
         t

@@ -284,9 +284,10 @@ final class DeltaChainStateMap private (
     if (threshold <= earliestTime) return Iterator.empty
     if (readOnly) return super.expiring(threshold)
     if (index == null) index = buildIndex()
-    val (times, keys) = index.due(threshold, bytes =>
-      timeOfKeyBytes(hashOf(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length),
-        bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length))
+    val (times, keys) = index.due(threshold,
+      bytes =>
+        timeOfKeyBytes(hashOf(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length),
+          bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length))
     // States are looked up as each entry is reached: the caller may have changed the keys
     // given before it, never this one. A due key may hold only a timer (a null state).
     Iterator.range(0, keys.length).flatMap { i =>
@@ -360,7 +361,7 @@ final class DeltaChainStateMap private (
 
   /** A new node of this map's shape over `below`, with `layer` and `liveKeys`; writable. */
   private[state] def node(below: DeltaChainStateMap, layer: RowHashMap, liveKeys: Int)
-    : DeltaChainStateMap =
+      : DeltaChainStateMap =
     new DeltaChainStateMap(keyNumFields, stateNumFields, deltaChainThreshold, below, layer,
       liveKeys)
 
@@ -440,7 +441,7 @@ final class DeltaChainStateMap private (
   }
 
   private def write(key: UnsafeRow, state: UnsafeRow, updateTime: Long, inPlace: Boolean)
-    : Unit = {
+      : Unit = {
     checkKey(key)
     if (state == null) {
       // A key holding only a timer: a record with no state bytes, which no state row can be

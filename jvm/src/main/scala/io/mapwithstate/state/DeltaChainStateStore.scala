@@ -1,8 +1,15 @@
 package io.mapwithstate.state
 
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow
-import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateStore,
-  StateStoreCheckpointInfo, StateStoreId, StateStoreIterator, StateStoreMetrics, UnsafeRowPair}
+import org.apache.spark.sql.execution.streaming.state.{
+  KeyStateEncoderSpec,
+  StateStore,
+  StateStoreCheckpointInfo,
+  StateStoreId,
+  StateStoreIterator,
+  StateStoreMetrics,
+  UnsafeRowPair
+}
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -73,8 +80,8 @@ class DeltaChainStateStore private[state] (
   private def checkUpdating(operation: String): Unit = status match {
     case Updating =>
     case other => throw new IllegalStateException(
-      s"cannot $operation version ${version + 1} of $id: the store is " +
-        other.toString.toLowerCase)
+        s"cannot $operation version ${version + 1} of $id: the store is " +
+          other.toString.toLowerCase)
   }
 
   private def unsupported(operation: String): Nothing =
@@ -85,13 +92,13 @@ class DeltaChainStateStore private[state] (
     Option(get(key, colFamilyName)).iterator
 
   override def prefixScan(prefixKey: UnsafeRow, colFamilyName: String)
-    : StateStoreIterator[UnsafeRowPair] = unsupported("prefixScan")
+      : StateStoreIterator[UnsafeRowPair] = unsupported("prefixScan")
 
   override def prefixScanWithMultiValues(prefixKey: UnsafeRow, colFamilyName: String)
-    : StateStoreIterator[UnsafeRowPair] = unsupported("prefixScanWithMultiValues")
+      : StateStoreIterator[UnsafeRowPair] = unsupported("prefixScanWithMultiValues")
 
   override def iteratorWithMultiValues(colFamilyName: String)
-    : StateStoreIterator[UnsafeRowPair] = unsupported("iteratorWithMultiValues")
+      : StateStoreIterator[UnsafeRowPair] = unsupported("iteratorWithMultiValues")
 
   override def removeColFamilyIfExists(colFamilyName: String): Boolean =
     unsupported("removeColFamilyIfExists")

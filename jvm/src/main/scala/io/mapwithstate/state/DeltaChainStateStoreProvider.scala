@@ -4,8 +4,14 @@ import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.execution.streaming.state.{KeyStateEncoderSpec, StateSchemaProvider,
-  StateStore, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  KeyStateEncoderSpec,
+  StateSchemaProvider,
+  StateStore,
+  StateStoreConf,
+  StateStoreId,
+  StateStoreProvider
+}
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -15,10 +21,10 @@ import org.apache.spark.sql.types.StructType
  *
  * Why not Spark's HDFS-backed provider: it copies the whole map for every new version, so a
  * batch costs O(state). Here a new version is a new delta layer over the previous one
- * ([[DeltaChainStateMap.copy]]), so a batch costs O(records in the batch), and the committed version
- * before it stays intact for a retried task. A commit writes just that layer as the version's
- * delta file, and nothing else: a snapshot of the whole state costs O(state), so it is written
- * off the task, by [[writeDueSnapshot]], when the store's cadence says so ([[snapshotDue]]:
+ * ([[DeltaChainStateMap.copy]]), so a batch costs O(records in the batch), and the committed
+ * version before it stays intact for a retried task. A commit writes just that layer as the
+ * version's delta file, and nothing else: a snapshot of the whole state costs O(state), so it is
+ * written off the task, by [[writeDueSnapshot]], when the store's cadence says so ([[snapshotDue]]:
  * enough versions, and enough delta bytes for a large state). Compacting a long chain of layers
  * is O(state) too, and is also done off the task ([[compactInBackground]]).
  * The executor's maintenance ([[ExecutorStateProviders]]) runs it ([[doMaintenance]], as
@@ -58,8 +64,10 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * or handed to the background writer), and the size of each delta file after it.
    */
   private var lastSnapshotVersion = 0L
+
   /** The size of the newest snapshot's file (0: none, or not known). */
   private var lastSnapshotBytes = 0L
+
   /**
    * What a snapshot of the newest committed version would take, estimated at its commit from
    * its delta's bytes per record (0: no commit yet); stands in for `lastSnapshotBytes` while
@@ -209,8 +217,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val map = store.stateMap
     // In a task over several partitions, the delta's fsync and rename run while the task goes
     // on to the next partition; the task ends once they are done (see DeferredCloses).
-    val bytes = files.write(files.deltaFile(newVersion), store.closes)(
-      out => StateMapSerde.writeDelta(map, out))
+    val bytes = files.write(files.deltaFile(newVersion), store.closes)(out =>
+      StateMapSerde.writeDelta(map, out))
     val due = synchronized {
       remember(newVersion, map)
       deltaBytesSinceSnapshot.tailMap(newVersion, true).clear() // a re-run version's old sizes
@@ -246,19 +254,21 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val at = deltaChainThreshold - BackgroundCompactionMargin
     val pending = synchronized {
       val long = at >= 1 && (map.deltaChainLength >= at ||
-        at > CompactionTurns && map.deltaChainLength > at - CompactionTurns &&
-          compactionTurn(version, storeId.partitionId))
+      at > CompactionTurns && map.deltaChainLength > at - CompactionTurns &&
+      compactionTurn(version, storeId.partitionId))
       if ((long || map.compactsEarlyNext) && map.deltaChainLength >= 1 && compaction == null) {
         compaction = new Compaction(map)
         compaction
       } else null
     }
     if (pending != null) StateBackgroundWorker.execute { () =>
-      val base = try Some(map.compactedChain()) catch {
-        case NonFatal(e) =>
-          logWarning(s"cannot compact $storeId's state in the background: ${e.getMessage}", e)
-          None
-      }
+      val base =
+        try Some(map.compactedChain())
+        catch {
+          case NonFatal(e) =>
+            logWarning(s"cannot compact $storeId's state in the background: ${e.getMessage}", e)
+            None
+        }
       synchronized {
         pending.result = base
         pending.done = true
@@ -286,8 +296,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     val spared = if (lastSnapshotBytes > 0) bytes else bytes - stateBytes
     version > lastSnapshotVersion && (
       bytes >= snapshotDeltaBytes || versions >= 10L * snapshotInterval ||
-        versions >= snapshotInterval && (stateBytes < SizeAwareSnapshotsFromBytes ||
-          snapshotDeltaRatio == 0 || spared >= snapshotDeltaRatio * stateBytes))
+      versions >= snapshotInterval && (stateBytes < SizeAwareSnapshotsFromBytes ||
+      snapshotDeltaRatio == 0 || spared >= snapshotDeltaRatio * stateBytes))
   }
 
   /** Whether a background compaction is done and not yet used (for tests). */
@@ -345,7 +355,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   override def doMaintenance(): Unit = {
     val fs = files
     if (fs == null) return
-    try writeDueSnapshot() catch {
+    try writeDueSnapshot()
+    catch {
       // Only a speed-up for reloads: the deltas still hold every version.
       case NonFatal(e) => logWarning(s"cannot write a snapshot of $storeId: ${e.getMessage}", e)
     }

@@ -1,8 +1,13 @@
 package io.mapwithstate.state
 
 import java.util.UUID
-import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, Executors, ScheduledFuture,
-  TimeUnit}
+import java.util.concurrent.{
+  CompletableFuture,
+  ConcurrentHashMap,
+  Executors,
+  ScheduledFuture,
+  TimeUnit
+}
 import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong}
 
 import scala.jdk.CollectionConverters._
@@ -40,10 +45,13 @@ object StoreCoordinator {
   }
 
   sealed trait Where
+
   /** On this executor. */
   case object Here extends Where
+
   /** Reported by another executor since this one's report. */
   case object Elsewhere extends Where
+
   /** Nowhere: its query run stopped (or the coordinator never heard of it). */
   case object Nowhere extends Where
 }
@@ -83,10 +91,13 @@ object StoreCoordinator {
 object ExecutorStateProviders extends Logging {
 
   private final class Loaded(val provider: DeltaChainStateStoreProvider) {
+
     /** When a task last took it (`System.nanoTime`). */
     @volatile var takenAt: Long = System.nanoTime()
+
     /** When it was last reported to the coordinator (`System.nanoTime`; never: 0). */
     @volatile var reportedAt: Long = 0L
+
     /** Whether its maintenance is queued or running (one at a time). */
     val maintaining = new AtomicBoolean(false)
   }
@@ -94,10 +105,12 @@ object ExecutorStateProviders extends Logging {
   /** The providers of one SparkEnv, and its coordinator (a reference set up on first use). */
   private final class Owner(val env: SparkEnv, makeCoordinator: SparkEnv => StoreCoordinator) {
     val providers = new ConcurrentHashMap[StateStoreProviderId, Loaded]()
+
     /** Providers with a report queued, so that a burst of tasks queues one each. */
     val reporting: java.util.Set[StateStoreProviderId] = ConcurrentHashMap.newKeySet()
     lazy val coordinator: StoreCoordinator = makeCoordinator(env)
     var maintenance: ScheduledFuture[_] = null
+
     /** Query runs whose first load here swept the stopped runs' providers (or is sweeping). */
     val runsSwept = new ConcurrentHashMap[UUID, CompletableFuture[Unit]]()
   }
@@ -132,11 +145,12 @@ object ExecutorStateProviders extends Logging {
     var made = false
     // Taken atomically with the map's entry: maintenance unloads an entry only if no task has
     // taken it since its check began, and never between a task's lookup and its take.
-    val loaded = o.providers.compute(id, (_, known) => {
-      val taken = if (known != null) known else { made = true; new Loaded(create) }
-      taken.takenAt = System.nanoTime()
-      taken
-    })
+    val loaded = o.providers.compute(id,
+      (_, known) => {
+        val taken = if (known != null) known else { made = true; new Loaded(create) }
+        taken.takenAt = System.nanoTime()
+        taken
+      })
     if (made) {
       queueReport(o, id)
       unloadStoppedRuns(o, id.queryRunId)
@@ -169,11 +183,13 @@ object ExecutorStateProviders extends Logging {
           id
       }.groupBy(_.queryRunId)
       reported.values.foreach { ids =>
-        val where = try o.coordinator.whereActive(ids.head) catch {
-          case NonFatal(e) =>
-            logWarning(s"cannot ask the coordinator about ${ids.head}: ${e.getMessage}", e)
-            StoreCoordinator.Here
-        }
+        val where =
+          try o.coordinator.whereActive(ids.head)
+          catch {
+            case NonFatal(e) =>
+              logWarning(s"cannot ask the coordinator about ${ids.head}: ${e.getMessage}", e)
+              StoreCoordinator.Here
+          }
         if (where == StoreCoordinator.Nowhere) ids.foreach(id => unloadIfIdle(o, id, started))
       }
     } finally mine.complete(())
@@ -191,7 +207,8 @@ object ExecutorStateProviders extends Logging {
     val o = owner
     val loaded = if (o == null) null else o.providers.remove(id)
     if (loaded != null) {
-      try loaded.provider.doMaintenance() finally loaded.provider.close()
+      try loaded.provider.doMaintenance()
+      finally loaded.provider.close()
     }
   }
 
@@ -233,7 +250,8 @@ object ExecutorStateProviders extends Logging {
     val loaded = o.providers.get(id)
     if (loaded == null) return
     loaded.reportedAt = System.nanoTime()
-    try o.coordinator.reportActive(id) catch {
+    try o.coordinator.reportActive(id)
+    catch {
       case NonFatal(e) =>
         logWarning(s"cannot report state partition $id to the coordinator: ${e.getMessage}", e)
     }
@@ -274,8 +292,10 @@ object ExecutorStateProviders extends Logging {
   /** Unloads `id` unless a task took it at or after `since`. */
   private def unloadIfIdle(o: Owner, id: StateStoreProviderId, since: Long): Unit = {
     var unloaded: Loaded = null
-    o.providers.computeIfPresent(id, (_, loaded) =>
-      if (loaded.takenAt < since) { unloaded = loaded; null } else loaded)
+    o.providers.computeIfPresent(id,
+      (_, loaded) =>
+        if (loaded.takenAt < since) { unloaded = loaded; null }
+        else loaded)
     if (unloaded != null) {
       closeQuietly(unloaded.provider)
       logInfo(s"unloaded state partition $id")
@@ -283,7 +303,8 @@ object ExecutorStateProviders extends Logging {
   }
 
   private def closeQuietly(provider: StateStoreProvider): Unit =
-    try provider.close() catch {
+    try provider.close()
+    catch {
       case NonFatal(e) => logWarning(s"cannot close $provider: ${e.getMessage}", e)
     }
 }

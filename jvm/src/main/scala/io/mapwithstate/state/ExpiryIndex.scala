@@ -75,7 +75,10 @@ private[state] final class ExpiryIndex {
   /** Approximate heap bytes held by the index. */
   def footprintBytes: Long = capacity * 12L + keyArrayBytes
 
-  /** Adds an entry for a key (its bytes are copied) with this time; keys without one are left out. */
+  /**
+   * Adds an entry for a key (its bytes are copied) with this time; keys without one are left
+   * out.
+   */
   def add(time: Long, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Unit = {
     if (time == StateMap.NoTime) return
     val bytes = new Array[Byte](keyLength)

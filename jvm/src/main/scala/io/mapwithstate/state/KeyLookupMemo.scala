@@ -18,6 +18,7 @@ private[state] final class KeyLookupMemo {
   import KeyLookupMemo._
 
   private var key = new Array[Byte](16)
+
   /** The remembered key's length; -1: nothing remembered. */
   private var keyLength = -1
   private var hash = 0
@@ -28,8 +29,10 @@ private[state] final class KeyLookupMemo {
 
   /** The write under way's key hash, from [[locate]]. */
   var writeHash = 0
+
   /** The write under way's top-layer probe result, from [[locate]]. */
   var writeProbe = 0
+
   /** Whether a lower layer has the write under way's key live, or [[UnknownInParent]]. */
   var writeInParent: Int = UnknownInParent
 
@@ -53,7 +56,7 @@ private[state] final class KeyLookupMemo {
   /** Whether the last get was of these key bytes, with no write since. */
   def holds(base: AnyRef, offset: Long, length: Int): Boolean =
     keyLength == length &&
-      ByteArrayMethods.arrayEquals(key, Platform.BYTE_ARRAY_OFFSET, base, offset, length)
+    ByteArrayMethods.arrayEquals(key, Platform.BYTE_ARRAY_OFFSET, base, offset, length)
 
   /** The time the last get found, when [[holds]] is true: [[StateMap.NoTime]] if none. */
   def recalledTime: Long =

@@ -9,10 +9,20 @@ import java.util.UUID
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FileAlreadyExistsException, FileStatus, FileSystem, FSDataInputStream, Path, PathFilter, RawLocalFileSystem}
+import org.apache.hadoop.fs.{
+  FileAlreadyExistsException,
+  FileStatus,
+  FileSystem,
+  FSDataInputStream,
+  Path,
+  PathFilter,
+  RawLocalFileSystem
+}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
-import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.CancellableFSDataOutputStream
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.{
+  CancellableFSDataOutputStream
+}
 
 /**
  * A Spark [[CheckpointFileManager]] that writes checkpoint files on the local file system
@@ -61,15 +71,16 @@ class LocalCheckpointFileManager(path: Path, hadoopConf: Configuration)
   private def local(p: Path): NioPath = raw.pathToFile(p).toPath
 
   override def createAtomic(p: Path, overwriteIfPossible: Boolean)
-    : CancellableFSDataOutputStream = {
+      : CancellableFSDataOutputStream = {
     if (!handlesLocally(p)) return delegate.createAtomic(p, overwriteIfPossible)
     val target = local(p)
     val temp = target.resolveSibling(s".${target.getFileName}.${UUID.randomUUID()}.tmp")
-    val channel = try {
-      FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
-    } catch {
-      case NonFatal(e) => throw new IOException(s"cannot create $temp to write $p: $e", e)
-    }
+    val channel =
+      try {
+        FileChannel.open(temp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)
+      } catch {
+        case NonFatal(e) => throw new IOException(s"cannot create $temp to write $p: $e", e)
+      }
     new AtomicLocalOutputStream(channel, temp, target, overwriteIfPossible)
   }
 
@@ -144,7 +155,8 @@ class LocalCheckpointFileManager(path: Path, hadoopConf: Configuration)
         Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE)
       } else {
         // link(2) fails atomically if the name exists, which a check-then-rename cannot do.
-        try Files.createLink(target, temp) catch {
+        try Files.createLink(target, temp)
+        catch {
           case _: java.nio.file.FileAlreadyExistsException =>
             throw new FileAlreadyExistsException(s"checkpoint file $target already exists")
           case _: UnsupportedOperationException | _: java.nio.file.FileSystemException
@@ -157,8 +169,10 @@ class LocalCheckpointFileManager(path: Path, hadoopConf: Configuration)
     }
 
     private def discard(): Unit = {
-      try channel.close() catch { case NonFatal(_) => }
-      try Files.deleteIfExists(temp) catch {
+      try channel.close()
+      catch { case NonFatal(_) => }
+      try Files.deleteIfExists(temp)
+      catch {
         case NonFatal(e) => logWarning(s"cannot delete temporary checkpoint file $temp: $e")
       }
     }
@@ -166,6 +180,7 @@ class LocalCheckpointFileManager(path: Path, hadoopConf: Configuration)
 }
 
 object LocalCheckpointFileManager {
+
   /** The Spark setting (`spark.sql.streaming.checkpointFileManagerClass`) that selects this. */
   val CheckpointFileManagerClassKey = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -185,7 +200,8 @@ object LocalCheckpointFileManager {
    */
   private[state] def syncDirectory(directory: NioPath): Unit = if (!IsWindows) {
     val dir = FileChannel.open(directory, StandardOpenOption.READ)
-    try dir.force(true) finally dir.close()
+    try dir.force(true)
+    finally dir.close()
   }
 
   /** Writes straight to the channel (the caller buffers), whole buffers at a time. */

@@ -46,9 +46,9 @@ object OperatorMetadata {
     recorded match {
       case Some(`backend`) =>
       case Some(other) => throw MapWithStateException(io.mapwithstate.ErrorCondition.BackendChanged,
-        s"map_with_state: this query's checkpoint ($operatorDir) holds state of the '$other' " +
-          s"backend, but the StateSpec asks for backend '$backend'; a restarted query cannot " +
-          s"switch backends: keep backend('$other'), or start the query on a new checkpoint")
+          s"map_with_state: this query's checkpoint ($operatorDir) holds state of the '$other' " +
+            s"backend, but the StateSpec asks for backend '$backend'; a restarted query cannot " +
+            s"switch backends: keep backend('$other'), or start the query on a new checkpoint")
       case None =>
     }
     if (!fs.exists(file)) {
@@ -57,7 +57,8 @@ object OperatorMetadata {
       properties.setProperty(TimeSlotKey, timeSlot)
       fs.mkdirs(operatorDir)
       val out = new OutputStreamWriter(fs.create(file, false), UTF_8)
-      try properties.store(out, "map_with_state operator metadata") finally out.close()
+      try properties.store(out, "map_with_state operator metadata")
+      finally out.close()
     }
   }
 
@@ -72,7 +73,8 @@ object OperatorMetadata {
     if (!fs.exists(file)) return None
     val properties = new Properties()
     val in = new InputStreamReader(fs.open(file), UTF_8)
-    try properties.load(in) finally in.close()
+    try properties.load(in)
+    finally in.close()
     Some(properties)
   }
 

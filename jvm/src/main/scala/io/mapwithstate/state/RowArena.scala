@@ -26,6 +26,7 @@ private[state] final class RowArena(initialPageSize: Int) {
 
   private var pages = new Array[Array[Byte]](4)
   private var numPages = 0
+
   /** The page small records are bump-allocated from; -1 before the first allocation. */
   private var currentPageIndex = -1
   private var pageCursor = 0

@@ -36,11 +36,14 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   private var arena = new RowArena(initialPageSize)
 
   private var usedSlots = 0
+
   /** Removed slots whose key no parent layer has: they can go at the next rebuild. */
   private var droppableSlots = 0
+
   /** Arena bytes that the records of the current slots need; the rest is garbage. */
   private var retainedBytes = 0L
   private var rebuilds = 0
+
   /** The earliest time any live record was written with: see [[earliestTime]]. */
   private var earliest = Long.MaxValue
 
@@ -125,7 +128,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
       if (address == EmptySlot) return -1 - slot
       // The tag (see [[TagBits]]) spares reading the hashes array, one more cache miss.
       if (tagged(address, hash) &&
-          keyEquals(address, keyBase, keyOffset, keyLength)) {
+        keyEquals(address, keyBase, keyOffset, keyLength)) {
         return slot
       }
       slot = (slot + 1) & mask
@@ -315,8 +318,8 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
     val page = arena.page(address)
     val recordOffset = arena.unsafeOffset(address)
     Platform.getInt(page, recordOffset) == keyLength &&
-      ByteArrayMethods.arrayEquals(
-        page, recordOffset + RecordHeaderSize, keyBase, keyOffset, keyLength)
+    ByteArrayMethods.arrayEquals(
+      page, recordOffset + RecordHeaderSize, keyBase, keyOffset, keyLength)
   }
 
   private def appendRecord(
@@ -460,13 +463,14 @@ private[state] object RowHashMap {
   private val RemovedFlag = Long.MinValue
   private val ShadowsParentFlag = 1L << 62
   private val FlagBits = RemovedFlag | ShadowsParentFlag
+
   /**
    * A slot's address word also carries the top 13 bits of its key's hash, in bits 19..31,
    * which arena addresses leave free (see [[RowArena.AddressBits]]): a probe compares them
    * before it compares key bytes, without a second array's cache miss. The full hash stays in
    * its own array for rebuilds.
    */
-  private val TagBits = 0xFFF80000L
+  private val TagBits = 0xfff80000L
   private val RecordHeaderSize = 8
 
   /** One hash int, one address long and one update-time long per slot. */
@@ -474,6 +478,7 @@ private[state] object RowHashMap {
 
   /** Slots whose records [[visitLiveAndTombstones]] locates before handing any over. */
   private val VisitRun = 32
+
   /** A removed slot's state length in [[visitLiveAndTombstones]]'s run. */
   private val TombstoneStateLength = -1
 

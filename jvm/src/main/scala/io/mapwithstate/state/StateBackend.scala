@@ -4,8 +4,12 @@ import io.mapwithstate.{MapWithStateConf, MapWithStateException}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStore,
-  StateStoreConf, StateStoreProviderId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStore,
+  StateStoreConf,
+  StateStoreProviderId
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
@@ -105,7 +109,7 @@ object StateBackend {
 
   /** The unique id of partition `id`'s checkpoint at the version `info` starts from, if any. */
   private def checkpointId(info: StatefulOperatorStateInfo, id: StateStoreProviderId)
-    : Option[String] = info.stateStoreCkptIds.map(_(id.storeId.partitionId).head)
+      : Option[String] = info.stateStoreCkptIds.map(_(id.storeId.partitionId).head)
 
   private def unknown(name: String): MapWithStateException = MapWithStateException(
     io.mapwithstate.ErrorCondition.InvalidArgument,
@@ -143,7 +147,7 @@ object StateBackend {
         hadoopConf: Configuration,
         closes: Option[DeferredCloses]): StateStore = {
       val provider = ExecutorStateProviders.get(id, SparkEnv.get, StoreCoordinator.ofExecutor,
-          storeConf.maintenanceInterval) {
+        storeConf.maintenanceInterval) {
         val made = new DeltaChainStateStoreProvider
         made.init(id.storeId, keySchema, storeValueSchema(stateType),
           NoPrefixKeyStateEncoderSpec(keySchema), useColumnFamilies = false, storeConf,
@@ -157,11 +161,11 @@ object StateBackend {
       ExecutorStateProviders.doMaintenanceAndUnload(id)
 
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
-      : StateMap = store match {
+        : StateMap = store match {
       case s: StateMapStore => s.stateMap
       case other => throw new IllegalStateException(
-        "map_with_state needs a store that serves its state map, but got " +
-          other.getClass.getName)
+          "map_with_state needs a store that serves its state map, but got " +
+            other.getClass.getName)
     }
 
     override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
@@ -216,7 +220,7 @@ object StateBackend {
       StateStore.doMaintenanceAndUnload(id)
 
     override def stateMapOf(store: StateStore, keySchema: StructType, stateType: StructType)
-      : StateMap = new StoreBackedStateMap(store, keySchema, stateType)
+        : StateMap = new StoreBackedStateMap(store, keySchema, stateType)
 
     override def newBatchMap(keySchema: StructType, stateType: StructType): StateMap =
       TaskLocalRocksDB.open(keySchema, stateType, sqlConfs)

@@ -28,9 +28,9 @@ private[state] object StateBackgroundWorker {
     val p = new ThreadPoolExecutor(1, 1, 60L, TimeUnit.SECONDS, new LinkedBlockingQueue[Runnable](),
       (r: Runnable) => {
         val t = new Thread(() => {
-          lowerOwnPriority()
-          r.run()
-        }, "mapwithstate-state-background")
+            lowerOwnPriority()
+            r.run()
+          }, "mapwithstate-state-background")
         t.setDaemon(true)
         t
       })
@@ -40,26 +40,28 @@ private[state] object StateBackgroundWorker {
 
   /** Runs `task` on the background thread; a failure is logged (the work is an optimization). */
   def execute(task: Runnable): Unit = pool.execute { () =>
-    try task.run() catch {
+    try task.run()
+    catch {
       case NonFatal(e) => log.warn(s"mapWithState background state work failed: ${e.getMessage}", e)
     }
   }
 
   /** 10 steps below the thread's priority (nice 19 at most); never raises it. */
-  private def lowerOwnPriority(): Unit = try {
-    // "<pid>/task/<tid>" on Linux: the calling thread's own entry.
-    val self = Paths.get("/proc/thread-self")
-    val tid = Files.readSymbolicLink(self).getFileName.toString
-    val nice = ownNice(self)
-    if (nice < 19) {
-      // util-linux's -n sets an absolute value (an increment only in other renices): give one.
-      val renice = new ProcessBuilder("renice", "-n", math.min(19, nice + 10).toString, "-p", tid)
-        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start()
-      if (!renice.waitFor(10, TimeUnit.SECONDS)) renice.destroyForcibly()
+  private def lowerOwnPriority(): Unit =
+    try {
+      // "<pid>/task/<tid>" on Linux: the calling thread's own entry.
+      val self = Paths.get("/proc/thread-self")
+      val tid = Files.readSymbolicLink(self).getFileName.toString
+      val nice = ownNice(self)
+      if (nice < 19) {
+        // util-linux's -n sets an absolute value (an increment only in other renices): give one.
+        val renice = new ProcessBuilder("renice", "-n", math.min(19, nice + 10).toString, "-p", tid)
+          .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start()
+        if (!renice.waitFor(10, TimeUnit.SECONDS)) renice.destroyForcibly()
+      }
+    } catch {
+      case NonFatal(_) => // not Linux, or no renice: the default priority
     }
-  } catch {
-    case NonFatal(_) => // not Linux, or no renice: the default priority
-  }
 
   /** A thread's nice value: field 19 of its /proc stat line, counted after the command name. */
   private[state] def ownNice(self: java.nio.file.Path): Int = {

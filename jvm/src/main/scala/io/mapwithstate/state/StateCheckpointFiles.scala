@@ -1,6 +1,14 @@
 package io.mapwithstate.state
 
-import java.io.{BufferedInputStream, BufferedOutputStream, DataInputStream, DataOutputStream, FilterOutputStream, IOException, OutputStream}
+import java.io.{
+  BufferedInputStream,
+  BufferedOutputStream,
+  DataInputStream,
+  DataOutputStream,
+  FilterOutputStream,
+  IOException,
+  OutputStream
+}
 
 import scala.util.control.NonFatal
 
@@ -39,7 +47,8 @@ class StateCheckpointFiles(
 
   private val fileManager: CheckpointFileManager = {
     val local = new LocalCheckpointFileManager(directory, hadoopConf)
-    if (local.handlesLocally(directory)) local else CheckpointFileManager.create(directory, hadoopConf)
+    if (local.handlesLocally(directory)) local
+    else CheckpointFileManager.create(directory, hadoopConf)
   }
   if (!readOnly) fileManager.mkdirs(directory)
 
@@ -77,7 +86,8 @@ class StateCheckpointFiles(
         case None => raw.close()
         case Some(deferred) =>
           deferred.defer(path) { () =>
-            try raw.close() catch { case NonFatal(e) => throw failed(e) }
+            try raw.close()
+            catch { case NonFatal(e) => throw failed(e) }
           }
       }
       stored.count
@@ -91,10 +101,12 @@ class StateCheckpointFiles(
    * An error says which file could not be read and why.
    */
   def read[T](path: Path)(body: DataInputStream => T): T = {
-    val in = try fileManager.open(path) catch {
-      case NonFatal(e) =>
-        throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
-    }
+    val in =
+      try fileManager.open(path)
+      catch {
+        case NonFatal(e) =>
+          throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
+      }
     try {
       val buffered = new BufferedInputStream(in, BufferSize)
       val content = StateFileCompression.decompressing(buffered)
@@ -114,10 +126,11 @@ class StateCheckpointFiles(
 
   /** The versions that have a delta file, and those that have a snapshot file. */
   def list(): StateFileListing = {
-    val statuses = fileManager.list(directory, new PathFilter {
-      override def accept(path: Path): Boolean =
-        path.getName.endsWith(DeltaSuffix) || path.getName.endsWith(SnapshotSuffix)
-    })
+    val statuses = fileManager.list(directory,
+      new PathFilter {
+        override def accept(path: Path): Boolean =
+          path.getName.endsWith(DeltaSuffix) || path.getName.endsWith(SnapshotSuffix)
+      })
     def versions(suffix: String): Seq[(Long, Long)] = statuses.toSeq.flatMap { status =>
       val name = status.getPath.getName
       if (!name.endsWith(suffix)) None

@@ -1,7 +1,15 @@
 package io.mapwithstate.state
 
-import java.io.{BufferedInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream,
-  EOFException, InputStream, IOException, OutputStream}
+import java.io.{
+  BufferedInputStream,
+  ByteArrayOutputStream,
+  DataInputStream,
+  DataOutputStream,
+  EOFException,
+  InputStream,
+  IOException,
+  OutputStream
+}
 import java.nio.charset.StandardCharsets
 import java.util.zip.CRC32
 
@@ -34,18 +42,21 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * format's CRCs inside.
  */
 private[state] object StateFileCompression {
-  val Magic: Int = 0x4D57535A // "MWSZ"
+  val Magic: Int = 0x4d57535a // "MWSZ"
 
   /** A codec name longer than this is damage, not a name. */
   private val MaxNameBytes = 256
 
   /** Spark's codec for a name, as the HDFS-backed store makes it; the error names the setting. */
-  def codec(name: String): CompressionCodec = try sparkCodec(name) catch {
-    case NonFatal(e) =>
-      throw new IllegalArgumentException("spark.sql.streaming.stateStore.compression.codec is " +
-        s"'$name', which is not a compression codec Spark has (lz4, lzf, snappy, zstd or a " +
-        s"CompressionCodec class): ${e.getMessage}", e)
-  }
+  def codec(name: String): CompressionCodec =
+    try sparkCodec(name)
+    catch {
+      case NonFatal(e) =>
+        throw new IllegalArgumentException(
+          "spark.sql.streaming.stateStore.compression.codec is " +
+            s"'$name', which is not a compression codec Spark has (lz4, lzf, snappy, zstd or a " +
+            s"CompressionCodec class): ${e.getMessage}", e)
+    }
 
   private def sparkCodec(name: String): CompressionCodec = StreamingQueryGlue.compressionCodec(
     Option(SparkEnv.get).map(_.conf).getOrElse(new SparkConf(false)), name)
@@ -67,32 +78,37 @@ private[state] object StateFileCompression {
   def decompressing(in: BufferedInputStream): InputStream = {
     in.mark(4)
     val data = new DataInputStream(in)
-    val magic = try data.readInt() catch { case _: EOFException => Magic - 1 }
+    val magic =
+      try data.readInt()
+      catch { case _: EOFException => Magic - 1 }
     if (magic != Magic) {
       in.reset()
       return in
     }
-    val name = try {
-      val nameLength = data.readUnsignedShort()
-      if (nameLength == 0 || nameLength > MaxNameBytes) {
-        throw new IOException(s"is corrupt: its compression header gives a codec name of " +
-          s"$nameLength bytes")
+    val name =
+      try {
+        val nameLength = data.readUnsignedShort()
+        if (nameLength == 0 || nameLength > MaxNameBytes) {
+          throw new IOException(s"is corrupt: its compression header gives a codec name of " +
+            s"$nameLength bytes")
+        }
+        val nameBytes = new Array[Byte](nameLength)
+        data.readFully(nameBytes)
+        val name = new String(nameBytes, StandardCharsets.UTF_8)
+        if (checksum(name) != data.readInt()) {
+          throw new IOException("is corrupt: its compression header fails its checksum")
+        }
+        name
+      } catch {
+        case _: EOFException =>
+          throw new IOException("is truncated: its compression header ends early")
       }
-      val nameBytes = new Array[Byte](nameLength)
-      data.readFully(nameBytes)
-      val name = new String(nameBytes, StandardCharsets.UTF_8)
-      if (checksum(name) != data.readInt()) {
-        throw new IOException("is corrupt: its compression header fails its checksum")
+    val codec =
+      try sparkCodec(name)
+      catch {
+        case NonFatal(e) => throw new IOException(
+            s"is compressed with '$name', a codec this Spark cannot make: ${e.getMessage}", e)
       }
-      name
-    } catch {
-      case _: EOFException =>
-        throw new IOException("is truncated: its compression header ends early")
-    }
-    val codec = try sparkCodec(name) catch {
-      case NonFatal(e) => throw new IOException(
-        s"is compressed with '$name', a codec this Spark cannot make: ${e.getMessage}", e)
-    }
     codec.compressedInputStream(in)
   }
 
@@ -114,8 +130,8 @@ private[state] object StateFileCompression {
   private def checksum(name: String): Int = {
     val nameBytes = name.getBytes(StandardCharsets.UTF_8)
     val crc = new CRC32
-    crc.update(Array[Byte](0x4D, 0x57, 0x53, 0x5A,
-      (nameBytes.length >>> 8).toByte, nameBytes.length.toByte))
+    crc.update(Array[Byte](0x4d, 0x57, 0x53, 0x5a,
+        (nameBytes.length >>> 8).toByte, nameBytes.length.toByte))
     crc.update(nameBytes)
     crc.getValue.toInt
   }

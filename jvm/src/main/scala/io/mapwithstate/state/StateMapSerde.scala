@@ -42,8 +42,8 @@ import org.apache.spark.unsafe.Platform
  */
 object StateMapSerde {
 
-  val SnapshotMagic: Int = 0x4D575353 // "MWSS"
-  val DeltaMagic: Int = 0x4D575344 // "MWSD"
+  val SnapshotMagic: Int = 0x4d575353 // "MWSS"
+  val DeltaMagic: Int = 0x4d575344 // "MWSD"
   val FormatVersion: Int = 2
 
   /** The versions this reader knows: 1 lacks keys that hold only a timer. */
@@ -51,6 +51,7 @@ object StateMapSerde {
 
   private val EndOfRecords = -1
   private val TombstoneLength = -1
+
   /** The state length of a key that holds only a timer (no state row is this short). */
   private val NoStateLength = 0
 
@@ -443,9 +444,11 @@ object StateMapSerde {
     /** Reads and checks the final checksum, which must match everything read before it. */
     def finish(): Unit = {
       val computed = crc.getValue.toInt
-      val stored = try in.readInt() catch {
-        case e: EOFException => throw truncated(e)
-      }
+      val stored =
+        try in.readInt()
+        catch {
+          case e: EOFException => throw truncated(e)
+        }
       if (stored != computed) {
         throw corrupt(f"checksum mismatch (stored 0x$stored%08x, computed 0x$computed%08x)")
       }
@@ -482,7 +485,8 @@ object StateMapSerde {
     }
 
     private def readFully(bytes: Array[Byte], offset: Int, length: Int): Unit = {
-      try in.readFully(bytes, offset, length) catch {
+      try in.readFully(bytes, offset, length)
+      catch {
         case e: EOFException => throw truncated(e)
       }
       crc.update(bytes, offset, length)
@@ -498,10 +502,13 @@ object StateMapSerde {
 
   private val ReadChunkBytes = 1 << 20
   private val WriteBufferBytes = 1 << 16
+
   /** A record header: int keyLength, int stateLength, long updateTime. */
   private val RecordHeaderBytes = 16
+
   /** Rows up to this size are copied into the write buffer a word at a time. */
   private val SmallCopyBytes = 256
+
   /** The files are big-endian; Platform's loads and stores are in the machine's order. */
   private val NativeLittleEndian = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
 

@@ -52,9 +52,11 @@ object StateVersionLoader {
     val candidates = listing.snapshots.filter(s => s <= version && s > memoryVersion).reverse
     var damaged: Option[IOException] = None
     val snapshotBase = candidates.iterator.map { s =>
-      try Some((s, files.read(files.snapshotFile(s)) { in =>
-        StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
-      })) catch {
+      try Some((s,
+            files.read(files.snapshotFile(s)) { in =>
+              StateMapSerde.readSnapshot(in, keyNumFields, stateNumFields, deltaChainThreshold)
+            }))
+      catch {
         case e: IOException =>
           onDamaged(e)
           if (damaged.isEmpty) damaged = Some(e) else damaged.get.addSuppressed(e)

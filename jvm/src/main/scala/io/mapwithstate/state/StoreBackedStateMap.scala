@@ -1,7 +1,13 @@
 package io.mapwithstate.state
 
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, GenericInternalRow, JoinedRow,
-  SpecificInternalRow, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  GenericInternalRow,
+  JoinedRow,
+  SpecificInternalRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.execution.streaming.state.StateStore
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -51,22 +57,28 @@ final class StoreBackedStateMap(
     })
   private val time = new SpecificInternalRow(Seq(LongType))
   private val joined = new JoinedRow()
+
   /** The state fields of a key that holds only a timer. */
   private val noState = new GenericInternalRow(stateType.length)
 
   private val index = new StoreExpiryIndex(store, keySchema)
+
   /** Whether this map keeps the index ([[prepareExpiry]] was called). */
   private var indexed = false
+
   /** Whether a write without the index has marked it incomplete yet. */
   private var indexDropped = false
 
   private val count = new StoreKeyCount(store)
   private val storedCount = count.stored
+
   /** The keys of the version the store was opened at; counted once where it has no count. */
   private val committedKeys: Long = storedCount.getOrElse {
     val all = store.iterator()
-    try all.size.toLong finally all.close()
+    try all.size.toLong
+    finally all.close()
   }
+
   /** Keys this version added less those it removed. */
   private var addedKeys = 0L
 

@@ -3,8 +3,13 @@ package io.mapwithstate.state
 import scala.collection.mutable.ArrayBuffer
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, SpecificInternalRow,
-  UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  BoundReference,
+  JoinedRow,
+  SpecificInternalRow,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.execution.streaming.state.{RangeKeyScanStateEncoderSpec, StateStore}
 import org.apache.spark.sql.types.{DataType, LongType, NullType, StructField, StructType}
 
@@ -69,7 +74,9 @@ private[state] final class StoreExpiryIndex(store: StateStore, keySchema: Struct
   /** Empties the index and refills it from `entries` (a full scan of the state), complete. */
   def rebuild(entries: Iterator[StateEntry]): Unit = {
     val stale = store.iterator(ColumnFamily)
-    val staleKeys = try stale.map(_.key.copy()).toArray finally stale.close()
+    val staleKeys =
+      try stale.map(_.key.copy()).toArray
+      finally stale.close()
     staleKeys.foreach(store.remove(_, ColumnFamily))
     entries.foreach(e => add(e.updateTime, e.key))
     store.put(completeMarker, EmptyValue, ColumnFamily)

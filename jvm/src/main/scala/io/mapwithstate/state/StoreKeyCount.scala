@@ -49,4 +49,3 @@ private[state] object StoreKeyCount {
   private val Key: UnsafeRow =
     UnsafeProjection.create(Array[DataType](IntegerType)).apply(InternalRow(0)).copy()
 }
-

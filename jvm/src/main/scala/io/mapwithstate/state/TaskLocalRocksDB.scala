@@ -5,7 +5,12 @@ import java.nio.file.{Files, Path}
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.TaskContext
 import org.apache.spark.network.util.JavaUtils
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId,
+  StateStoreProvider
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
@@ -20,25 +25,27 @@ object TaskLocalRocksDB {
 
   /** A new, empty state map in RocksDB, for the task running on this thread. */
   def open(keySchema: StructType, stateType: StructType, sqlConfs: Map[String, String])
-    : StateMap = {
+      : StateMap = {
     val context = TaskContext.get()
     require(context != null, "a task-local RocksDB state is opened in a task")
     val root = Files.createTempDirectory(localDir(), "mapwithstate-replay-")
     val conf = new SQLConf
     sqlConfs.foreach { case (k, v) => conf.setConfString(k, v) }
     val provider = StateStoreProvider.create(StateBackend.RocksDB.ProviderClass)
-    val store = try {
-      provider.init(StateStoreId(root.toUri.toString, 0L, context.partitionId()), keySchema,
-        StoreBackedStateMap.valueSchema(stateType), NoPrefixKeyStateEncoderSpec(keySchema),
-        true, new StateStoreConf(conf), hadoopConf(), false, None)
-      provider.getStore(0L, None, false, false)
-    } catch {
-      case e: Throwable =>
-        close(provider, root)
-        throw e
-    }
+    val store =
+      try {
+        provider.init(StateStoreId(root.toUri.toString, 0L, context.partitionId()), keySchema,
+          StoreBackedStateMap.valueSchema(stateType), NoPrefixKeyStateEncoderSpec(keySchema),
+          true, new StateStoreConf(conf), hadoopConf(), false, None)
+        provider.getStore(0L, None, false, false)
+      } catch {
+        case e: Throwable =>
+          close(provider, root)
+          throw e
+      }
     context.addTaskCompletionListener[Unit] { _ =>
-      try store.abort() finally close(provider, root)
+      try store.abort()
+      finally close(provider, root)
     }
     new StoreBackedStateMap(store, keySchema, stateType)
   }
@@ -57,7 +64,8 @@ object TaskLocalRocksDB {
   private val RunIdKey = "sql.streaming.runId"
 
   private def close(provider: StateStoreProvider, root: Path): Unit =
-    try provider.close() finally JavaUtils.deleteRecursively(root.toFile)
+    try provider.close()
+    finally JavaUtils.deleteRecursively(root.toFile)
 
   /** The first of Spark's local directories (`spark.local.dir`), or the JVM's temp dir. */
   private def localDir(): Path = {

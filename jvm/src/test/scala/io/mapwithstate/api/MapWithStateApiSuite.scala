@@ -58,8 +58,8 @@ class MapWithStateApiSuite extends AnyFunSuite with BeforeAndAfterAll {
     val rows = Seq(("a", t(0)), ("b", t(0))) ++ (1 to 11).map(s => ("a", t(s)))
     val events = spark.createDataFrame(rows).toDF("word", "ts")
     val spec = StateSpec.function("n INT",
-        update = when(col("ts").isNotNull, struct(lit(1).as("n"))),
-        emit = when(isTimingOut(), struct(col("word"), batchTime().as("t"))))
+      update = when(col("ts").isNotNull, struct(lit(1).as("n"))),
+      emit = when(isTimingOut(), struct(col("word"), batchTime().as("t"))))
       .timeout(java.time.Duration.ofSeconds(3))
     val timedOut = MapWithState.mapWithState(events, Seq(col("word")), spec,
       batchTime = col("ts"), batchInterval = "1 second").collect()

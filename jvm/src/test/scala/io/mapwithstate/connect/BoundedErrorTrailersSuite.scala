@@ -68,7 +68,7 @@ class BoundedErrorTrailersSuite extends AnyFunSuite {
     val description = bounded.getDescription
     assert(description.startsWith("[CAST_INVALID_INPUT] The value '\ufffd\ufffd"))
     assert(description.endsWith(s"(${message.length} characters in all; the whole error is in " +
-      "the error details)"))
+        "the error details)"))
     assert(details(boundedTrailers).getMessage == description)
     assert(details(boundedTrailers).getCode == Code.INTERNAL_VALUE)
     // Small entries stay, the stack trace too, as the message alone made it fit.

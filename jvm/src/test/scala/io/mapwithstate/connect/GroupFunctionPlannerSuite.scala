@@ -29,21 +29,21 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
       .setExpressionString(Expression.ExpressionString.newBuilder().setExpression(text)).build()
 
   private val input = Relation.newBuilder().setSql(SQL.newBuilder().setQuery(
-    "SELECT * FROM VALUES ('a', 1, 'x'), ('b', 2, 'y'), ('a', 3, 'z') AS t(word, v, s)")).build()
+      "SELECT * FROM VALUES ('a', 1, 'x'), ('b', 2, 'y'), ('a', 3, 'z') AS t(word, v, s)")).build()
 
   private val state = StateFunctionInput.State
   private val newState = StateFunctionInput.NewState
 
   private def counts(emit: String = s"named_struct('word', word, 'n', $newState.n, " +
-      "'s', sum(v))"): proto.MapWithState.Builder =
+        "'s', sum(v))"): proto.MapWithState.Builder =
     proto.MapWithState.newBuilder()
       .setInput(input)
       .addKeys(expr("word"))
       .setGroups(true)
       .setSpec(proto.StateSpec.newBuilder()
-        .setStateSchemaDdl("n BIGINT")
-        .setUpdate(expr(s"named_struct('n', coalesce($state.n, 0) + count(*))"))
-        .setEmit(expr(emit)))
+          .setStateSchemaDdl("n BIGINT")
+          .setUpdate(expr(s"named_struct('n', coalesce($state.n, 0) + count(*))"))
+          .setEmit(expr(emit)))
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
@@ -98,26 +98,26 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
 
   test("an array emit gives its elements' fields as the output") {
     val p = plan(counts(s"array(named_struct('word', word, 'n', count(*)), " +
-      "named_struct('word', word, 'n', max(v)))"))
+        "named_struct('word', word, 'n', max(v)))"))
     assert(p.output.map(_.name) === Seq("word", "n"))
   }
 
   test("errors name the expression: a value column, nested aggregates, the state") {
     assert(error(counts("named_struct('word', word, 'v', v)")).contains(
-      "emit: [MISSING_AGGREGATION] the non-aggregating expression \"v\""))
+        "emit: [MISSING_AGGREGATION] the non-aggregating expression \"v\""))
     assert(error(counts("named_struct('n', sum(count(*)))")).contains("NESTED_AGGREGATE_FUNCTION"))
     assert(error(counts(s"named_struct('n', sum($state.n))")).contains(
-      s"reads '$state'"))
+        s"reads '$state'"))
     assert(error(counts("count(*)")).contains("emit must be a struct"))
     assert(error(counts().addValues(expr("v"))).contains("takes no value or order_by"))
   }
 
   test("with event-time timers, late rows are dropped below the partial aggregation") {
     val events = Relation.newBuilder().setSql(SQL.newBuilder().setQuery(
-      "SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt FROM VALUES " +
-        "('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)"))
+        "SELECT word, v, timestamp_seconds(e) AS ts, timestamp_seconds(b) AS bt FROM VALUES " +
+          "('a', 1, 15, 0), ('a', 2, 4, 1), ('a', 3, 12, 1), ('b', 4, 2, 1) AS t(word, v, e, b)"))
     val watermarked = Relation.newBuilder().setWithWatermark(WithWatermark.newBuilder()
-      .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
+        .setInput(events).setEventTime("ts").setDelayThreshold("10 seconds")).build()
     val message = counts("named_struct('word', word, 'rows', count(*), 's', sum(v))")
       .setInput(watermarked).setBatchTime(expr("bt"))
     // The state is the key's largest event time of its last batch; its timer an hour later.

@@ -59,7 +59,7 @@ class LocalRelationCheckSuite extends AnyFunSuite {
   /** A message whose input joins a good local relation with `right`. */
   private def message(right: Relation): proto.MapWithState = proto.MapWithState.newBuilder()
     .setInput(Relation.newBuilder().setJoin(
-      Join.newBuilder().setLeft(local(arrowStrings())).setRight(right))).build()
+        Join.newBuilder().setLeft(local(arrowStrings())).setRight(right))).build()
 
   test("valid local data anywhere in the message passes") {
     LocalRelationCheck.check(message(local(arrowStrings())), "MapWithState")
@@ -70,8 +70,9 @@ class LocalRelationCheckSuite extends AnyFunSuite {
     val e = intercept[MapWithStateException] {
       LocalRelationCheck.check(message(local(damaged)), "MapWithState")
     }
-    assert(e.getMessage.startsWith("[MAPWITHSTATE_MALFORMED_REQUEST] " +
-      "MapWithState.input.join.right.local_relation: a LocalRelation's Arrow data is damaged"),
+    assert(
+      e.getMessage.startsWith("[MAPWITHSTATE_MALFORMED_REQUEST] " +
+        "MapWithState.input.join.right.local_relation: a LocalRelation's Arrow data is damaged"),
       e.getMessage)
   }
 

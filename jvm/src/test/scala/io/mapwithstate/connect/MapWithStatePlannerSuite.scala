@@ -5,8 +5,13 @@ import java.nio.file.{Files, Paths}
 import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
-import io.mapwithstate.plan.{FunctionKind, MapWithState, MapWithStateBuilder, OutputKind,
-  StateFunctionInput}
+import io.mapwithstate.plan.{
+  FunctionKind,
+  MapWithState,
+  MapWithStateBuilder,
+  OutputKind,
+  StateFunctionInput
+}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression, Read, Relation, SQL}
 import org.apache.spark.sql.catalyst.InternalRow
@@ -41,9 +46,9 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       .setInput(input)
       .addKeys(expr("word"))
       .setSpec(proto.StateSpec.newBuilder()
-        .setStateSchemaDdl("n BIGINT")
-        .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + 1)"))
-        .setEmit(expr(s"named_struct('word', word, 'n', ${StateFunctionInput.NewState}.n)")))
+          .setStateSchemaDdl("n BIGINT")
+          .setUpdate(expr(s"named_struct('n', coalesce(${StateFunctionInput.State}.n, 0) + 1)"))
+          .setEmit(expr(s"named_struct('word', word, 'n', ${StateFunctionInput.NewState}.n)")))
       .setOutput(proto.MapWithState.Output.OUTPUT_EMITTED)
 
   private def plan(message: proto.MapWithState.Builder): MapWithState =
@@ -169,7 +174,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
 
   test("an unspecified or unknown output kind is refused, not read as 'emitted'") {
     assert(error(runningCount().setOutput(proto.MapWithState.Output.OUTPUT_UNSPECIFIED))
-      .contains("OUTPUT_UNSPECIFIED is not an output kind"))
+        .contains("OUTPUT_UNSPECIFIED is not an output kind"))
     assert(error(runningCount().setOutputValue(42)).contains("unknown value 42"))
   }
 
@@ -180,9 +185,9 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
 
   test("errors name the argument: key, batch_time, update, emit") {
     assert(error(runningCount().clearKeys().addKeys(expr("nope")))
-      .startsWith("[MAPWITHSTATE_ANALYSIS_FAILED] key:"))
+        .startsWith("[MAPWITHSTATE_ANALYSIS_FAILED] key:"))
     assert(error(runningCount().setBatchTime(expr("v"))).contains(
-      "batch_time must be a TIMESTAMP column"))
+        "batch_time must be a TIMESTAMP column"))
     val badUpdate = runningCount()
     badUpdate.getSpecBuilder.setUpdate(expr("named_struct('m', 1)"))
     assert(error(badUpdate).contains("field 'n' is missing"))
@@ -193,15 +198,15 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
 
   test("over a stream, batch arguments and order_by are refused") {
     val rate = Relation.newBuilder().setRead(Read.newBuilder().setIsStreaming(true)
-      .setDataSource(Read.DataSource.newBuilder().setFormat("rate"))).build()
+        .setDataSource(Read.DataSource.newBuilder().setFormat("rate"))).build()
     val stream = runningCount(rate).clearKeys().addKeys(expr("value AS word"))
     stream.getSpecBuilder.setEmit(expr(s"named_struct('n', ${StateFunctionInput.NewState}.n)"))
     assert(plan(stream).child.isStreaming)
     assert(error(stream.clone().setBatchTime(expr("timestamp"))).contains(
-      "batch_time and batch_interval are for batch DataFrames"))
+        "batch_time and batch_interval are for batch DataFrames"))
     val ordered = stream.clone().addOrderBy(Expression.SortOrder.newBuilder()
-      .setChild(expr("timestamp"))
-      .setDirection(Expression.SortOrder.SortDirection.SORT_DIRECTION_ASCENDING))
+        .setChild(expr("timestamp"))
+        .setDirection(Expression.SortOrder.SortDirection.SORT_DIRECTION_ASCENDING))
     assert(error(ordered).contains("order_by is for batch DataFrames"))
   }
 
@@ -215,7 +220,7 @@ class MapWithStatePlannerSuite extends AnyFunSuite with LocalSpark {
       StateFunctionInput.TimeoutAt, StateFunctionInput.Watermark)
     assert(documented === scala)
     assert(StateFunctionInput.contextAttributes(new org.apache.spark.sql.types.StructType()
-      .add("n", "int")).map(_.name).toSet === scala)
+        .add("n", "int")).map(_.name).toSet === scala)
     assert(scala.forall(_.startsWith(StateFunctionInput.ReservedPrefix)))
     assert(MapWithStateBuilder.BatchTimeColumn.startsWith(StateFunctionInput.ReservedPrefix))
     assert(!scala.contains(MapWithStateBuilder.BatchTimeColumn))

@@ -1,13 +1,27 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.LocalSpark
-import io.mapwithstate.plan.{FunctionKind, GroupAggregates, StateFunctionInput,
-  StateFunctionResolver}
+import io.mapwithstate.plan.{
+  FunctionKind,
+  GroupAggregates,
+  StateFunctionInput,
+  StateFunctionResolver
+}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, BoundReference, Coalesce,
-  CreateNamedStruct, If, Literal, MicrosToTimestamp, UnixMicros, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{
+  Add,
+  AttributeReference,
+  BoundReference,
+  Coalesce,
+  CreateNamedStruct,
+  If,
+  Literal,
+  MicrosToTimestamp,
+  UnixMicros,
+  UnsafeProjection
+}
 import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -38,17 +52,18 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val update =
       CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
     val emit = CreateNamedStruct(Seq(
-      Literal("k"), UnresolvedAttribute("k"),
-      Literal("n"), Coalesce(Seq(newState, state)),
-      Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
-      Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
+        Literal("k"), UnresolvedAttribute("k"),
+        Literal("n"), Coalesce(Seq(newState, state)),
+        Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
+        Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
     // With timers: a record sets its key's timer 5 after the batch; a timing-out call clears it.
     val timeoutAt = If(UnresolvedAttribute(StateFunctionInput.IsTimingOut),
       Literal(null, TimestampType),
       MicrosToTimestamp(Add(UnixMicros(UnresolvedAttribute(StateFunctionInput.BatchTime)),
-        Literal(5L))))
+          Literal(5L))))
     val function = new StateFunctionResolver(spark).resolve(Seq(key, ts), stateType,
-      Some(update), None, Some(emit), timeouts match {
+      Some(update), None, Some(emit),
+      timeouts match {
         case _: TimeoutPolicy.Timers => Some(timeoutAt)
         case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => None
       })
@@ -102,7 +117,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   }
 
   test("timers are checked every batch, strictly; the timed-out state is kept; " +
-      "data beats a timer") {
+    "data beats a timer") {
     val timeline = BatchTimeline.of(Array(10L, 20L, 30L, 40L), intervalMicros = None)
     val u = updater(TimeoutPolicy.Timers(eventTime = false))
     val out = run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false),
@@ -136,10 +151,10 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       .copy(watermarks = Some(Array(TimeoutPolicy.NoWatermark, 30L)))
     val u = updater(TimeoutPolicy.Timers(eventTime = true))
     val e = intercept[IllegalArgumentException](run(Seq(record("a", 10), record("b", 20)),
-      timeline, TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u)))
+        timeline, TimeoutPolicy.Timers(eventTime = true), updaterToUse = Some(u)))
     assert(e.getMessage.contains("timeout_at of the key (b) is 1970-01-01T00:00:00.000025Z " +
-      "(set by its call in the batch at 1970-01-01T00:00:00.000020Z), earlier than the " +
-      "batch's watermark 1970-01-01T00:00:00.000030Z"))
+        "(set by its call in the batch at 1970-01-01T00:00:00.000020Z), earlier than the " +
+        "batch's watermark 1970-01-01T00:00:00.000030Z"))
     assert(u.map.getTime(keyRow("a")) === 15L)
     // The same in processing time: each batch's timer is after its own batch time.
     assert(run(Seq(record("a", 10), record("b", 20)), timeline, TimeoutPolicy.Timers(false)) ===
@@ -188,9 +203,9 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   test("snapshots follow each batch: batch time, key, state") {
     val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
     val snapshot = UnsafeProjection.create(Seq(
-      BoundReference(0, TimestampType, nullable = false),
-      BoundReference(1, StringType, nullable = true),
-      BoundReference(2, LongType, nullable = true)))
+        BoundReference(0, TimestampType, nullable = false),
+        BoundReference(1, StringType, nullable = true),
+        BoundReference(2, LongType, nullable = true)))
     val u = updater(TimeoutPolicy.Never)
     val rows = new BatchReplayIterator(Iterator(record("a", 10), record("a", 20), record("b", 20)),
       _.getLong(1), timeline, 1, u, TimeoutPolicy.Never, Some(snapshot), () => ()).map(_.copy())

@@ -18,8 +18,8 @@ class KeyOrderedRecordsSuite extends AnyFunSuite {
   /** (key, sequence number) rows, as UnsafeRows reused by the iterator as a shuffle's are. */
   private def records(keys: Seq[Any], keyType: DataType): Iterator[UnsafeRow] = {
     val project = UnsafeProjection.create(Seq(
-      BoundReference(0, keyType, nullable = true),
-      BoundReference(1, IntegerType, nullable = false)))
+        BoundReference(0, keyType, nullable = true),
+        BoundReference(1, IntegerType, nullable = false)))
     keys.iterator.zipWithIndex.map { case (k, i) =>
       project(InternalRow(k, i)) // the projection reuses its row: the iterator must copy
     }

@@ -7,8 +7,11 @@ import io.mapwithstate.functions._
 import io.mapwithstate.state.DeferredCloses
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.{DataFrame, Encoders}
-import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamExecution,
-  StreamingQueryWrapper}
+import org.apache.spark.sql.execution.streaming.runtime.{
+  MemoryStream,
+  StreamExecution,
+  StreamingQueryWrapper
+}
 import org.apache.spark.sql.functions._
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -43,16 +46,17 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
     val emitted = new java.util.concurrent.ConcurrentLinkedQueue[(String, Long)]()
     val before = settings.keys.map(k => k -> session.conf.getOption(k)).toMap
     settings.foreach { case (k, v) => session.conf.set(k, v) }
-    val query = try {
-      MapWithState.mapWithState(input.toDF(), Seq(col("value")), spec)
-        .writeStream.outputMode("append").option("checkpointLocation", checkpoint)
-        .foreachBatch { (batch: DataFrame, _: Long) =>
-          batch.collect().foreach(r => emitted.add((r.getString(0), r.getLong(1))))
-        }.start()
-    } finally before.foreach {
-      case (k, Some(v)) => session.conf.set(k, v)
-      case (k, None) => session.conf.unset(k)
-    }
+    val query =
+      try {
+        MapWithState.mapWithState(input.toDF(), Seq(col("value")), spec)
+          .writeStream.outputMode("append").option("checkpointLocation", checkpoint)
+          .foreachBatch { (batch: DataFrame, _: Long) =>
+            batch.collect().foreach(r => emitted.add((r.getString(0), r.getLong(1))))
+          }.start()
+      } finally before.foreach {
+          case (k, Some(v)) => session.conf.set(k, v)
+          case (k, None) => session.conf.unset(k)
+        }
     try {
       batches.drop(done).foreach { words =>
         input.addData(words: _*)
@@ -115,7 +119,7 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       // Each partition keeps its own store: a delta per micro-batch (a version) per partition.
       val state = new java.io.File(grouped, s"state/${MapWithStateStreamExec.FirstOperatorId}")
       assert((0 until 4).forall(p =>
-        (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
+          (1 to 2).forall(v => new java.io.File(state, s"$p/$v.delta").isFile)))
 
       // Off: a task per partition, the same answer; the grouping may change across a restart.
       val off =

@@ -3,8 +3,15 @@ package io.mapwithstate.execution
 import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionResolver}
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{Add, AttributeReference, Coalesce,
-  CreateNamedStruct, Expression, GenericInternalRow, Literal}
+import org.apache.spark.sql.catalyst.expressions.{
+  Add,
+  AttributeReference,
+  Coalesce,
+  CreateNamedStruct,
+  Expression,
+  GenericInternalRow,
+  Literal
+}
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -41,14 +48,15 @@ object StateUpdaterBench {
     val value = AttributeReference("value", LongType)()
     def state(name: String): Expression =
       Coalesce(Seq(UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State),
-        Literal(name)), Literal(0L)))
+            Literal(name)), Literal(0L)))
     val update = CreateNamedStruct(Seq(
-      Literal("count"), Add(state("count"), Literal(1L)),
-      Literal("sum"), Add(state("sum"), UnresolvedAttribute("value"))))
+        Literal("count"), Add(state("count"), Literal(1L)),
+        Literal("sum"), Add(state("sum"), UnresolvedAttribute("value"))))
     val emitted = CreateNamedStruct(Seq(
-      Literal("key"), UnresolvedAttribute("key"),
-      Literal("count"), UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState),
-        Literal("count"))))
+        Literal("key"), UnresolvedAttribute("key"),
+        Literal("count"),
+        UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState),
+          Literal("count"))))
     val stateType = new StructType().add("count", LongType).add("sum", LongType)
     val function = new StateFunctionResolver(spark).resolve(
       Seq(key, value), stateType, Some(update), None, if (emit) Some(emitted) else None)

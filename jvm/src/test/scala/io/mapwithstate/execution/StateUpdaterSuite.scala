@@ -5,8 +5,18 @@ import io.mapwithstate.plan.{FunctionKind, StateFunctionInput, StateFunctionReso
 import io.mapwithstate.state.StateMap
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedExtractValue}
-import org.apache.spark.sql.catalyst.expressions.{AttributeReference, CaseWhen, Coalesce,
-  CreateNamedStruct, EqualTo, Expression, Literal, Add, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  AttributeReference,
+  CaseWhen,
+  Coalesce,
+  CreateNamedStruct,
+  EqualTo,
+  Expression,
+  Literal,
+  Add,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.types.{IntegerType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -37,15 +47,16 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
 
   private def newUpdater(refreshesIdleKeys: Boolean): StateUpdater = {
     val update = CaseWhen(Seq(
-      (actionIs("increment"), CreateNamedStruct(Seq(Literal("n"),
-        Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))),
-      (actionIs("both"), CreateNamedStruct(Seq(Literal("n"), Literal(100))))))
+        (actionIs("increment"),
+          CreateNamedStruct(Seq(Literal("n"),
+              Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))),
+        (actionIs("both"), CreateNamedStruct(Seq(Literal("n"), Literal(100))))))
     val remove = org.apache.spark.sql.catalyst.expressions.Or(actionIs("remove"), actionIs("both"))
     val emit = CreateNamedStruct(Seq(
-      Literal("k"), col("k"), Literal("v"), col("v"),
-      Literal("before"), field(StateFunctionInput.State, "n"),
-      Literal("after"), field(StateFunctionInput.NewState, "n"),
-      Literal("timing_out"), col(StateFunctionInput.IsTimingOut)))
+        Literal("k"), col("k"), Literal("v"), col("v"),
+        Literal("before"), field(StateFunctionInput.State, "n"),
+        Literal("after"), field(StateFunctionInput.NewState, "n"),
+        Literal("timing_out"), col(StateFunctionInput.IsTimingOut)))
     val function = new StateFunctionResolver(spark)
       .resolve(Seq(key, action), stateType, Some(update), Some(remove), Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
@@ -157,11 +168,13 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     // newUpdater's update is a CASE WHEN and its emit a struct literal; here the other way
     // round: a struct literal update, and an emit that is null for some records.
     val update = CreateNamedStruct(Seq(Literal("n"),
-      Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
-    val emit = CaseWhen(Seq((actionIs("quiet"), Literal(null, new StructType().add("k", StringType)
-      .add("n", IntegerType)))),
+        Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
+    val emit = CaseWhen(Seq((actionIs("quiet"),
+          Literal(null,
+            new StructType().add("k", StringType)
+              .add("n", IntegerType)))),
       CreateNamedStruct(Seq(Literal("k"), col("k"),
-        Literal("n"), field(StateFunctionInput.NewState, "n"))))
+          Literal("n"), field(StateFunctionInput.NewState, "n"))))
     val function = new StateFunctionResolver(spark)
       .resolve(Seq(key, action), stateType, Some(update), None, Some(emit))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
@@ -200,7 +213,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
   private def timerUpdater(
       eventTime: Boolean, timeoutAt: Expression = UnresolvedAttribute("due")): StateUpdater = {
     val update = CreateNamedStruct(Seq(Literal("n"),
-      Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
+        Add(Coalesce(Seq(field(StateFunctionInput.State, "n"), Literal(0))), Literal(1))))
     val function = new StateFunctionResolver(spark)
       .resolve(Seq(key, due), stateType, Some(update), None, None, Some(timeoutAt))
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
@@ -235,7 +248,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
   }
 
   test("event time: a timer must be positive, and not earlier than the watermark " +
-      "(equal is due later)") {
+    "(equal is due later)") {
     val updater = timerUpdater(eventTime = true)
     updater.startBatch(5000L)
     updater.processRecord(timed("a", 5000L), batchTime)
@@ -245,7 +258,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     assert(message.contains("earlier than the batch's watermark 1970-01-01T00:00:00.005Z"))
     // Spark's words print milliseconds (4999 us is 4 ms)
     assert(message.contains(
-      "as Spark says: Timeout timestamp (4) cannot be earlier than the current watermark (5)"))
+        "as Spark says: Timeout timestamp (4) cannot be earlier than the current watermark (5)"))
     assert(message.contains("watermark() or later, or to null to clear the timer"))
     // the refused call changed nothing
     assert(updater.map.get(k("b")) === null && updater.map.getTime(k("b")) === StateMap.NoTime)
@@ -268,7 +281,7 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
   test("a timing-out call is held to the same rules: it cannot keep its passed timer") {
     // timeout_at keeps the key's timer unless the record brings one
     val keeps = Coalesce(Seq(UnresolvedAttribute("due"),
-      UnresolvedAttribute(StateFunctionInput.TimeoutAt)))
+        UnresolvedAttribute(StateFunctionInput.TimeoutAt)))
     val updater = timerUpdater(eventTime = false, keeps)
     updater.startBatch(TimeoutPolicy.NoWatermark)
     updater.processRecord(timed("a", batchTime + 10), batchTime)
@@ -277,6 +290,6 @@ class StateUpdaterSuite extends AnyFunSuite with LocalSpark {
     val Seq((key, state)) = updater.timingOutKeys(later).toSeq
     val message = refusal(updater.timeOut(key, state, later))
     assert(message.contains("(a) is 1970-01-01T00:00:00.002010Z (set by its timing-out call in " +
-      "the batch at 1970-01-01T00:00:00.002020Z), not after that batch time"))
+        "the batch at 1970-01-01T00:00:00.002020Z), not after that batch time"))
   }
 }

@@ -76,7 +76,7 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
 
   test("flatMapGroupsWithState after map_with_state with event-time timers is refused") {
     assertRefused(flatMapGroupsWithState(mapWithState(events, eventTime = true),
-      GroupStateTimeout.NoTimeout()), "append",
+        GroupStateTimeout.NoTimeout()), "append",
       "map_with_state with event-time timers (timeout_domain('event_time')) is followed by " +
         "flatMapGroupsWithState")
   }
@@ -84,7 +84,7 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
   test("map_with_state after flatMapGroupsWithState with EventTimeTimeout is refused") {
     // Its rows have no event time: map_with_state over them counts them by word.
     assertRefused(mapWithState(flatMapGroupsWithState(events,
-      GroupStateTimeout.EventTimeTimeout()).withColumn("event", current_timestamp())),
+          GroupStateTimeout.EventTimeTimeout()).withColumn("event", current_timestamp())),
       "append",
       "flatMapGroupsWithState with GroupStateTimeout.EventTimeTimeout is followed by " +
         "map_with_state")
@@ -92,8 +92,8 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
 
   test("map_with_state after flatMapGroupsWithState with ProcessingTimeTimeout starts") {
     assert(startError(mapWithState(flatMapGroupsWithState(events,
-      GroupStateTimeout.ProcessingTimeTimeout()).withColumn("event", current_timestamp())),
-      "append").isEmpty)
+            GroupStateTimeout.ProcessingTimeTimeout()).withColumn("event", current_timestamp())),
+        "append").isEmpty)
   }
 
   test("dropDuplicates over an event-time column after event-time timers is refused") {
@@ -111,17 +111,17 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
     assert(startError(counted, "update").exists(_.contains(GlobalWatermarkLimit.SparkMessage)))
     assert(startError(counted, "update", Map(CorrectnessCheck -> "false")).isEmpty)
     assert(startError(counted, "update",
-      Map("spark.sql.streaming.unsupportedOperationCheck" -> "false")).isEmpty)
+        Map("spark.sql.streaming.unsupportedOperationCheck" -> "false")).isEmpty)
   }
 
   test("an aggregation before it in update mode is refused with the correctness check off") {
     val reread = mapWithState(events.groupBy("word").agg(max("event").as("event")))
     val message = startError(reread, "update", Map(CorrectnessCheck -> "false"))
     assert(message.exists(_.contains(
-      "map_with_state reads the rows of a streaming aggregation in outputMode('update')")),
+          "map_with_state reads the rows of a streaming aggregation in outputMode('update')")),
       message)
     assert(message.exists(_.contains("flatMapGroupsWithState in update mode is not supported " +
-      "with aggregation")), message)
+          "with aggregation")), message)
   }
 
   /** A running count per `value`, emitting (word, n). */
@@ -170,21 +170,22 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
     val twice = MemoryStream[String](Encoders.STRING, spark.sqlContext)
     val message = startError(chained(twice), "update")
     assert(message.exists(_.contains("this one has 2 (map_with_state, map_with_state) in " +
-      "outputMode('update')")), message)
-    assert(message.exists(_.contains("Multiple flatMapGroupsWithStates are not supported when " +
-      "they are not all in append mode or the output mode is not append")), message)
+          "outputMode('update')")), message)
+    assert(
+      message.exists(_.contains("Multiple flatMapGroupsWithStates are not supported when " +
+          "they are not all in append mode or the output mode is not append")), message)
     val counted = chained(twice).groupBy("word").count()
     assert(startError(counted, "complete").exists(_.contains(
-      "this one has 2 (map_with_state, map_with_state) in outputMode('complete')")))
+          "this one has 2 (map_with_state, map_with_state) in outputMode('complete')")))
     // Spark's switch for its own checks lets them run, as it lets its own operators.
     assert(startError(chained(twice), "update",
-      Map("spark.sql.streaming.unsupportedOperationCheck" -> "false")).isEmpty)
+        Map("spark.sql.streaming.unsupportedOperationCheck" -> "false")).isEmpty)
   }
 
   test("map_with_state after map_with_state with event-time timers is refused in append mode") {
     // The chain's one global watermark: the first one's timers emit rows older than it.
     assertRefused(mapWithState(mapWithState(events, eventTime = true)
-      .select(col("word"), col("t").as("event"))), "append",
+          .select(col("word"), col("t").as("event"))), "append",
       "map_with_state with event-time timers (timeout_domain('event_time')) is followed by " +
         "map_with_state")
   }
@@ -199,7 +200,7 @@ class StreamingWriteCheckSuite extends AnyFunSuite with LocalSpark with TempDirs
     // Spark's own check passes it (its one operator is in the query's mode); ours does not.
     val message = startError(sparks(OutputMode.Update()), "update")
     assert(message.exists(_.contains(
-      "this one has 2 (flatMapGroupsWithState, map_with_state) in outputMode('update')")),
+          "this one has 2 (flatMapGroupsWithState, map_with_state) in outputMode('update')")),
       message)
   }
 }

@@ -32,10 +32,11 @@ class DeferredClosesSuite extends AnyFunSuite {
     val closes = new DeferredCloses(2)
     val release = new CountDownLatch(1)
     val done = new AtomicInteger()
-    (1 to 2).foreach(v => closes.defer(path(s"$v.delta")) { () =>
-      release.await(10, TimeUnit.SECONDS)
-      done.incrementAndGet()
-    })
+    (1 to 2).foreach(v =>
+      closes.defer(path(s"$v.delta")) { () =>
+        release.await(10, TimeUnit.SECONDS)
+        done.incrementAndGet()
+      })
     val third = new Thread(() => closes.defer(path("3.delta"))(() => done.incrementAndGet()))
     third.start()
     third.join(300)

@@ -8,7 +8,11 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
@@ -26,7 +30,7 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       deltaChainThreshold: Int = StateMap.DefaultDeltaChainThreshold,
       snapshotDeltaRatio: Double = DeltaChainStateStoreProvider.DefaultSnapshotDeltaRatio,
       partition: Int = 0)
-    : DeltaChainStateStoreProvider = {
+      : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
     val storeConf = new StateStoreConf(sqlConf,
@@ -39,7 +43,6 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
     p
   }
-
 
   /** Commits versions from+1..n: version v sets key v to v and removes key v - 2. */
   private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0,
@@ -81,7 +84,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
     }
   }
 
-  test("a commit writes only its delta; maintenance writes the due snapshot of the newest version") {
+  test(
+    "a commit writes only its delta; maintenance writes the due snapshot of the newest version") {
     withDir { root =>
       // A cadence the commits cannot reach by versions, so no background snapshot starts.
       val p = provider(root, snapshotInterval = 1000)
@@ -125,7 +129,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       assert(names(root).filter(_.endsWith(".snapshot")) == Set("3.snapshot", "6.snapshot"))
       val newest = new File(partitionDir(root), "6.snapshot")
       val f = new RandomAccessFile(newest, "rw")
-      try f.setLength(f.length() / 2) finally f.close()
+      try f.setLength(f.length() / 2)
+      finally f.close()
       (1 to 3).foreach(v => new File(partitionDir(root), s"$v.delta").delete())
       assert(contents(provider(root), 6) == expected(6))
       // With the older snapshot damaged too, the load fails naming the newest damaged file.
@@ -193,7 +198,7 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       val delta = new File(partitionDir(root), "2.delta")
       assert(!new File(partitionDir(root), ".2.delta.crc").exists())
       val f = new RandomAccessFile(delta, "rw")
-      try { f.seek(f.length() - 6); val b = f.read(); f.seek(f.length() - 6); f.write(b ^ 0xFF) }
+      try { f.seek(f.length() - 6); val b = f.read(); f.seek(f.length() - 6); f.write(b ^ 0xff) }
       finally f.close()
       val error = intercept[IOException](provider(root).load(3))
       assert(error.getMessage.contains(s"cannot load mapWithState state file"))
@@ -209,7 +214,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       val snapshot = new File(partitionDir(root), "2.snapshot")
       assert(!new File(partitionDir(root), ".2.snapshot.crc").exists())
       val f = new RandomAccessFile(snapshot, "rw")
-      try f.setLength(f.length() / 2) finally f.close()
+      try f.setLength(f.length() / 2)
+      finally f.close()
       val error = intercept[IOException](provider(root).load(2))
       assert(error.getMessage.contains(snapshot.getAbsolutePath))
       assert(error.getMessage.contains("truncated"))
@@ -254,7 +260,8 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
     }
   }
 
-  test("a long chain is compacted in the background and the next batch runs on the compacted base") {
+  test(
+    "a long chain is compacted in the background and the next batch runs on the compacted base") {
     withDir { root =>
       // Threshold 8: compactions start at 3 layers, so a task would compact inline at 8.
       val p = provider(root, snapshotInterval = 1000, deltaChainThreshold = 8)

@@ -52,7 +52,8 @@ object ExpiryRounds {
       random.nextInt(3) match {
         case 0 => map.remove(e.key); model.remove(k)
         case 1 => map.put(e.key, e.state, now + 50); model(k) = (model(k)._1, now + 50)
-        case _ => map.put(e.key, e.state, StateMap.NoTime); model(k) = (model(k)._1, StateMap.NoTime)
+        case _ =>
+          map.put(e.key, e.state, StateMap.NoTime); model(k) = (model(k)._1, StateMap.NoTime)
       }
     }
     assert(longEntries(map.expiring(threshold)) === bruteForce(model, threshold), clue)

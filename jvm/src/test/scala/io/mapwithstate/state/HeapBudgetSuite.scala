@@ -4,7 +4,11 @@ import io.mapwithstate.MapWithStateException
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{DataType, LongType, StringType, StructType}
 import org.apache.spark.unsafe.types.UTF8String
@@ -21,7 +25,7 @@ class HeapBudgetSuite extends AnyFunSuite {
   private val states = UnsafeProjection.create(Array[DataType](LongType, LongType))
 
   private def fill(map: StateMap, from: Int, until: Int, budget: Option[HeapBudget] = None)
-    : Unit = {
+      : Unit = {
     var i = from
     while (i < until) {
       val key = keys(InternalRow(UTF8String.fromString(s"key-$i")))
@@ -53,8 +57,9 @@ class HeapBudgetSuite extends AnyFunSuite {
       val held = usedHeapAfterGc() - before
       val reported = map.memoryUsedBytes
       val error = math.abs(reported - held).toDouble / held
-      assert(error <= 0.2, s"$entries entries: map reports $reported bytes, heap holds $held " +
-        f"(${error * 100}%.1f%% off)")
+      assert(error <= 0.2,
+        s"$entries entries: map reports $reported bytes, heap holds $held " +
+          f"(${error * 100}%.1f%% off)")
       assert(map.size === entries) // keeps the map reachable until here
     }
   }
@@ -66,8 +71,9 @@ class HeapBudgetSuite extends AnyFunSuite {
     val message = failure.getMessage
     assert(message.contains("the state of partition 7 holds "))
     assert(message.contains("over the limit of 1.0 MB per partition " +
-      "(spark.mapwithstate.stateStore.maxPartitionBytes)"))
-    assert(message.contains("more partitions") && message.contains("StateSpec.backend(\"rocksdb\")"))
+        "(spark.mapwithstate.stateStore.maxPartitionBytes)"))
+    assert(
+      message.contains("more partitions") && message.contains("StateSpec.backend(\"rocksdb\")"))
     // Checked as the map grows: it stopped within one check interval past the limit.
     assert(map.size < 100000)
     assert(map.memoryUsedBytes < (2L << 20))
@@ -75,7 +81,8 @@ class HeapBudgetSuite extends AnyFunSuite {
 
   test("the default limit shares the heap among the partitions of state the executor holds") {
     val limit = HeapBudget.defaultLimitBytes
-    assert(limit > 0 && limit <= (Runtime.getRuntime.maxMemory * HeapBudget.DefaultHeapFraction).toLong)
+    assert(
+      limit > 0 && limit <= (Runtime.getRuntime.maxMemory * HeapBudget.DefaultHeapFraction).toLong)
     val gb = 1L << 30
     // One partition per core, or more partitions than cores: each gets its share of 40%.
     assert(HeapBudget.limitBytes(2 * gb, 2, 0) === (0.4 * gb).toLong)

@@ -10,9 +10,8 @@ import org.scalatest.funsuite.AnyFunSuite
 
 class LocalCheckpointFileManagerSuite extends AnyFunSuite with TempDirs {
 
-
   private def manager(dir: File, conf: Configuration = new Configuration())
-    : LocalCheckpointFileManager = new LocalCheckpointFileManager(new Path(dir.toURI), conf)
+      : LocalCheckpointFileManager = new LocalCheckpointFileManager(new Path(dir.toURI), conf)
 
   private def write(m: LocalCheckpointFileManager, path: Path, text: String,
       overwrite: Boolean = true): Unit = {
@@ -23,7 +22,8 @@ class LocalCheckpointFileManagerSuite extends AnyFunSuite with TempDirs {
 
   private def read(m: LocalCheckpointFileManager, path: Path): String = {
     val in = m.open(path)
-    try new String(in.readAllBytes(), UTF_8) finally in.close()
+    try new String(in.readAllBytes(), UTF_8)
+    finally in.close()
   }
 
   test("a file appears under its name only when closed, complete, and without a .crc file") {

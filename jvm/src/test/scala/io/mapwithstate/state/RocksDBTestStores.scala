@@ -1,6 +1,11 @@
 package io.mapwithstate.state
 
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId, StateStoreProvider}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId,
+  StateStoreProvider
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
@@ -19,6 +24,7 @@ object RocksDBTestStores {
     provider.init(StateStoreId(root, 0L, 0), keySchema, StoreBackedStateMap.valueSchema(stateType),
       NoPrefixKeyStateEncoderSpec(keySchema), StateBackend.RocksDB(Map.empty).usesColumnFamilies,
       new StateStoreConf(conf), TaskLocalRocksDB.hadoopConf(), false, None)
-    try f(provider) finally provider.close()
+    try f(provider)
+    finally provider.close()
   }
 }

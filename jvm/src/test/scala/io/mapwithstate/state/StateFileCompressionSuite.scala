@@ -8,7 +8,11 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
@@ -49,7 +53,8 @@ class StateFileCompressionSuite extends AnyFunSuite {
 
   private def withRoot(body: File => Unit): Unit = {
     val root = Files.createTempDirectory("mws-compression").toFile
-    try body(root) finally deleteRecursively(root)
+    try body(root)
+    finally deleteRecursively(root)
   }
 
   private def deleteRecursively(f: File): Unit = {
@@ -80,8 +85,8 @@ class StateFileCompressionSuite extends AnyFunSuite {
   private def codecOf(file: File): Option[String] = {
     val bytes = Files.readAllBytes(file.toPath)
     if (new String(bytes, 0, 4, StandardCharsets.US_ASCII) != "MWSZ") None
-    else Some(new String(bytes, 6, ((bytes(4) & 0xFF) << 8) | (bytes(5) & 0xFF),
-      StandardCharsets.UTF_8))
+    else Some(new String(bytes, 6, ((bytes(4) & 0xff) << 8) | (bytes(5) & 0xff),
+        StandardCharsets.UTF_8))
   }
 
   /** A file's content as the state format has it (decompressed). */
@@ -164,7 +169,7 @@ class StateFileCompressionSuite extends AnyFunSuite {
         f.seek(f.length() - 6)
         val b = f.read()
         f.seek(f.length() - 6)
-        f.write(b ^ 0xFF)
+        f.write(b ^ 0xff)
       } finally f.close()
       assert(loadError().getMessage.contains("corrupt"))
       Files.write(delta.toPath, original)

@@ -7,7 +7,11 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{NoPrefixKeyStateEncoderSpec, StateStoreConf, StateStoreId}
+import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  StateStoreConf,
+  StateStoreId
+}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
@@ -89,8 +93,9 @@ class StateFilesReadSuite extends AnyFunSuite {
     withCommitted(4, snapshotInterval = 10) { dir =>
       val files = readOnly(dir)
       val records = files.read(files.deltaFile(4))(StateMapSerde.readDeltaRecords(_, 1, 1))
-      val seen = records.map(r => (r.key.getLong(0), Option(r.state).map(_.getLong(0)),
-        r.isRemoval)).toSet
+      val seen = records.map(r =>
+        (r.key.getLong(0), Option(r.state).map(_.getLong(0)),
+          r.isRemoval)).toSet
       assert(seen == Set((4L, Some(4L), false), (2L, None, true)))
       assert(records.find(!_.isRemoval).get.updateTime == 40L)
     }
@@ -101,7 +106,7 @@ class StateFilesReadSuite extends AnyFunSuite {
       val delta = new File(dir, "2.delta")
       new File(dir, ".2.delta.crc").delete()
       val f = new RandomAccessFile(delta, "rw")
-      try { f.seek(f.length() - 6); val b = f.read(); f.seek(f.length() - 6); f.write(b ^ 0xFF) }
+      try { f.seek(f.length() - 6); val b = f.read(); f.seek(f.length() - 6); f.write(b ^ 0xff) }
       finally f.close()
       val files = readOnly(dir)
       val error = intercept[IOException](

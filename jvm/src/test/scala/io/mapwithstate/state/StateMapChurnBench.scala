@@ -44,7 +44,8 @@ object StateMapChurnBench {
         var i = 0
         while (i < keys) {
           val key = keyCopies(i)
-          val old = if (!prefetch) map.get(key) else {
+          val old = if (!prefetch) map.get(key)
+          else {
             val inGroup = i % group
             if (inGroup == 0) {
               val count = math.min(group, keys - i)
@@ -80,8 +81,10 @@ object StateMapChurnBench {
       val all = b.result().drop(batches / 2).sorted
       all(all.size / 2)
     }
-    println(f"$keys%,d keys, full churn${if (prefetch) " (prefetch)" else ""}, median of the last ${batches - batches / 2} batches: " +
-      f"copy ${medians(0)}%,d us, get+put every key ${medians(1)}%,d us, " +
-      f"write the delta ${medians(2)}%,d us")
+    println(
+      f"$keys%,d keys, full churn${if (prefetch) " (prefetch)" else ""}, " +
+        f"median of the last ${batches - batches / 2} batches: " +
+        f"copy ${medians(0)}%,d us, get+put every key ${medians(1)}%,d us, " +
+        f"write the delta ${medians(2)}%,d us")
   }
 }

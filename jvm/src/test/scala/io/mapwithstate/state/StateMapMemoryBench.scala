@@ -100,7 +100,8 @@ object StateMapMemoryBench {
       var restored: DeltaChainStateMap = null
       val readTime = timed {
         val in = new DataInputStream(new BufferedInputStream(new FileInputStream(file), 1 << 16))
-        try restored = StateMapSerde.readSnapshot(in, 1, 1) finally in.close()
+        try restored = StateMapSerde.readSnapshot(in, 1, 1)
+        finally in.close()
       }
       require(restored.size == entries)
       println(f"  snapshot ${file.length >> 20}%,d MB: write $writeTime%,d ms, " +
@@ -114,7 +115,8 @@ object StateMapMemoryBench {
   private def writeSnapshot(map: StateMap, file: File): Unit = {
     // No BufferedOutputStream: the writer buffers already.
     val out = new DataOutputStream(new FileOutputStream(file))
-    try StateMapSerde.writeSnapshot(map, out) finally out.close()
+    try StateMapSerde.writeSnapshot(map, out)
+    finally out.close()
   }
 
   private def timed(body: => Unit): Long = {

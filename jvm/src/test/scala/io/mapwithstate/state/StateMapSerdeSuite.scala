@@ -1,6 +1,12 @@
 package io.mapwithstate.state
 
-import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream, IOException}
+import java.io.{
+  ByteArrayInputStream,
+  ByteArrayOutputStream,
+  DataInputStream,
+  DataOutputStream,
+  IOException
+}
 
 import scala.collection.mutable
 import scala.util.Random
@@ -55,9 +61,9 @@ class StateMapSerdeSuite extends AnyFunSuite {
     parent.put(longKey(2), longState(200), 2)
     parent.put(longKey(3), null, 3)
     val child = parent.copy()
-    child.put(longKey(1), null, 10)      // state removed, a timer kept
+    child.put(longKey(1), null, 10) // state removed, a timer kept
     child.remove(longKey(2))
-    child.put(longKey(4), null, 40)      // a timer without ever a state
+    child.put(longKey(4), null, 40) // a timer without ever a state
     checkRoundTrips(Seq(parent, child), "timers without state")
     val records = StateMapSerde.readDeltaRecords(
       new DataInputStream(new ByteArrayInputStream(writeDelta(child))), 1, 1)
@@ -65,7 +71,8 @@ class StateMapSerdeSuite extends AnyFunSuite {
       Set((1L, null, 10L, false), (2L, null, 0L, true), (4L, null, 40L, false)))
   }
 
-  test("format version 1 files are read; a key without state and timer, or in version 1, is corrupt") {
+  test(
+    "format version 1 files are read; a key without state and timer, or in version 1, is corrupt") {
     val map = StateMap.empty(1, 1)
     map.put(longKey(1), longState(100), 1)
     val v1 = asVersion1(writeSnapshot(map), headerBytes = 20)
@@ -257,8 +264,9 @@ class StateMapSerdeSuite extends AnyFunSuite {
   private def sampleChain(): (DeltaChainStateMap, DeltaChainStateMap) = {
     val parent = StateMap.empty(1, 3)
     for (k <- 0L until 6L) {
-      parent.put(longKey(k), WideStateCodec(WideState(if (k % 2 == 0) null else "s" * k.toInt,
-        k, "t")), k)
+      parent.put(longKey(k),
+        WideStateCodec(WideState(if (k % 2 == 0) null else "s" * k.toInt,
+            k, "t")), k)
     }
     val child = parent.copy()
     child.remove(longKey(0))

@@ -568,7 +568,7 @@ class StateMapSuite extends AnyFunSuite {
     // them, must all stay apart while slots are rebuilt and records moved.
     val layer = new RowHashMap(4, 1024)
     val base = Platform.BYTE_ARRAY_OFFSET.toLong
-    val hashes = Seq(0x12345678, 0x12345678 ^ 0x7FF80000, 0x12345678 ^ 0x00070000,
+    val hashes = Seq(0x12345678, 0x12345678 ^ 0x7ff80000, 0x12345678 ^ 0x00070000,
       0x92345678)
     def key(i: Int): Array[Byte] = java.nio.ByteBuffer.allocate(8).putLong(i * 7919L).array()
     def hashOf(i: Int): Int = hashes(Math.floorMod(i, hashes.size))
@@ -666,8 +666,9 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(updating) === updatingRef.map { case (k, (s, _)) => k -> (s + 1, 2000L) })
   }
 
-
-  test("a scan of a long chain hides every key an upper layer holds, also while writing the key just returned") {
+  test(
+    "a scan of a long chain hides every key an upper layer holds, " +
+      "also while writing the key just returned") {
     // A base and six layers of puts, re-puts and removes: below the second layer a scan checks
     // entries against one table of the upper layers' keys instead of each layer.
     def chain(): (DeltaChainStateMap, mutable.HashMap[Long, (Long, Long)]) = {
@@ -831,7 +832,8 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(full) === (0L to k).map(i => i -> (i, i)).toMap)
   }
 
-  test("a key may hold only a timer: no state, but a time, in lookups, scans, copies and the index") {
+  test(
+    "a key may hold only a timer: no state, but a time, in lookups, scans, copies and the index") {
     val map = StateMap.empty(1, 1)
     map.put(longKey(1), longState(10), 100)
     map.put(longKey(2), null, 200)
@@ -921,7 +923,8 @@ class StateMapSuite extends AnyFunSuite {
         val readKey = keyBuffer(InternalRow(read))
         // Half of the reads as a replay makes them: a group's keys read ahead (a hint, which
         // must change nothing), then a lookup given the key's hash.
-        val state = if (random.nextBoolean()) map.get(readKey) else {
+        val state = if (random.nextBoolean()) map.get(readKey)
+        else {
           val group = Array.fill(1 + random.nextInt(16))(longKey(random.nextInt(numKeys)).hashCode)
           group(random.nextInt(group.length)) = readKey.hashCode
           map.prefetch(group, group.length)
@@ -1116,8 +1119,9 @@ object StateMapSuite {
   val WideStateCodec = new RowCodec[WideState](
     Seq(StringType, LongType, StringType),
     s => InternalRow(utf8(s.name), s.count, utf8(s.note)),
-    row => WideState(string(row, 0),
-      if (row.isNullAt(1)) null else java.lang.Long.valueOf(row.getLong(1)), string(row, 2)))
+    row =>
+      WideState(string(row, 0),
+        if (row.isNullAt(1)) null else java.lang.Long.valueOf(row.getLong(1)), string(row, 2)))
 
   def longKey(k: Long): UnsafeRow = LongCodec(k)
 

@@ -48,7 +48,7 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
         assert(m.size === 9)
         assert(m.getByTime(201L).map(e => (e.key.getLong(0), Option(e.state).map(_.getInt(0))))
           .toSet === Set((1L, Some(10)), (2L, None), (10L, None), (11L, None), (12L, None),
-            (14L, None), (20L, Some(20))))
+          (14L, None), (20L, Some(20))))
         assert(store.commit() === 1L)
       }
       withStore(root.toURI.toString) { provider =>

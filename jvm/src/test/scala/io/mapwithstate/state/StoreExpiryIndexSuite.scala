@@ -50,7 +50,8 @@ class StoreExpiryIndexSuite extends AnyFunSuite with LocalSpark {
             if (timeouts) {
               // Every key with a time has an entry at or before it; entries are in time order.
               val index = store.iterator(StoreExpiryIndex.ColumnFamily)
-              val entries = try index.map(e => (e.key.getLong(0), e.key.getLong(1))).toList
+              val entries =
+                try index.map(e => (e.key.getLong(0), e.key.getLong(1))).toList
                 finally index.close()
               assert(entries.map(_._1).sorted === entries.map(_._1))
               val earliest = entries.groupBy(_._2).map { case (k, es) => k -> es.map(_._1).min }
@@ -84,14 +85,15 @@ class StoreExpiryIndexSuite extends AnyFunSuite with LocalSpark {
     val key = UnsafeProjection.create(strings)
     val root = Files.createTempDirectory("store-expiry-index-strings").toFile
     try RocksDBTestStores.withProvider(root.toURI.toString, strings, stateType) { provider =>
-      val store = provider.getStore(0L)
-      val map = new StoreBackedStateMap(store, strings, stateType)
-      map.prepareExpiry()
-      map.put(key(InternalRow(UTF8String.fromString("b"), 2)).copy(), longState(2), 20L)
-      map.put(key(InternalRow(UTF8String.fromString("a"), 1)).copy(), longState(1), 10L)
-      assert(map.expiring(21L).map(e => (e.key.getString(0), e.key.getInt(1), e.updateTime))
-        .toList === List(("a", 1, 10L), ("b", 2, 20L)))
-      store.abort()
-    } finally JavaUtils.deleteRecursively(root)
+        val store = provider.getStore(0L)
+        val map = new StoreBackedStateMap(store, strings, stateType)
+        map.prepareExpiry()
+        map.put(key(InternalRow(UTF8String.fromString("b"), 2)).copy(), longState(2), 20L)
+        map.put(key(InternalRow(UTF8String.fromString("a"), 1)).copy(), longState(1), 10L)
+        assert(map.expiring(21L).map(e => (e.key.getString(0), e.key.getInt(1), e.updateTime))
+          .toList === List(("a", 1, 10L), ("b", 2, 20L)))
+        store.abort()
+      }
+    finally JavaUtils.deleteRecursively(root)
   }
 }

@@ -12,7 +12,8 @@ final case class Batch(records: Long, millis: Long, stateBytes: Long, outputRows
 object Json {
   def result(system: String, outcome: Either[String, Seq[Batch]]): String = outcome match {
     case Right(batches) =>
-      val rows = batches.map(b => s"[${b.records},${b.millis},${b.stateBytes},${b.outputRows}]").mkString(",")
+      val rows = batches.map(b =>
+        s"[${b.records},${b.millis},${b.stateBytes},${b.outputRows}]").mkString(",")
       s"""{"system":"$system","batches":[$rows]}"""
     case Left(error) =>
       s"""{"system":"$system","error":"${escape(error)}"}"""

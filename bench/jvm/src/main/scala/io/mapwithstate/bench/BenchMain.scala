@@ -24,6 +24,7 @@ import org.apache.spark.sql.streaming.OutputMode
 object BenchMain {
 
   val WarmUpConf = "spark.mapwithstate.bench.warmUp"
+
   /** The local property naming the system of a measured query's jobs (bench/tasktime.py). */
   val SystemProperty = "mapwithstate.bench.system"
 
@@ -83,6 +84,7 @@ object BenchMain {
 
   private def append(path: String, line: String): Unit = {
     val out = new FileWriter(path, true)
-    try out.write(line + "\n") finally out.close()
+    try out.write(line + "\n")
+    finally out.close()
   }
 }

@@ -26,11 +26,13 @@ object DStreamRunningCount {
   def run(spark: SparkSession, input: String, dir: String): Seq[Batch] = {
     val sc = spark.sparkContext
     sc.setCheckpointDir(s"$dir/checkpoint")
-    val files = new File(input).listFiles().filter(_.getName.endsWith(".parquet")).map(_.getPath).sorted
+    val files =
+      new File(input).listFiles().filter(_.getName.endsWith(".parquet")).map(_.getPath).sorted
     val sizes = files.map(f => spark.read.parquet(f).count())
     val queue = mutable.Queue[RDD[(Long, Long)]]()
     files.foreach { f =>
-      queue += spark.read.schema(StreamingRun.schema).parquet(f).rdd.map(r => (r.getLong(0), r.getLong(1)))
+      queue += spark.read.schema(StreamingRun.schema).parquet(f).rdd.map(r =>
+        (r.getLong(0), r.getLong(1)))
     }
 
     val ssc = new StreamingContext(sc, BatchInterval)

@@ -19,7 +19,7 @@ object GroupCountSum {
       .toDF()
 
   def countSum(key: Long, records: Iterator[RunningCount.Record], state: GroupState[KeyCountSum])
-    : Iterator[KeyCountSum] = {
+      : Iterator[KeyCountSum] = {
     if (state.hasTimedOut) {
       state.remove()
       Iterator.empty

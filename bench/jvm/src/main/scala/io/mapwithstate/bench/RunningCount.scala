@@ -18,7 +18,8 @@ object RunningCount {
     val records = source.as(Encoders.product[Record])
     records
       .groupByKey(_.key)(Encoders.scalaLong)
-      .flatMapGroupsWithState(OutputMode.Update(), GroupStateTimeout.ProcessingTimeTimeout())(count)(
+      .flatMapGroupsWithState(OutputMode.Update(), GroupStateTimeout.ProcessingTimeTimeout())(
+        count)(
         Encoders.scalaLong, Encoders.product[KeyCount])
       .toDF()
   }

@@ -28,7 +28,8 @@ object StreamingRun {
   val MaxQuerySecondsConf = "spark.mapwithstate.bench.maxQuerySeconds"
 
   val schema: StructType = StructType(Seq(
-    StructField("key", LongType, nullable = false), StructField("value", LongType, nullable = false)))
+      StructField("key", LongType, nullable = false),
+      StructField("value", LongType, nullable = false)))
 
   /** Streams `input` through `build` with a fresh checkpoint under `dir`; `provider` is the
    * state store provider (fixed in the checkpoint when the query first starts). */
@@ -48,7 +49,8 @@ object StreamingRun {
       val files = new File(input).listFiles().count(_.getName.endsWith(".parquet"))
       val deadline = System.currentTimeMillis() + maxSeconds * 1000
       def finished: Boolean =
-        if (triggerMs.isEmpty) query.awaitTermination(math.max(1L, deadline - System.currentTimeMillis()))
+        if (triggerMs.isEmpty)
+          query.awaitTermination(math.max(1L, deadline - System.currentTimeMillis()))
         else Option(query.lastProgress).exists(_.batchId >= files - 1) // one file per batch
       while (!finished) {
         if (System.currentTimeMillis() > deadline || !query.isActive) {
@@ -60,7 +62,8 @@ object StreamingRun {
       }
     } finally query.stop()
     query.recentProgress.toSeq.map { p =>
-      val memory = if (p.stateOperators.isEmpty) -1L else p.stateOperators.map(_.memoryUsedBytes).sum
+      val memory =
+        if (p.stateOperators.isEmpty) -1L else p.stateOperators.map(_.memoryUsedBytes).sum
       Batch(p.numInputRows, p.durationMs.get("triggerExecution"), memory,
         if (p.sink == null) -1L else p.sink.numOutputRows)
     }

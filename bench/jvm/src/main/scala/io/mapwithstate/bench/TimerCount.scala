@@ -13,6 +13,7 @@ import org.apache.spark.sql.streaming.{GroupState, GroupStateTimeout, OutputMode
  * The same logic as ours in bench/connect_systems.py (`timer_spec`).
  */
 object TimerCount {
+
   /** The step (ms) and the keys below which timers are spread: the harness's settings. */
   final case class Params(stepMs: Long, timedKeys: Long) {
     def durationMs(key: Long): Long =
@@ -27,7 +28,8 @@ object TimerCount {
 
   def params(conf: String): Params = conf.split(",") match {
     case Array(step, timed) => Params(step.trim.toLong, timed.trim.toLong)
-    case _ => throw new IllegalArgumentException(s"$ConfKey must be '<step ms>,<timed keys>': $conf")
+    case _ =>
+      throw new IllegalArgumentException(s"$ConfKey must be '<step ms>,<timed keys>': $conf")
   }
 
   def query(params: Params)(source: DataFrame): DataFrame =

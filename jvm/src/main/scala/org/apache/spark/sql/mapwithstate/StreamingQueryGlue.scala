@@ -9,9 +9,15 @@ import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 import org.apache.spark.sql.execution.streaming.runtime.{MicroBatchExecution, StreamExecution}
 import org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink
-import org.apache.spark.sql.execution.streaming.state.{StateSchemaCompatibilityChecker,
-  StateSchemaValidationResult, StateStore, StateStoreColFamilySchema, StateStoreCoordinatorRef,
-  StateStoreId, StateStoreProviderId}
+import org.apache.spark.sql.execution.streaming.state.{
+  StateSchemaCompatibilityChecker,
+  StateSchemaValidationResult,
+  StateStore,
+  StateStoreColFamilySchema,
+  StateStoreCoordinatorRef,
+  StateStoreId,
+  StateStoreProviderId
+}
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -65,7 +71,7 @@ object StreamingQueryGlue {
       execution.stateSchemaMetadatas.get(operatorId),
       execution.currentStateStoreCkptId.get(operatorId))
     Some(PlannedMicroBatch(info, execution.offsetSeqMetadata.batchTimestampMs,
-      execution.isTerminatingTrigger, execution.offsetSeqMetadata.batchWatermarkMs))
+        execution.isTerminatingTrigger, execution.offsetSeqMetadata.batchWatermarkMs))
   }
 
   /**
@@ -104,7 +110,7 @@ object StreamingQueryGlue {
     runningQuery(session).exists {
       case (_, query: MicroBatchExecution) =>
         query.sink.isInstanceOf[ForeachBatchSink[_]] &&
-          session.sessionState.conf.stateStoreCommitValidationEnabled
+        session.sessionState.conf.stateStoreCommitValidationEnabled
       case _ => false
     }
 
@@ -166,6 +172,6 @@ object StreamingQueryGlue {
     val schema = StateStoreColFamilySchema(StateStore.DEFAULT_COL_FAMILY_NAME, 0.toShort,
       keySchema, 0.toShort, valueSchema, None, None)
     List(StateSchemaCompatibilityChecker.validateAndMaybeEvolveStateSchema(
-      info, hadoopConf, List(schema), session.sessionState, schemaVersion))
+        info, hadoopConf, List(schema), session.sessionState, schemaVersion))
   }
 }

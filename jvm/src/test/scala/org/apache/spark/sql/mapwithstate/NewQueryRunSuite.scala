@@ -21,7 +21,8 @@ class NewQueryRunSuite extends AnyFunSuite with StateProviderQueries with TempDi
     spark.conf.set("spark.sql.streaming.stateStore.maintenanceInterval", "10min")
   }
 
-  test("a query stopped and a new one started: the old run's partitions go before its first batch") {
+  test(
+    "a query stopped and a new one started: the old run's partitions go before its first batch") {
     withDir { dir =>
       val (first, opened) = runStopped(new java.io.File(dir, "one").getPath, "a", "b", "a")
       // Stopped, and nothing but the next run unloads its partitions for ten minutes.

@@ -29,7 +29,8 @@ trait StateProviderQueries extends LocalSpark { self: AnyFunSuite =>
     val query = MapWithState.mapWithState(input.toDF(), Seq(col("value")), runningCount)
       .writeStream.format("memory").queryName(s"counts_${System.nanoTime()}")
       .outputMode("append").option("checkpointLocation", checkpoint).start()
-    try body(input, query) finally query.stop()
+    try body(input, query)
+    finally query.stop()
   }
 
   /**
