@@ -36,7 +36,7 @@ def test_a_release_checkpoint_continues_exactly(spark, tmp_path, release, name):
     with open(os.path.join(FIXTURES, release, name, "expected.json")) as f:
         expected = json.load(f)
     actual = continue_query(spark, release, name, checkpoint, str(tmp_path / "out"))
-    for run, (got, want) in enumerate(zip(actual["outputs"], expected["outputs"])):
-        assert got == want, f"run {run} of part 2 after {release}'s checkpoint"
     assert len(actual["outputs"]) == len(expected["outputs"])
+    for run, (got, want) in enumerate(zip(actual["outputs"], expected["outputs"], strict=True)):
+        assert got == want, f"run {run} of part 2 after {release}'s checkpoint"
     assert actual["state"] == expected["state"]
