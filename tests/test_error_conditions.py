@@ -12,6 +12,8 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 from errors import assert_still_serving, words
+from raw_relation import dataframe as raw_dataframe
+from raw_relation import message_of
 from specs import running_count
 
 pytestmark = pytest.mark.sessions("connect", "classic")
@@ -40,9 +42,19 @@ def count_spec(**kwargs) -> StateSpec:
         emit=F.struct(F.col("word"), S.new_state("n").alias("n")), **kwargs)
 
 
+@pytest.mark.connect_only
+def test_a_state_schema_the_server_refuses_carries_its_condition(spark):
+    # This client refuses a bad schema itself, with no round trip (tests/test_errors.py); the
+    # request of another client reaches the server, whose refusal carries the condition.
+    message = message_of(map_with_state(words(spark), key="word", spec=running_count()))
+    message.spec.state_schema_ddl = "n BIGINTT"
+    error = error_of(lambda: raw_dataframe(spark, message.SerializeToString()))
+    message_text = assert_condition(error, "MAPWITHSTATE_INVALID_STATE_SCHEMA", "42601")
+    assert "state_schema: 'n BIGINTT' is not a valid schema" in message_text
+    assert_still_serving(spark)
+
+
 @pytest.mark.parametrize("spec, condition, sql_state, words_", [
-    (lambda: running_count("n BIGINTT"), "MAPWITHSTATE_INVALID_STATE_SCHEMA", "42601",
-     "state_schema: 'n BIGINTT' is not a valid schema"),
     (lambda: StateSpec.function("n BIGINT", remove=F.lit(1), emit=F.struct(F.col("word"))),
      "MAPWITHSTATE_TYPE_MISMATCH", "42K09", "remove must be a BOOLEAN"),
     (lambda: count_spec(timeout_at=S.batch_time()).timeout("10 seconds"),
