@@ -54,8 +54,13 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def server():
-    """The local Connect server (4 shuffle partitions, as the project's benchmarks use)."""
-    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS}) as s:
+    """The local Connect server (4 shuffle partitions, as the project's benchmarks use).
+
+    Every Connect test of the session shares it, so it gets a heap of 3 GB, not Spark's
+    default 1 GB: late in a full run, generating the code of a compiled Python function's
+    large projections ran the 1 GB heap out, and the server's end hung the tests after it."""
+    conf = {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS, "spark.driver.memory": "3g"}
+    with mws.LocalConnectServer(conf=conf) as s:
         yield s
 
 

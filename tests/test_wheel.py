@@ -56,10 +56,11 @@ def test_packaged_jar_comes_before_a_newer_repository_jar(tmp_path):
 
 
 def readme_example() -> str:
-    """The first ``python`` block of README.md: the example a user copies."""
+    """The first two ``python`` blocks of README.md, the examples a user copies: a state
+    function in Python, then the same as Column algebra."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks, "README.md has no python example"
-    return blocks[0]
+    assert len(blocks) >= 2, "README.md lacks its two python examples"
+    return blocks[0] + "\n" + blocks[1]
 
 
 def show_tables(output: str) -> list:
@@ -102,7 +103,11 @@ def test_wheel_installs_and_runs_the_readme_example_outside_the_repository(tmp_p
     done = subprocess.run([python, str(script)], cwd=work, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    tables = [sorted((r["word"], r["n"]) for r in t) for t in show_tables(done.stdout)]
+    sessions, *counts = show_tables(done.stdout)
+    # The Python function's snapshot: u1's two clicks, converted at the checkout.
+    assert [(r["user"], r["clicks"], r["converted"]) for r in sessions] == [
+        ("u1", "2", "true")], done.stdout
+    tables = [sorted((r["word"], r["n"]) for r in t) for t in counts]
     assert tables == [
         [("a", "1"), ("a", "2"), ("b", "1")],   # emitted
         [("a", "2"), ("b", "1")],               # snapshots: the state after the one batch
