@@ -197,3 +197,21 @@ def test_local_session_reuses_one_server_per_settings():
         for running in list(server_module._servers.values()):
             running.stop()
         server_module._servers.clear()
+
+
+_TWO_SESSIONS = textwrap.dedent("""
+    import mapwithstate as mws
+    first = mws.local_session()
+    kept = first.range(2)            # a DataFrame keeps the first session alive to the exit
+    first = mws.local_session()
+    print(kept.count() + first.range(3).count(), flush=True)
+""")
+
+
+def test_a_process_with_two_sessions_on_one_server_exits():
+    # Before the server closed its sessions when stopping, gRPC blocked the interpreter's exit
+    # closing the first session's channel after the server had gone.
+    done = subprocess.run([sys.executable, "-c", _TWO_SESSIONS], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["5"]

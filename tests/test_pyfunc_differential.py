@@ -111,8 +111,8 @@ FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 COMPILER_GAPS = {
     "str_conversions": "str() of a null BOOLEAN gives 'False' (Python: 'None'); str(5e-324) "
                        "gives '4.9e-32' (Python: '5e-324')",
-    "processing_timers": "timedelta(seconds=<an int column>) fails to compile (PySpark's "
-                         "VALUE_NOT_BETWEEN from F.lit)",
+    "processing_timers": "state.timer read after state.set_timer in the same call comes out "
+                         "null from the server (Python: the timer just set); not every run",
     "timedelta_seconds": "timedelta.total_seconds() is refused with a CompileError",
     "mixed_min_max": "max() of an int and a float is a DOUBLE column, so an int beyond 2**53 "
                      "comes out rounded (max(2**63 - 1, -2.5) gives 9.223372036854776e+18; "
@@ -128,9 +128,14 @@ REPLAY_GAPS = {
 }
 
 
+# Gaps whose failure does not show in every run: not strict, so a passing run is no error.
+INTERMITTENT = {"processing_timers"}
+
+
 def names(gaps=None):
     known = {**COMPILER_GAPS, **(gaps or {})}
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=known[n]))
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=n not in INTERMITTENT,
+                                                    reason=known[n]))
             if n in known else n for n in sorted(FUNCTIONS)]
 
 

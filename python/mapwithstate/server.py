@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from pyspark.sql import SparkSession
@@ -268,6 +269,10 @@ class LocalConnectServer:
         self._server_id = secrets.token_hex(16)
         self._process: Optional[subprocess.Popen[bytes]] = None
         self._started = False
+        # The sessions handed out, closed while the server still runs: a Connect session whose
+        # channel is first closed by the garbage collector after the server stopped blocks the
+        # interpreter's exit inside gRPC (seen with two sessions on one server).
+        self._sessions: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
         self._last_probe_error: Optional[Exception] = None
         self._dir = tempfile.mkdtemp(prefix="mapwithstate-server-")  # mode 0700
         self.log_path = os.path.join(self._dir, "server.log")
@@ -422,8 +427,10 @@ class LocalConnectServer:
             return ""
 
     def session(self) -> SparkSession:
-        """A new Spark Connect session on this server."""
-        return SparkSession.builder.remote(self.url).create()
+        """A new Spark Connect session on this server; :meth:`stop` closes it."""
+        session = SparkSession.builder.remote(self.url).create()
+        self._sessions.add(session)
+        return session
 
     def running(self) -> bool:
         """Whether the server's JVM is still running."""
@@ -436,6 +443,12 @@ class LocalConnectServer:
         if process is None:
             return
         running = process.poll() is None
+        for session in list(self._sessions):
+            try:
+                session.client.close()
+            except Exception:  # noqa: BLE001 - best effort: the server is going away
+                pass
+        self._sessions.clear()
         if running:
             assert process.stdin is not None  # started with stdin=PIPE
             process.stdin.close()  # the JVM's watchdog sees end of file and exits cleanly
