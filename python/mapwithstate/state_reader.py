@@ -55,7 +55,8 @@ def read_state(
     The columns are the key columns, the state's fields, ``last_updated`` (TIMESTAMP: the batch
     time of the key's last update), ``timeout_at`` (TIMESTAMP, null while the key has no pending
     timer) and ``partition`` (INT: the state partition holding the key). The types come from the
-    checkpoint itself.
+    checkpoint itself. With timers (``timeout_at``, in either ``timeout_domain``) the state
+    files keep the pending timer as the key's one time, and ``last_updated`` is null.
 
     :param spark: a Spark Connect session on a server with the plugin, or a classic one with
         the plugin jar and its ``spark.sql.extensions`` (see :mod:`mapwithstate.classic`).
