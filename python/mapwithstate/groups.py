@@ -22,6 +22,39 @@ def map_groups_with_state(
     batch_interval: Optional[Duration] = None,
     output: str = "emitted",
 ) -> "DataFrame":
+    """Runs ``df`` through ``spec`` once per key and batch, like Spark's
+    ``flatMapGroupsWithState``.
+
+    Each batch, the spec's state function is called once for every key with records in it,
+    then for every key timing out. It sees the key columns, the key's state (``S.*``) and any
+    Spark aggregate over the key's records of the batch (``F.count("*")``, ``F.sum("v")``,
+    ``F.collect_list("v")``...; a Python function's ``rows``: ``len(rows)``,
+    ``sum(r.v for r in rows)``...), computed before the state is touched, with partial
+    aggregation before the shuffle. ``emit`` may be a struct (one row) or an array of structs
+    (any number of rows).
+
+    :param df: the input, batch or streaming, of a Spark Connect session or of a classic one
+        (with the plugin jar and ``spark.sql.extensions`` set, see :mod:`mapwithstate.classic`).
+    :param key: the key column(s): names or Columns (an expression needs an alias).
+    :param spec: the :class:`StateSpec`; a non-key column outside an aggregate is an error, as
+        in ``groupBy().agg()``.
+    :param batch_time: batch input only: a TIMESTAMP column; the input is replayed as a sequence
+        of batches in ascending batch time. Without it the whole input is one batch.
+    :param batch_interval: with ``batch_time``: every step of this duration from the first to
+        the last batch time is a batch, empty ones included, so timeouts fire as they would live.
+    :param output: ``"emitted"`` or ``"snapshots"`` (every key's state after each batch).
+
+    >>> from pyspark.sql import functions as F
+    >>> import mapwithstate as mws
+    >>> from mapwithstate import StateSpec, map_groups_with_state, functions as S
+    >>> spark = mws.local_session()  # doctest: +SKIP
+    >>> df = spark.createDataFrame([("a", 1), ("a", 2), ("b", 5)], "k STRING, v BIGINT")
+    ... # doctest: +SKIP
+    >>> spec = StateSpec.function("total BIGINT",
+    ...     update=F.struct((F.coalesce(S.state("total"), F.lit(0)) + F.sum("v")).alias("total")),
+    ...     emit=F.struct(F.col("k"), S.new_state("total").alias("total")))
+    >>> map_groups_with_state(df, key="k", spec=spec).show()  # doctest: +SKIP
+    """
     return _request.run(
         df,
         groups=True,
