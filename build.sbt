@@ -65,6 +65,13 @@ lazy val plugin = (project in file("jvm"))
     name := "mapwithstate",
     Compile / unmanagedJars ++= sparkJars.value,
     Compile / sourceGenerators += protoJavaSources.taskValue,
+    // The plugin's version, for what a checkpoint records about the code that wrote it
+    // (io.mapwithstate.PluginVersion): generated from the one version above.
+    Compile / resourceGenerators += Def.task {
+      val file = (Compile / resourceManaged).value / "io" / "mapwithstate" / "version.properties"
+      IO.write(file, s"version=${version.value}\n")
+      Seq(file)
+    }.taskValue,
     libraryDependencies ++= Seq(
       "org.scalatest" %% "scalatest" % "3.2.19" % Test),
     Test / fork := true,

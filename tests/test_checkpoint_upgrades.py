@@ -14,7 +14,11 @@ import shutil
 
 import pytest
 
+import mapwithstate as mws
+from mapwithstate import map_with_state
 from checkpoint_fixtures import FIXTURES, continue_query, load_queries, releases
+from specs import running_count
+from streams import Stream
 
 CASES = [(release, name) for release in releases()
          for name in sorted(load_queries(release).QUERIES)]
@@ -40,3 +44,42 @@ def test_a_release_checkpoint_continues_exactly(spark, tmp_path, release, name):
     for run, (got, want) in enumerate(zip(actual["outputs"], expected["outputs"], strict=True)):
         assert got == want, f"run {run} of part 2 after {release}'s checkpoint"
     assert actual["state"] == expected["state"]
+
+
+def operator_metadata(checkpoint):
+    """The ``_mapwithstate`` properties of the checkpoint's one operator."""
+    path = os.path.join(checkpoint, "state", "1000", "_mapwithstate")
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    return path, dict(line.split("=", 1) for line in lines)
+
+
+def test_a_checkpoint_records_the_plugin_and_format_versions_it_was_written_with(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    _, recorded = operator_metadata(stream.checkpoint)
+    assert recorded["pluginVersion"] == mws.__version__
+    assert recorded["formatVersion"] == "1"
+    assert recorded["stateFileVersion"] == "2"
+
+
+@pytest.mark.parametrize("key", ["formatVersion", "stateFileVersion"])
+def test_a_checkpoint_of_a_newer_format_is_refused_naming_both_versions(spark, tmp_path, key):
+    stream = Stream(str(tmp_path))
+    stream.add("a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    path, recorded = operator_metadata(stream.checkpoint)
+    recorded.update({"pluginVersion": "9.9.9", key: "99"})
+    with open(path, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in recorded.items()))
+    stream.add("b")
+    with pytest.raises(Exception) as restart:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    with pytest.raises(Exception) as read:
+        mws.read_state(spark, stream.checkpoint).collect()
+    for failure in (restart, read):
+        message = str(failure.value)
+        assert "MAPWITHSTATE_CHECKPOINT_TOO_NEW" in message, message
+        assert "mapwithstate 9.9.9" in message and f"{key} 99" in message, message
+        assert f"this is mapwithstate {mws.__version__}" in message, message

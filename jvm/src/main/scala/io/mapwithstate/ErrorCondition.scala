@@ -158,6 +158,9 @@ object ErrorCondition {
       "the checkpoint's state cannot be read: it cannot be opened, its layout or schema " +
         "file is damaged, or its files are another backend's")
 
+  case object CheckpointTooNew extends ErrorCondition("MAPWITHSTATE_CHECKPOINT_TOO_NEW", "XXKST",
+      "the checkpoint was written by a newer mapwithstate, in a format this one cannot read")
+
   /** Every condition, in the order of the documentation's table. */
   val all: Seq[ErrorCondition] = Seq(InvalidArgument, ConflictingArguments, InvalidStateSchema,
     AnalysisFailed, ReservedColumnName, DuplicateColumn, TypeMismatch, NewStateBeforeUpdate,
@@ -167,5 +170,5 @@ object ErrorCondition {
     UnsupportedOutputMode, GlobalWatermarkLimit, StateSchemaChanged, BackendChanged,
     TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, PartitionStateTooLarge,
     LimitExceeded, InvalidConf, MalformedRequest, NotACheckpoint, AmbiguousOperator,
-    BatchUnavailable, CheckpointUnreadable)
+    BatchUnavailable, CheckpointUnreadable, CheckpointTooNew)
 }

@@ -4,7 +4,7 @@ import java.io.{InputStreamReader, OutputStreamWriter}
 import java.nio.charset.StandardCharsets.UTF_8
 import java.util.Properties
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateException, PluginVersion}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, LocalFileSystem, Path}
 
@@ -18,7 +18,12 @@ import org.apache.hadoop.fs.{FileSystem, LocalFileSystem, Path}
  *  - `timeSlot`: what the one time the state map keeps per key means — `updated` (the batch
  *    time of its last update, which the idle timeout is measured from) or `timer` (its pending
  *    `timeout_at` timer) — so that a reader of the files can tell `last_updated` from
- *    `timeout_at`.
+ *    `timeout_at`;
+ *  - `pluginVersion`, `formatVersion` and `stateFileVersion`: the plugin that wrote it, the
+ *    version of this layout ([[FormatVersion]]) and of the state files' encoding
+ *    ([[StateMapSerde.FormatVersion]]). A checkpoint of a newer format than this code knows is
+ *    refused, on restart and by the reader, naming both plugins' versions — rather than read
+ *    wrong. A file without them predates them: format 1, state files of version 2 or older.
  *
  * A checkpoint with partition state but no record predates it: heap state with update times.
  */
@@ -28,6 +33,12 @@ object OperatorMetadata {
   val TimeSlotKey = "timeSlot"
   val UpdateTimes = "updated"
   val Timers = "timer"
+  val PluginVersionKey = "pluginVersion"
+  val FormatVersionKey = "formatVersion"
+  val StateFileVersionKey = "stateFileVersion"
+
+  /** The version of the checkpoint's layout and of this file that this code writes and reads. */
+  val FormatVersion: Int = 1
 
   /**
    * On a query's (re)start, on the driver: records `backend` and `timeSlot` for the state in
@@ -37,7 +48,9 @@ object OperatorMetadata {
       hadoopConf: Configuration): Unit = {
     val fs = fileSystem(operatorDir, hadoopConf)
     val file = new Path(operatorDir, FileName)
-    val recorded = read(fs, file).map(_.getProperty(BackendKey, StateBackend.MemoryName))
+    val metadata = read(fs, file)
+    metadata.foreach(checkVersions(operatorDir, _))
+    val recorded = metadata.map(_.getProperty(BackendKey, StateBackend.MemoryName))
       .orElse {
         val hasState = fs.exists(operatorDir) && fs.listStatus(operatorDir)
           .exists(s => s.isDirectory && s.getPath.getName.forall(_.isDigit))
@@ -45,7 +58,7 @@ object OperatorMetadata {
       }
     recorded match {
       case Some(`backend`) =>
-      case Some(other) => throw MapWithStateException(io.mapwithstate.ErrorCondition.BackendChanged,
+      case Some(other) => throw MapWithStateException(ErrorCondition.BackendChanged,
           s"map_with_state: this query's checkpoint ($operatorDir) holds state of the '$other' " +
             s"backend, but the StateSpec asks for backend '$backend'; a restarted query cannot " +
             s"switch backends: keep backend('$other'), or start the query on a new checkpoint")
@@ -55,6 +68,9 @@ object OperatorMetadata {
       val properties = new Properties()
       properties.setProperty(BackendKey, backend)
       properties.setProperty(TimeSlotKey, timeSlot)
+      properties.setProperty(PluginVersionKey, PluginVersion.current)
+      properties.setProperty(FormatVersionKey, FormatVersion.toString)
+      properties.setProperty(StateFileVersionKey, StateMapSerde.FormatVersion.toString)
       fs.mkdirs(operatorDir)
       val out = new OutputStreamWriter(fs.create(file, false), UTF_8)
       try properties.store(out, "map_with_state operator metadata")
@@ -62,11 +78,40 @@ object OperatorMetadata {
     }
   }
 
-  /** The recorded meaning of the per-key time: [[UpdateTimes]] unless recorded otherwise. */
+  /**
+   * For a reader of the state in `operatorDir`: the recorded meaning of the per-key time,
+   * [[UpdateTimes]] unless recorded otherwise; refuses a checkpoint of a newer format.
+   */
   def timeSlot(operatorDir: Path, hadoopConf: Configuration): String = {
     val fs = fileSystem(operatorDir, hadoopConf)
-    read(fs, new Path(operatorDir, FileName))
-      .map(_.getProperty(TimeSlotKey, UpdateTimes)).getOrElse(UpdateTimes)
+    read(fs, new Path(operatorDir, FileName)).map { metadata =>
+      checkVersions(operatorDir, metadata)
+      metadata.getProperty(TimeSlotKey, UpdateTimes)
+    }.getOrElse(UpdateTimes)
+  }
+
+  /** Refuses the checkpoint `metadata` describes when it is of a format this code cannot read. */
+  private def checkVersions(operatorDir: Path, metadata: Properties): Unit = {
+    def version(key: String): Int = {
+      val text = metadata.getProperty(key, "1").trim
+      text.toIntOption.getOrElse(throw MapWithStateException(
+          ErrorCondition.CheckpointUnreadable,
+          s"map_with_state: the operator metadata of $operatorDir has $key=$text, not a number"))
+    }
+    val newer = Seq(
+      (FormatVersionKey, version(FormatVersionKey), FormatVersion),
+      (StateFileVersionKey, version(StateFileVersionKey), StateMapSerde.FormatVersion))
+      .filter { case (_, recorded, known) => recorded > known }
+    if (newer.nonEmpty) {
+      val writer = metadata.getProperty(PluginVersionKey, "an unknown version")
+      val formats = newer.map { case (key, recorded, known) =>
+        s"$key $recorded (this plugin knows up to $known)"
+      }.mkString(", ")
+      throw MapWithStateException(ErrorCondition.CheckpointTooNew,
+        s"map_with_state: the state in $operatorDir was written by mapwithstate $writer with " +
+          s"$formats; this is mapwithstate ${PluginVersion.current}, which cannot read it. Run " +
+          s"the query, or read its state, with mapwithstate $writer or later")
+    }
   }
 
   private def read(fs: FileSystem, file: Path): Option[Properties] = {
