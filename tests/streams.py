@@ -30,13 +30,14 @@ class Stream:
 
     def add(self, *words):
         """Adds one file: one micro-batch of these words."""
-        self._add_records({"word": w} for w in words)
+        self.add_records({"word": w} for w in words)
 
     def add_events(self, *events):
         """Adds one file: one micro-batch of these (word, event time in seconds) records."""
-        self._add_records({"word": w, "e": e} for w, e in events)
+        self.add_records({"word": w, "e": e} for w, e in events)
 
-    def _add_records(self, records):
+    def add_records(self, records):
+        """Adds one file of these records (dicts, one JSON line each)."""
         path = os.path.join(self.input, f"part-{self._files:05d}.json")
         with open(path + ".tmp", "w") as f:
             for r in records:

@@ -74,7 +74,13 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
     )
     if request.groups:
         jdf = api.mapGroupsWithState(
-            df._jdf, keys, spec, batch_time, request.batch_interval, request.output
+            df._jdf,
+            keys,
+            spec,
+            batch_time,
+            request.batch_interval,
+            request.output,
+            seq(request.order_by, "order_by"),
         )
     else:
         jdf = api.mapWithState(

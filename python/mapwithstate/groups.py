@@ -20,6 +20,7 @@ def map_groups_with_state(
     *,
     batch_time: Optional[ColumnOrName] = None,
     batch_interval: Optional[Duration] = None,
+    order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
 ) -> "DataFrame":
     """Runs ``df`` through ``spec`` once per key and batch, like Spark's
@@ -42,6 +43,9 @@ def map_groups_with_state(
         of batches in ascending batch time. Without it the whole input is one batch.
     :param batch_interval: with ``batch_time``: every step of this duration from the first to
         the last batch time is a batch, empty ones included, so timeouts fire as they would live.
+    :param order_by: the order in which order-sensitive aggregates (``collect_list``,
+        ``first``, ``last``) read a key's records of a batch or micro-batch, ties in arrival
+        order; without it they read them in no promised order.
     :param output: ``"emitted"`` or ``"snapshots"`` (every key's state after each batch).
 
     >>> from pyspark.sql import functions as F
@@ -54,6 +58,10 @@ def map_groups_with_state(
     ...     update=F.struct((F.coalesce(S.state("total"), F.lit(0)) + F.sum("v")).alias("total")),
     ...     emit=F.struct(F.col("k"), S.new_state("total").alias("total")))
     >>> map_groups_with_state(df, key="k", spec=spec).show()  # doctest: +SKIP
+    >>> in_order = StateSpec.function("n BIGINT",
+    ...     update=F.struct(F.count("*").alias("n")),
+    ...     emit=F.struct(F.col("k"), F.collect_list("v").alias("vs")))
+    >>> map_groups_with_state(df, "k", in_order, order_by="v").show()  # doctest: +SKIP
     """
     return _request.run(
         df,
@@ -62,5 +70,6 @@ def map_groups_with_state(
         spec=spec,
         batch_time=batch_time,
         batch_interval=batch_interval,
+        order_by=order_by,
         output=output,
     )

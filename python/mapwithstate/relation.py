@@ -41,7 +41,9 @@ def map_with_state(
     :param batch_interval: with ``batch_time``: every step of this duration (``"10 seconds"``
         or a ``timedelta``) from the first to the last batch time is a batch, empty ones
         included, so timeouts fire as they would live.
-    :param order_by: the order of a key's records within a batch.
+    :param order_by: the order of a key's records within a batch, or within a micro-batch of
+        a stream (sorted within each state partition, ties in arrival order); without it a
+        stream's records come in arrival order.
     :param output: ``"emitted"`` or ``"snapshots"``.
 
     >>> from pyspark.sql import functions as F

@@ -26,7 +26,7 @@ object ErrorCondition {
   case object ConflictingArguments extends ErrorCondition("MAPWITHSTATE_CONFLICTING_ARGUMENTS",
       "42613",
       "arguments exclude or need each other (timeout with timeout_at, batch_interval " +
-        "without batch_time, batch arguments or order_by over a stream, ...)")
+        "without batch_time, batch arguments over a stream, ...)")
 
   case object InvalidStateSchema extends ErrorCondition("MAPWITHSTATE_INVALID_STATE_SCHEMA",
       "42601", "the state schema does not parse, is not a struct, is empty or names a field twice")

@@ -54,8 +54,9 @@ object MapWithState {
    * Spark's `mapGroupsWithState` / `flatMapGroupsWithState` over `df`: the spec is called once
    * per key per batch, and its Columns may use aggregates over the key's records of the batch
    * (`count(lit(1))`, `sum(col("v"))`, any Spark aggregate); `emit` may be an array of structs
-   * (many rows per call). Arguments as [[mapWithState]]'s, without values and orderBy: the whole
-   * group is in scope.
+   * (many rows per call). Arguments as [[mapWithState]]'s, without values: the whole group is
+   * in scope; `orderBy` is the order in which order-sensitive aggregates (`collect_list`,
+   * `first`, `last`) read a key's records of a batch.
    */
   def mapGroupsWithState(
       df: DataFrame,
@@ -63,19 +64,21 @@ object MapWithState {
       spec: StateSpec,
       batchTime: Column = null,
       batchInterval: String = null,
-      output: String = "emitted"): DataFrame =
-    run(df, keys, spec, Nil, batchTime, batchInterval, Nil, output, groups = true)
+      output: String = "emitted",
+      orderBy: Seq[Column] = Nil): DataFrame =
+    run(df, keys, spec, Nil, batchTime, batchInterval, orderBy, output, groups = true)
 
-  /** Java: [[mapGroupsWithState]] with every argument (null where not wanted). */
+  /** Java: [[mapGroupsWithState]] with every argument (null or an empty list where not wanted). */
   def mapGroupsWithState(
       df: DataFrame,
       keys: java.util.List[Column],
       spec: StateSpec,
       batchTime: Column,
       batchInterval: String,
-      output: String): DataFrame =
+      output: String,
+      orderBy: java.util.List[Column]): DataFrame =
     mapGroupsWithState(df, javaList(keys, "keys"), spec, batchTime, batchInterval,
-      Option(output).getOrElse("emitted"))
+      Option(output).getOrElse("emitted"), javaList(orderBy, "orderBy"))
 
   private def run(
       df: DataFrame,

@@ -1,11 +1,11 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{FunctionKind, MapWithState}
-import org.apache.spark.sql.catalyst.expressions.Alias
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, NamedExpression, SortOrder}
 import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, Max}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
-import org.apache.spark.sql.execution.SparkPlan
-import org.apache.spark.sql.execution.aggregate.AggUtils
+import org.apache.spark.sql.execution.{SortExec, SparkPlan}
+import org.apache.spark.sql.execution.aggregate.{AggUtils, SortAggregateExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 
 /**
@@ -21,7 +21,8 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  * store of its own, while here each micro-batch's aggregates start from nothing.
  *
  * The shuffle is by the keys alone (not the batch time) into the stateful operator's
- * partitions, so it is the one shuffle the operator needs too.
+ * partitions, so it is the one shuffle the operator needs too. With `order_by` there is no
+ * partial aggregation: see [[inOrder]].
  *
  * With an event-time column, the aggregated row also has the key's largest event time of the
  * batch, under the event-time column's own name and id: all a batch replay needs to compute
@@ -53,10 +54,47 @@ object GroupAggregation {
       Alias(agg.resultAttribute, v.name)(exprId = v.exprId)
     }
     val input = lateRows.fold(child)(_(child))
-    val Seq(finalAggregate) =
-      AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, input)
-    val Seq(partialAggregate) = finalAggregate.children
-    finalAggregate.withNewChildren(Seq(
-        ShuffleExchangeExec(HashPartitioning(m.keys, numPartitions), partialAggregate)))
+    val partitioning = HashPartitioning(m.keys, numPartitions)
+    if (group.orderBy.isEmpty) {
+      val Seq(finalAggregate) =
+        AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, input)
+      val Seq(partialAggregate) = finalAggregate.children
+      finalAggregate.withNewChildren(Seq(ShuffleExchangeExec(partitioning, partialAggregate)))
+    } else {
+      inOrder(grouping, aggregates, results, group.orderBy, input, partitioning)
+    }
+  }
+
+  /**
+   * The aggregation when the function gives `order_by`: order-sensitive aggregates
+   * (`collect_list`, `first`, `last`) must read a key's records in that order, which partial
+   * aggregates merged in shuffle order would not keep. So the records themselves are shuffled,
+   * sorted within each partition by the grouping, then `order_by`, then arrival
+   * ([[WithinBatchOrder]]), and aggregated in one pass (Spark's sort aggregation, which reads
+   * each group's rows in the order they come).
+   */
+  private def inOrder(
+      grouping: Seq[NamedExpression],
+      aggregates: Seq[AggregateExpression],
+      results: Seq[NamedExpression],
+      orderBy: Seq[SortOrder],
+      input: SparkPlan,
+      partitioning: HashPartitioning): SparkPlan = {
+    val (numbered, arrival) = WithinBatchOrder.numbered(input)
+    val sorted = SortExec(
+      grouping.map(g => SortOrder(g.toAttribute, Ascending)) ++
+        WithinBatchOrder.of(orderBy, arrival),
+      global = false, ShuffleExchangeExec(partitioning, numbered))
+    val complete = aggregates.map(_.copy(mode = Complete))
+    SortAggregateExec(
+      requiredChildDistributionExpressions = Some(partitioning.expressions),
+      isStreaming = false,
+      numShufflePartitions = None,
+      groupingExpressions = grouping,
+      aggregateExpressions = complete,
+      aggregateAttributes = complete.map(_.resultAttribute),
+      initialInputBufferOffset = 0,
+      resultExpressions = results,
+      child = sorted)
   }
 }

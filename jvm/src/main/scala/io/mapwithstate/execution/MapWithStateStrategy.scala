@@ -14,7 +14,8 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * rule needs it during planning, so it is filled in here), under the operator id of the node's
  * number in its query (see [[io.mapwithstate.plan.NumberStateOperators]]). Either operator gets
  * the node's [[FunctionKind]] as it is; a group function's aggregation step
- * ([[GroupAggregation]]) is planned below it.
+ * ([[GroupAggregation]]) is planned below it. Over a stream, a per-record function's
+ * `order_by` becomes the order the operator requires of its input ([[WithinBatchOrder]]).
  */
 object MapWithStateStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
@@ -27,13 +28,21 @@ object MapWithStateStrategy extends SparkStrategy {
       val partitions = batch.map(_.stateInfo.numPartitions)
         .getOrElse(SparkSession.active.sessionState.conf.numShufflePartitions)
       val watermarkMs = batch.map(_.batchWatermarkMs).getOrElse(0L)
-      val (records, lateRows) =
-        input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
+      val (input, lateRows) =
+        this.input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
+      // A per-record function's order_by is the order its operator asks of its input, which
+      // Spark then sorts within each state partition (a group function's aggregation sorts).
+      val (records, withinBatchOrder) = m.kind match {
+        case FunctionKind.PerRecord(_, orderBy) if orderBy.nonEmpty =>
+          val (numbered, arrival) = WithinBatchOrder.numbered(input)
+          (numbered, WithinBatchOrder.of(orderBy, arrival))
+        case _ => (input, Nil)
+      }
       MapWithStateStreamExec(m.keys, m.kind, m.function, m.options, m.output,
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
         batch.exists(_.terminatingTrigger), records,
         m.initialState.filter(_ => firstBatch).map(planLater), m.eventTime, watermarkMs,
-        lateRows) :: Nil
+        lateRows, withinBatchOrder) :: Nil
     case m: MapWithState =>
       // Without batch_time a replay is one batch, which has no watermark: nothing is late.
       val watermark = for (bt <- m.batchTime; delay <- m.options.watermarkDelayMs)

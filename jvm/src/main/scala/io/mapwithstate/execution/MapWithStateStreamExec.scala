@@ -13,7 +13,7 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.Attribute
+import org.apache.spark.sql.catalyst.expressions.{Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.physical.{
   Distribution,
   Partitioning,
@@ -52,6 +52,9 @@ import org.apache.spark.sql.types.StructType
  * batch n of the policy), then with snapshot output the whole state. The store is committed
  * when the partition's output is exhausted; Spark aborts it if the task fails.
  *
+ * With `order_by`, each partition's records arrive sorted by it ([[WithinBatchOrder]]); the
+ * reordering by key for a sorted store keeps each key's order.
+ *
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.operatorId]] and `StreamingQueryGlue`); `initialState` is planned
  * only for a query's first batch.
@@ -75,7 +78,8 @@ case class MapWithStateStreamExec(
     @transient initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
     batchWatermarkMs: Long = 0L,
-    lateRowsMetric: Option[SQLMetric] = None)
+    lateRowsMetric: Option[SQLMetric] = None,
+    withinBatchOrder: Seq[SortOrder] = Nil)
   extends MapWithStateExecBase with StateStoreWriter {
 
   /**
@@ -110,6 +114,14 @@ case class MapWithStateStreamExec(
     }
     clustered(keys) +: initialState.toSeq.map(s => clustered(s.output.take(keys.size)))
   }
+
+  /**
+   * A per-record function's `order_by` with its arrival tiebreaker ([[WithinBatchOrder]]),
+   * which Spark sorts each state partition's records by (after the shuffle, if one is needed);
+   * none without `order_by`, so there is no sort.
+   */
+  override def requiredChildOrdering: Seq[Seq[SortOrder]] =
+    withinBatchOrder +: initialState.toSeq.map(_ => Nil)
 
   /**
    * The state partitions each task serves ([[StateTaskGroups]]), decided once on the driver:

@@ -52,7 +52,7 @@ object FunctionKind {
 
   /**
    * A function called once per record: `values` are columns of the node's child, and a key's
-   * records of one batch run in `orderBy` order (batch input only).
+   * records of one batch run in `orderBy` order (of a replay's batch, or of a micro-batch).
    */
   case class PerRecord(values: Seq[Attribute], orderBy: Seq[SortOrder]) extends FunctionKind {
     override def producedAttributes: AttributeSet = AttributeSet.empty
@@ -83,19 +83,27 @@ object FunctionKind {
    *                   empty — as one row in the order of `values`: what a call for a key
    *                   without records in the batch (timing out, or only in the initial state)
    *                   sees, as there is nothing to aggregate
+   * @param orderBy    the order of a key's records of one batch as the aggregates read them
+   *                   (what `collect_list`, `first` or `last` give depends on it), over columns
+   *                   of the node's child; none: the order the aggregation reads them in
    */
   case class PerGroup(
       aggregates: GroupAggregates,
       inputs: Seq[Attribute],
       values: Seq[Attribute],
-      emptyInput: UnsafeRow) extends FunctionKind {
+      emptyInput: UnsafeRow,
+      orderBy: Seq[SortOrder] = Nil) extends FunctionKind {
 
     override def producedAttributes: AttributeSet = AttributeSet(values)
     override def functionName: String = "map_groups_with_state"
-    override def children: Seq[Expression] = inputs
+    override def children: Seq[Expression] = inputs ++ orderBy
 
     override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression])
-        : PerGroup = copy(inputs = newChildren.map(_.asInstanceOf[Attribute]))
+        : PerGroup = {
+      val (newInputs, newOrderBy) = newChildren.splitAt(inputs.size)
+      copy(inputs = newInputs.map(_.asInstanceOf[Attribute]),
+        orderBy = newOrderBy.map(_.asInstanceOf[SortOrder]))
+    }
 
     /** The aggregates over the current attributes of the node's child. */
     def boundAggregates: Seq[AggregateExpression] = {

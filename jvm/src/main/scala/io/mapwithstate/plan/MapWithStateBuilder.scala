@@ -95,7 +95,7 @@ class MapWithStateBuilder(session: SparkSession) {
       val narrowed = withoutValuesExcept(read, child, valueAttrs, eventTimeAttr)
       val inputs = read.toSeq
       val kind = FunctionKind.PerGroup(GroupAggregates(aggregates.map(_.child), inputs),
-        aggregates.map(_.toAttribute))
+        aggregates.map(_.toAttribute)).copy(orderBy = orderByAttrs)
       MapWithState(keyAttrs, kind, batchTimeAttr, function, options, output, narrowed,
         initialState, eventTimeAttr)
     } else {
@@ -204,10 +204,10 @@ class MapWithStateBuilder(session: SparkSession) {
       : (Seq[NamedExpression], Seq[NamedExpression]) = {
     if (request.keys.isEmpty) throw MapWithStateException(ErrorCondition.InvalidArgument,
       "key: at least one key column is needed")
-    if (request.groups && (request.values.nonEmpty || request.orderBy.nonEmpty)) {
+    if (request.groups && request.values.nonEmpty) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
-        "map_groups_with_state takes no value or order_by columns: its state function sees " +
-          "all of a key's records of the batch at once, through aggregates over any column")
+        "map_groups_with_state takes no value columns: its state function sees all of a " +
+          "key's records of the batch at once, through aggregates over any column")
     }
     val keys = project(request.keys.map(named), input, "key")
     val valueColumns =
@@ -229,13 +229,6 @@ class MapWithStateBuilder(session: SparkSession) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
           "are its micro-batches")
-    }
-    if (input.isStreaming && request.orderBy.nonEmpty) {
-      // A micro-batch's records reach the operator in whatever order the shuffle gives; sorting
-      // them would need the sort Spark refuses on streams, so order_by is refused, not ignored.
-      throw MapWithStateException(ErrorCondition.ConflictingArguments,
-        "order_by is for batch DataFrames: records of a stream are processed in arrival order " +
-          "within each micro-batch; leave order_by out")
     }
     request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
       .foreach { n =>

@@ -1,15 +1,21 @@
 package io.mapwithstate.connect
 
 import io.mapwithstate.{LocalSpark, MapWithStateException}
-import io.mapwithstate.execution.{LateRowFilterExec, MapWithStateExec, MapWithStateExecBase}
+import io.mapwithstate.execution.{
+  LateRowFilterExec,
+  MapWithStateExec,
+  MapWithStateExecBase,
+  WithinBatchOrder
+}
 import io.mapwithstate.plan.{FunctionKind, MapWithState, MapWithStateBuilder, StateFunctionInput}
 import io.mapwithstate.proto
 import org.apache.spark.connect.proto.{Expression, Relation, SQL, WithWatermark}
-import org.apache.spark.sql.catalyst.expressions.{Attribute, NamedExpression}
+import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, Descending, NamedExpression}
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner
 import org.apache.spark.sql.connect.service.SessionHolder
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
-import org.apache.spark.sql.execution.aggregate.BaseAggregateExec
+import org.apache.spark.sql.execution.SortExec
+import org.apache.spark.sql.execution.aggregate.{BaseAggregateExec, SortAggregateExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -81,14 +87,35 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
     assert(rows === Seq(("a", 2L, 4L), ("b", 1L, 2L)))
   }
 
+  test("with order_by: the records shuffled once, sorted by key then order_by, one aggregation") {
+    // 'a' has x (v 1) and z (v 3): in order_by's descending v, z then x.
+    val message = counts("named_struct('word', word, 'vs', concat_ws(',', collect_list(s)), " +
+      "'f', first(s))").addOrderBy(Expression.SortOrder.newBuilder().setChild(expr("v"))
+        .setDirection(Expression.SortOrder.SortDirection.SORT_DIRECTION_DESCENDING))
+    val p = plan(message)
+    val qe = spark.sessionState.executePlan(p)
+    val executed = qe.executedPlan
+    val aggregates = collect(executed) { case a: BaseAggregateExec => a }
+    assert(aggregates.size === 1 && aggregates.head.isInstanceOf[SortAggregateExec])
+    assert(collect(executed) { case s: ShuffleExchangeExec => s }.size === 1)
+    val sorts = collect(aggregates.head) { case s: SortExec => s }
+    assert(sorts.size === 1 && !sorts.head.global)
+    assert(sorts.head.sortOrder.map(o => (o.child.references.head.name, o.direction)) === Seq(
+      ("word", Ascending), (s"${MapWithStateBuilder.OrderColumnPrefix}0", Descending),
+      (WithinBatchOrder.ArrivalColumn, Ascending)))
+    val rows = executed.executeCollect().map(r =>
+      (r.getUTF8String(0).toString, r.getUTF8String(1).toString, r.getUTF8String(2).toString))
+    assert(rows.sorted.toSeq === Seq(("a", "z,x", "z"), ("b", "y", "y")))
+  }
+
   test("the aggregates' input columns follow Spark's attribute rewrites; the results do not") {
     val p = plan(counts())
-    val FunctionKind.PerGroup(_, Seq(v), values, _) = p.kind
+    val FunctionKind.PerGroup(_, Seq(v), values, _, _) = p.kind
     val renamed = v.withExprId(NamedExpression.newExprId)
     val rewritten = p.transformExpressions {
       case a: Attribute if a.exprId == v.exprId => renamed
     }
-    val group @ FunctionKind.PerGroup(_, inputs, sameValues, _) = rewritten.kind
+    val group @ FunctionKind.PerGroup(_, inputs, sameValues, _, _) = rewritten.kind
     assert(inputs === Seq(renamed) && sameValues === values)
     assert(group.boundAggregates.flatMap(_.references).map(_.exprId) === Seq(renamed.exprId))
     assert(rewritten.references.contains(renamed) && !rewritten.references.contains(v))
@@ -109,7 +136,7 @@ class GroupFunctionPlannerSuite extends AnyFunSuite with LocalSpark with Adaptiv
     assert(error(counts(s"named_struct('n', sum($state.n))")).contains(
         s"reads '$state'"))
     assert(error(counts("count(*)")).contains("emit must be a struct"))
-    assert(error(counts().addValues(expr("v"))).contains("takes no value or order_by"))
+    assert(error(counts().addValues(expr("v"))).contains("takes no value columns"))
   }
 
   test("with event-time timers, late rows are dropped below the partial aggregation") {

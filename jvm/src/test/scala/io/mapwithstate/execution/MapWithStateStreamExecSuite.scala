@@ -4,9 +4,12 @@ import scala.jdk.CollectionConverters._
 
 import io.mapwithstate.{LocalSpark, MapWithState, StateSpec, TempDirs}
 import io.mapwithstate.functions._
+import io.mapwithstate.plan.MapWithStateBuilder
 import io.mapwithstate.state.DeferredCloses
 import org.apache.spark.SparkEnv
 import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.execution.{ProjectExec, SortExec}
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.sql.execution.streaming.runtime.{
   MemoryStream,
   StreamExecution,
@@ -155,6 +158,55 @@ class MapWithStateStreamExecSuite extends AnyFunSuite with LocalSpark with TempD
       // Two tasks (local[2]) of four partitions each: at most one instance per task.
       val compiled = CompiledStateFunctionPool.compilations - before
       assert(compiled >= 1 && compiled <= 2, s"$compiled instances compiled")
+    }
+  }
+
+  test("over a stream, order_by is a sort within each state partition, after the one shuffle") {
+    withDir { dir =>
+      implicit val sqlContext: org.apache.spark.sql.SQLContext = spark.sqlContext
+      val input = MemoryStream[String](Encoders.STRING, sqlContext)
+      val fields = split(col("value"), ",")
+      val records = input.toDF().select(fields.getItem(0).as("word"),
+        fields.getItem(1).cast("int").as("t"))
+      // Each record emits the t of the key's record before it: in order, always the one before.
+      val spec = StateSpec.function("last INT",
+        update = struct(col("t").as("last")),
+        emit = struct(col("word"), state("last").as("before"), col("t")))
+      val emitted = new java.util.concurrent.ConcurrentLinkedQueue[(String, Option[Int], Int)]()
+      val query = MapWithState.mapWithState(records, Seq(col("word")), spec,
+        orderBy = Seq(col("t")))
+        .writeStream.outputMode("append")
+        .option("checkpointLocation", new java.io.File(dir, "cp").getPath)
+        .foreachBatch { (batch: DataFrame, _: Long) =>
+          batch.collect().foreach(r =>
+            emitted.add((r.getString(0), Option(r.get(1)).map(_.asInstanceOf[Int]), r.getInt(2))))
+        }.start()
+      try {
+        input.addData("a,3", "b,2", "a,1", "a,2", "b,1")
+        query.processAllAvailable()
+        input.addData("a,5", "a,4")
+        query.processAllAvailable()
+        assert(emitted.asScala.toSeq.sortBy(r => (r._1, r._3)) === Seq(
+          ("a", None, 1), ("a", Some(1), 2), ("a", Some(2), 3), ("a", Some(3), 4),
+          ("a", Some(4), 5), ("b", None, 1), ("b", Some(1), 2)))
+        val plan = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution
+          .executedPlan
+        val operator = plan.collectFirst { case op: MapWithStateStreamExec => op }.get
+        val sorts = operator.child.collect { case s: SortExec => s }
+        assert(sorts.size === 1 && !sorts.head.global)
+        assert(sorts.head.sortOrder.map(_.child.references.head.name) ===
+          Seq(s"${MapWithStateBuilder.OrderColumnPrefix}0", WithinBatchOrder.ArrivalColumn))
+        // The sort is above the shuffle the state partitions need anyway, and adds none.
+        assert(sorts.head.collect { case e: ShuffleExchangeExec => e }.size === 1)
+        assert(plan.collect { case e: ShuffleExchangeExec => e }.size === 1)
+      } finally query.stop()
+
+      // Without order_by: neither sort nor arrival numbers.
+      val (_, unordered) = run(new java.io.File(dir, "unordered").getPath, Seq(Seq("a")))
+      val plain = unordered.lastExecution.executedPlan
+      assert(plain.collect { case s: SortExec => s }.isEmpty)
+      assert(!plain.collect { case p: ProjectExec => p }
+          .exists(_.output.exists(_.name == WithinBatchOrder.ArrivalColumn)))
     }
   }
 
