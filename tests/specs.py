@@ -68,3 +68,19 @@ def map_running_count():
         remove=group_count() == 3,
         emit=F.struct(F.col("word"),
                       F.coalesce(S.new_state("count").cast("string"), F.lit("-1")).alias("n")))
+
+
+def latest_event_spec() -> StateSpec:
+    """Event-time timers: the state is the key's latest event time, the timer 5 s after it;
+    emits (word, 1, watermark, batch time) per record, and (word, -1, ...) as its key times
+    out (its state then removed)."""
+    timing_out = S.is_timing_out()
+    latest = F.greatest(F.coalesce(S.state("latest"), F.col("event")), F.col("event"))
+    return StateSpec.function(
+        "latest TIMESTAMP",
+        update=F.when(~timing_out, F.struct(latest.alias("latest"))),
+        remove=timing_out,
+        emit=F.struct(F.col("word"), F.when(timing_out, F.lit(-1)).otherwise(F.lit(1)).alias("n"),
+                      S.watermark().alias("wm"), S.batch_time().alias("bt")),
+        timeout_at=F.when(~timing_out, S.new_state("latest") + F.expr("INTERVAL 5 SECONDS")),
+    ).timeout_domain("event_time")

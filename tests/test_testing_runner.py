@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 from mapwithstate.testing import Tester, replay
+from specs import latest_event_spec
 from streams import Stream, run_memory
 
 T0 = datetime(2026, 1, 1)
@@ -158,19 +159,6 @@ def test_a_data_call_keeping_a_passed_timer_fails_both_ways(spark):
 
 # --- event-time timers, per record, replayed and streamed ----------------------------------
 
-def event_spec():
-    timing_out = S.is_timing_out()
-    latest = F.greatest(F.coalesce(S.state("latest"), F.col("event")), F.col("event"))
-    return StateSpec.function(
-        "latest TIMESTAMP",
-        update=F.when(~timing_out, F.struct(latest.alias("latest"))),
-        remove=timing_out,
-        emit=F.struct(F.col("word"), F.when(timing_out, F.lit(-1)).otherwise(F.lit(1)).alias("n"),
-                      S.watermark().alias("wm"), S.batch_time().alias("bt")),
-        timeout_at=F.when(~timing_out, S.new_state("latest") + F.expr("INTERVAL 5 SECONDS")),
-    ).timeout_domain("event_time")
-
-
 def latest_event(word, event, state):
     if state.timing_out:
         state.remove()
@@ -185,17 +173,23 @@ EVENT_BATCHES = [[("a", 11), ("a", 13), ("a", 15)], [("a", 4)], [("a", 10), ("b"
                  [("a", 21)], [], [("b", 31)], [("c", 40)], [("d", 41), ("a", 5)]]
 
 
-def test_event_time_timers_watermarks_and_late_rows_in_a_replay(spark):
+def event_replays(spark, **until):
+    """EVENT_BATCHES replayed by the server and by the runner (``until`` passed to both)."""
     records = [{"word": w, "event": at(e), "bt": at(i)}
                for i, b in enumerate(EVENT_BATCHES) for w, e in b]
     df = spark.createDataFrame([(r["word"], r["event"], r["bt"]) for r in records],
                                "word STRING, event TIMESTAMP, bt TIMESTAMP") \
         .withWatermark("event", "10 seconds")
-    on_server = map_with_state(df, key="word", value="event", spec=event_spec(),
-                               batch_time="bt", batch_interval="1 second")
+    on_server = map_with_state(df, key="word", value="event", spec=latest_event_spec(),
+                               batch_time="bt", batch_interval="1 second", **until)
     ours = replay(latest_event, records, key="word", batch_time="bt", batch_interval="1 second",
                   state_schema="latest TIMESTAMP", timeout_domain="event_time",
-                  event_time="event", watermark_delay="10 seconds")
+                  event_time="event", watermark_delay="10 seconds", **until)
+    return on_server, ours
+
+
+def test_event_time_timers_watermarks_and_late_rows_in_a_replay(spark):
+    on_server, ours = event_replays(spark)
     assert runner_batches(ours) == server_batches(on_server)
     assert sum(b.late_rows for b in ours) == 2
     assert any(r["n"] == -1 for b in ours for r in b.emitted)
@@ -207,7 +201,7 @@ def test_event_time_timers_in_a_stream(spark, tmp_path):
         stream.add_events(*[(w, (at(e) - datetime(1970, 1, 1)) // timedelta(seconds=1))
                             for w, e in batch])
     df = stream.read_events(spark, delay="10 seconds")
-    result = map_with_state(df, key="word", value="event", spec=event_spec())
+    result = map_with_state(df, key="word", value="event", spec=latest_event_spec())
     run_memory(result, "runner_event_stream", stream.checkpoint)
     on_server = server_batches(spark.table("runner_event_stream"))
 
@@ -284,6 +278,66 @@ def test_a_group_function_calls_initial_keys_and_times_out(spark):
     assert runner_batches(ours) == server_batches(on_server)
 
 
+# --- until: the timeline goes on after the last record ------------------------------------
+
+@pytest.mark.parametrize("interval", [None, "1 second"])
+def test_until_closes_idle_keys_as_the_server_does(spark, interval):
+    records = [{"word": w, "v": v, "t": at(t)} for w, v, t in IDLE_RECORDS]
+    df = spark.createDataFrame([(r["word"], r["v"], r["t"]) for r in records],
+                               "word STRING, v INT, t TIMESTAMP")
+    spec = idle_count_spec().timeout("4 seconds").checkpoint_interval(3)
+    until = at(40)
+    ours = replay(idle_count, records, key="word", batch_time="t", batch_interval=interval,
+                  state_schema="n BIGINT", timeout="4 seconds", checkpoint_interval=3,
+                  until=until)
+    assert ours[-1].batch_time == until
+    for output, time_column in (("emitted", "bt"), ("snapshots", "batch_time")):
+        on_server = map_with_state(df, key="word", value="v", spec=spec, batch_time="t",
+                                   batch_interval=interval, until=until, output=output)
+        assert runner_batches(ours, output) == server_batches(on_server, time_column)
+    closed_after = [r for b in ours if b.batch_time > at(21) for r in b.emitted]
+    assert closed_after and all(r["n"] < 0 for r in closed_after)
+
+
+def test_until_fires_processing_time_timers_as_the_server_does(spark):
+    records = [{"word": w, "v": v, "t": at(t)} for w, v, t in TIMER_RECORDS]
+    df = spark.createDataFrame([(r["word"], r["v"], r["t"]) for r in records],
+                               "word STRING, v INT, t TIMESTAMP")
+    on_server = map_with_state(df, key="word", value="v", spec=timer_spec(), batch_time="t",
+                               batch_interval="1 second", until=at(30))
+    ours = replay(timers, records, key="word", batch_time="t", batch_interval="1 second",
+                  state_schema="n BIGINT", timeout_domain="processing_time", until=at(30))
+    assert runner_batches(ours) == server_batches(on_server)
+    assert any(b.emitted for b in ours if b.batch_time > at(20)), "no timer fires after 20 s"
+
+
+def test_until_moves_the_watermark_on_as_the_server_does(spark):
+    on_server, ours = event_replays(spark, until=at(60))
+    assert runner_batches(ours) == server_batches(on_server)
+    assert ours[-1].watermark == at(50) and ours[-1].emitted
+
+
+def test_until_runs_a_group_function_as_the_server_does(spark):
+    rows = [("a", 1, 0), ("a", 2, 0), ("b", 5, 0), ("a", 3, 2), ("c", 7, 4), ("b", 1, 9)]
+    records = [{"k": k, "v": v, "t": at(t)} for k, v, t in rows]
+    initial = [{"k": "z", "total": 50}]
+    df = spark.createDataFrame(rows, "k STRING, v BIGINT, t INT") \
+        .select("k", "v", (F.lit(T0).cast("long") + F.col("t")).cast("timestamp").alias("t"))
+    spec = group_spec(spark.createDataFrame([(r["k"], r["total"]) for r in initial],
+                                            "k STRING, total BIGINT"))
+    on_server = map_groups_with_state(df, key="k", spec=spec, batch_time="t", until=at(20))
+    ours = replay(group_totals, records, key="k", batch_time="t", state_schema="total BIGINT",
+                  timeout_domain="processing_time", initial_state=initial, until=at(20))
+    assert runner_batches(ours) == server_batches(on_server)
+    assert [r["k"] for r in ours[-1].emitted] == ["b"]  # b's timer (12 s), due by 20 s
+
+
+def test_the_runner_refuses_an_until_before_the_last_batch():
+    with pytest.raises(ValueError, match="is before the replay's last batch time"):
+        replay(idle_count, [{"word": "a", "v": 1, "t": at(5)}], key="word", batch_time="t",
+               state_schema="n BIGINT", until=at(4))
+
+
 # --- random cases, through the differential harness ----------------------------------------
 
 def column_function(name, function, spec, columns, state_schema, settings, **watermark):
@@ -298,7 +352,7 @@ RANDOM_FUNCTIONS = {
                                        "n BIGINT", {"timeout_domain": "processing_time"}),
                        {"v": st.integers(-3, 6)}),
     "latest_event": lambda: (column_function(
-        "latest_event", latest_event, event_spec(), {"event": "TIMESTAMP"},
+        "latest_event", latest_event, latest_event_spec(), {"event": "TIMESTAMP"},
         "latest TIMESTAMP", {"timeout_domain": "event_time"}, event_time="event",
         delay="10 seconds"), {"event": st.integers(0, 60).map(at)}),
 }

@@ -7,6 +7,7 @@ Both public functions hand their arguments to :func:`run`, which checks them onc
 Python-authored state function into Columns — belongs in :func:`run`, before the dispatch.
 """
 
+import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -19,10 +20,12 @@ from mapwithstate.spec import COLUMNS, Duration, StateSpec, duration_text
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["ColumnOrName", "ColumnsOrNames", "OUTPUTS", "Request", "run"]
+__all__ = ["ColumnOrName", "ColumnsOrNames", "OUTPUTS", "Request", "Until", "run"]
 
 ColumnOrName = Union[str, Column]
 ColumnsOrNames = Union[ColumnOrName, Sequence[ColumnOrName]]
+#: A replay's end: a datetime, or a string Spark casts to TIMESTAMP (``"2026-01-01 10:00:00"``).
+Until = Union[datetime.datetime, str]
 
 #: The output kinds a request may ask for.
 OUTPUTS = ("emitted", "snapshots")
@@ -41,6 +44,7 @@ class Request:
     batch_interval: Optional[str]
     order_by: List[ColumnOrName]
     output: str
+    until: Optional[Until] = None
 
     @property
     def function(self) -> str:
@@ -71,6 +75,7 @@ def run(
     batch_interval: Optional[Duration] = None,
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
+    until: Optional[Until] = None,
 ) -> "DataFrame":
     """The DataFrame of a ``map_with_state`` / ``map_groups_with_state`` call: the arguments
     are checked here, then the request is made through the session kind's serializer, which
@@ -79,6 +84,11 @@ def run(
         raise TypeError(f"spec must be a StateSpec, got {type(spec).__name__}")
     if output not in OUTPUTS:
         raise ValueError(f"output must be one of {sorted(OUTPUTS)}, got {output!r}")
+    if until is not None and not isinstance(until, (datetime.datetime, str)):
+        raise TypeError(
+            "until must be a datetime or a string Spark casts to TIMESTAMP "
+            f"('2026-01-01 10:00:00'), got {type(until).__name__}"
+        )
     # A Python-authored state function becomes Columns here, against df's schema.
     spec = compile_for(spec, df, key, value, groups=groups)
     request = Request(
@@ -92,6 +102,7 @@ def run(
         ),
         order_by=_names_or_columns(order_by, "order_by") if order_by is not None else [],
         output=output,
+        until=until,
     )
     if classic.is_classic_dataframe(df):
         return classic.dataframe(df, request)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.session import SparkSession
 
-    from mapwithstate._request import ColumnOrName, Request
+    from mapwithstate._request import ColumnOrName, Request, Until
     from mapwithstate.state_reader import ReadMessage
 
 __all__: List[str] = []
@@ -72,6 +72,7 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
         if request.batch_time is not None
         else None
     )
+    until = _java_until(jvm, request.until) if request.until is not None else None
     if request.groups:
         jdf = api.mapGroupsWithState(
             df._jdf,
@@ -81,6 +82,7 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
             request.batch_interval,
             request.output,
             seq(request.order_by, "order_by"),
+            until,
         )
     else:
         jdf = api.mapWithState(
@@ -92,8 +94,20 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
             request.batch_interval,
             seq(request.order_by, "order_by"),
             request.output,
+            until,
         )
     return DataFrame(jdf, session)
+
+
+def _java_until(jvm: JavaObject, until: "Until") -> JavaObject:
+    """The JVM literal of a replay's ``until``: a string as it is (the server casts it), a
+    datetime as the microseconds PySpark makes of it (a naive one in the local time zone)."""
+    from pyspark.sql.types import TimestampType
+
+    functions = jvm.org.apache.spark.sql.functions
+    if isinstance(until, str):
+        return functions.lit(until)
+    return functions.timestamp_micros(functions.lit(TimestampType().toInternal(until)))
 
 
 def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":

@@ -100,6 +100,11 @@ class MapWithStatePlan(LogicalPlan):
             message.order_by.append(order.sort_order)
         message.output = _OUTPUTS[request.output]
         message.groups = request.groups
+        if request.until is not None:
+            from pyspark.sql.connect import functions as F
+
+            until = cast("ConnectColumn", F.lit(request.until))
+            message.until.CopyFrom(until.to_plan(session))
 
         relation = self._create_proto_relation()
         relation.extension.Pack(message)

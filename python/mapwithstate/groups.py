@@ -4,7 +4,7 @@ DataFrame."""
 from typing import TYPE_CHECKING, Optional
 
 from mapwithstate import _request
-from mapwithstate._request import ColumnOrName, ColumnsOrNames
+from mapwithstate._request import ColumnOrName, ColumnsOrNames, Until
 from mapwithstate.spec import Duration, StateSpec
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ def map_groups_with_state(
     batch_interval: Optional[Duration] = None,
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
+    until: Optional[Until] = None,
 ) -> "DataFrame":
     """Runs ``df`` through ``spec`` once per key and batch, like Spark's
     ``flatMapGroupsWithState``.
@@ -47,6 +48,8 @@ def map_groups_with_state(
         ``first``, ``last``) read a key's records of a batch or micro-batch, ties in arrival
         order; without it they read them in no promised order.
     :param output: ``"emitted"`` or ``"snapshots"`` (every key's state after each batch).
+    :param until: with ``batch_time``: the replay goes on after its last record up to this
+        time, as :func:`map_with_state`'s ``until``.
 
     >>> from pyspark.sql import functions as F
     >>> import mapwithstate as mws
@@ -72,4 +75,5 @@ def map_groups_with_state(
         batch_interval=batch_interval,
         order_by=order_by,
         output=output,
+        until=until,
     )

@@ -4,7 +4,7 @@ DataFrame."""
 from typing import TYPE_CHECKING, Optional
 
 from mapwithstate import _request
-from mapwithstate._request import ColumnOrName, ColumnsOrNames
+from mapwithstate._request import ColumnOrName, ColumnsOrNames, Until
 from mapwithstate.spec import Duration, StateSpec
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ def map_with_state(
     batch_interval: Optional[Duration] = None,
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
+    until: Optional[Until] = None,
 ) -> "DataFrame":
     """Runs ``df`` through ``spec`` per key, like Spark's ``DStream.mapWithState``.
 
@@ -45,6 +46,12 @@ def map_with_state(
         a stream (sorted within each state partition, ties in arrival order); without it a
         stream's records come in arrival order.
     :param output: ``"emitted"`` or ``"snapshots"``.
+    :param until: with ``batch_time``: the replay goes on after its last record up to this
+        time (a ``datetime``, or a string Spark casts to TIMESTAMP), with an empty batch every
+        ``batch_interval`` and the last one at ``until`` (without ``batch_interval``, that one
+        batch), so idle timeouts and timers due by then fire as they would live; with an
+        event-time watermark, the batch at ``until`` has the watermark ``until`` minus the
+        delay. It may not be before the last batch time; streams take none.
 
     >>> from pyspark.sql import functions as F
     >>> import mapwithstate as mws
@@ -66,4 +73,5 @@ def map_with_state(
         batch_interval=batch_interval,
         order_by=order_by,
         output=output,
+        until=until,
     )

@@ -11,7 +11,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MapWithState(_message.Message):
-    __slots__ = ("input", "keys", "values", "spec", "batch_time", "batch_interval", "order_by", "output", "groups")
+    __slots__ = ("input", "keys", "values", "spec", "batch_time", "batch_interval", "order_by", "output", "groups", "until")
     class Output(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OUTPUT_UNSPECIFIED: _ClassVar[MapWithState.Output]
@@ -29,6 +29,7 @@ class MapWithState(_message.Message):
     ORDER_BY_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
     input: _relations_pb2.Relation
     keys: _containers.RepeatedCompositeFieldContainer[_expressions_pb2.Expression]
     values: _containers.RepeatedCompositeFieldContainer[_expressions_pb2.Expression]
@@ -38,4 +39,5 @@ class MapWithState(_message.Message):
     order_by: _containers.RepeatedCompositeFieldContainer[_expressions_pb2.Expression.SortOrder]
     output: MapWithState.Output
     groups: bool
-    def __init__(self, input: _Optional[_Union[_relations_pb2.Relation, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[_expressions_pb2.Expression, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_expressions_pb2.Expression, _Mapping]]] = ..., spec: _Optional[_Union[_state_spec_pb2.StateSpec, _Mapping]] = ..., batch_time: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., batch_interval: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[_expressions_pb2.Expression.SortOrder, _Mapping]]] = ..., output: _Optional[_Union[MapWithState.Output, str]] = ..., groups: _Optional[bool] = ...) -> None: ...
+    until: _expressions_pb2.Expression
+    def __init__(self, input: _Optional[_Union[_relations_pb2.Relation, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[_expressions_pb2.Expression, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_expressions_pb2.Expression, _Mapping]]] = ..., spec: _Optional[_Union[_state_spec_pb2.StateSpec, _Mapping]] = ..., batch_time: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ..., batch_interval: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[_expressions_pb2.Expression.SortOrder, _Mapping]]] = ..., output: _Optional[_Union[MapWithState.Output, str]] = ..., groups: _Optional[bool] = ..., until: _Optional[_Union[_expressions_pb2.Expression, _Mapping]] = ...) -> None: ...

@@ -386,6 +386,14 @@ class Tester:
         event = row.get(self._event_time) if self._event_time else None
         return event is not None and event <= watermark
 
+    def _reach_event_time(self, time: datetime.datetime) -> None:
+        """Moves the watermark on to ``time`` minus the delay (a replay's ``until``), as if
+        the input's event time had reached ``time``."""
+        if self._event_time is None:
+            return
+        time_ms = (time - EPOCH) // datetime.timedelta(milliseconds=1)
+        self._watermark_ms = max(self._watermark_ms or 0, max(time_ms - self._delay_ms, 0))
+
     def _advance_watermark(self, rows: List[Dict[str, Any]]) -> None:
         if self._event_time is None:
             return
@@ -444,6 +452,7 @@ def replay(
     batch_time: str,
     batch_interval: Optional[Union[str, datetime.timedelta]] = None,
     order_by: Optional[Union[str, Sequence[str]]] = None,
+    until: Optional[datetime.datetime] = None,
     **settings: Any,
 ) -> List[BatchResult]:
     """Runs ``records`` as ``map_with_state(df, key, spec, batch_time=...)`` replays them:
@@ -451,6 +460,11 @@ def replay(
     step from the first batch time to the last (empty ones included, a record in the first
     batch not before its own time); within a batch records keep their order, or are sorted
     by ``order_by`` (ascending, ``None`` first). ``settings`` are :class:`Tester`'s.
+
+    ``until`` (not before the last batch time) goes on after the last record as the server's
+    ``until=`` does: an empty batch every ``batch_interval`` before it, then one at ``until``
+    (without ``batch_interval``, that one alone), whose watermark, with ``event_time``, is
+    ``until`` minus the delay when that is later.
 
     >>> from datetime import datetime
     >>> def total(k, v, state):
@@ -468,12 +482,10 @@ def replay(
         if row.get(batch_time) is None:
             raise ValueError(f"a record has no batch time (column {batch_time!r}): {row}")
     times = sorted({r[batch_time] for r in rows})
-    if not times:
-        return []
-    if batch_interval is not None:
-        step = duration(batch_interval, "batch_interval")
-        if step <= datetime.timedelta(0):
-            raise ValueError(f"batch_interval must be positive, got {batch_interval!r}")
+    step = duration(batch_interval, "batch_interval") if batch_interval is not None else None
+    if step is not None and step <= datetime.timedelta(0):
+        raise ValueError(f"batch_interval must be positive, got {batch_interval!r}")
+    if step is not None and times:
         count = -((times[0] - times[-1]) // step) + 1
         times = [times[0] + i * step for i in range(count)]
     batches: Dict[datetime.datetime, List[Dict[str, Any]]] = {t: [] for t in times}
@@ -483,7 +495,33 @@ def replay(
         columns = [order_by] if isinstance(order_by, str) else list(order_by)
         for group in batches.values():
             group.sort(key=lambda r: [(r[c] is not None, r[c]) for c in columns])
-    return [tester.batch(batches[t], t) for t in times]
+    if until is not None and times and until < times[-1]:
+        raise ValueError(
+            f"until ({until}) is before the replay's last batch time ({times[-1]}): the "
+            "timeline only goes on after its last record"
+        )
+    results = [tester.batch(batches[t], t) for t in times]
+    if until is not None and (not times or until > times[-1]):
+        for t in _times_until(times[-1] if times else None, until, step):
+            if t == until:
+                tester._reach_event_time(until)
+            results.append(tester.batch([], t))
+    return results
+
+
+def _times_until(
+    last: Optional[datetime.datetime],
+    until: datetime.datetime,
+    step: Optional[datetime.timedelta],
+) -> List[datetime.datetime]:
+    """The batch times after ``last`` up to ``until``: each step before it, then ``until``."""
+    times = []
+    if step is not None and last is not None:
+        t = last + step
+        while t < until:
+            times.append(t)
+            t += step
+    return times + [until]
 
 
 def _settings(spec: Any, schema: Optional[str]) -> SpecSettings:

@@ -25,8 +25,8 @@ object ErrorCondition {
 
   case object ConflictingArguments extends ErrorCondition("MAPWITHSTATE_CONFLICTING_ARGUMENTS",
       "42613",
-      "arguments exclude or need each other (timeout with timeout_at, batch_interval " +
-        "without batch_time, batch arguments over a stream, ...)")
+      "arguments exclude or need each other (timeout with timeout_at, batch_interval or until " +
+        "without batch_time, batch arguments or until over a stream, ...)")
 
   case object InvalidStateSchema extends ErrorCondition("MAPWITHSTATE_INVALID_STATE_SCHEMA",
       "42601", "the state schema does not parse, is not a struct, is empty or names a field twice")
@@ -124,6 +124,11 @@ object ErrorCondition {
   case object NullBatchTime extends ErrorCondition("MAPWITHSTATE_NULL_BATCH_TIME", "22004",
       "a record of a batch replay has a null batch_time")
 
+  case object UntilBeforeLastBatch extends ErrorCondition(
+      "MAPWITHSTATE_UNTIL_BEFORE_LAST_BATCH", "22023",
+      "a replay's until is before its last batch time (raised when the replay runs, as its " +
+        "batch times come from the records)")
+
   case object PartitionStateTooLarge extends ErrorCondition(
       "MAPWITHSTATE_PARTITION_STATE_TOO_LARGE", "53200",
       "a partition's heap state grows past spark.mapwithstate.stateStore.maxPartitionBytes")
@@ -168,7 +173,8 @@ object ErrorCondition {
     AggregateInPerRecordFunction, Unevaluable,
     MissingAggregation, NestedAggregate, AggregateReadsContext, UnsupportedAggregate,
     UnsupportedOutputMode, GlobalWatermarkLimit, StateSchemaChanged, BackendChanged,
-    TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, PartitionStateTooLarge,
+    TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, UntilBeforeLastBatch,
+    PartitionStateTooLarge,
     LimitExceeded, InvalidConf, MalformedRequest, NotACheckpoint, AmbiguousOperator,
     BatchUnavailable, CheckpointUnreadable, CheckpointTooNew)
 }

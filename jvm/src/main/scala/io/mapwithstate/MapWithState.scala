@@ -38,6 +38,10 @@ object MapWithState {
    * @param orderBy       the order of a key's records within a batch (ascending unless the
    *                      Column is a sort order, `col("seq").desc`)
    * @param output        `"emitted"` or `"snapshots"`
+   * @param until         with `batchTime`: the replay goes on after its last record up to this
+   *                      time (a TIMESTAMP or a string literal, `lit("2026-01-01 10:00:00")`),
+   *                      with empty batches every `batchInterval` (or one batch at `until`), so
+   *                      timeouts and timers due by then fire; see the README's replays
    */
   def mapWithState(
       df: DataFrame,
@@ -47,8 +51,9 @@ object MapWithState {
       batchTime: Column = null,
       batchInterval: String = null,
       orderBy: Seq[Column] = Nil,
-      output: String = "emitted"): DataFrame =
-    run(df, keys, spec, values, batchTime, batchInterval, orderBy, output, groups = false)
+      output: String = "emitted",
+      until: Column = null): DataFrame =
+    run(df, keys, spec, values, batchTime, batchInterval, orderBy, output, until, groups = false)
 
   /**
    * Spark's `mapGroupsWithState` / `flatMapGroupsWithState` over `df`: the spec is called once
@@ -65,8 +70,9 @@ object MapWithState {
       batchTime: Column = null,
       batchInterval: String = null,
       output: String = "emitted",
-      orderBy: Seq[Column] = Nil): DataFrame =
-    run(df, keys, spec, Nil, batchTime, batchInterval, orderBy, output, groups = true)
+      orderBy: Seq[Column] = Nil,
+      until: Column = null): DataFrame =
+    run(df, keys, spec, Nil, batchTime, batchInterval, orderBy, output, until, groups = true)
 
   /** Java: [[mapGroupsWithState]] with every argument (null or an empty list where not wanted). */
   def mapGroupsWithState(
@@ -89,6 +95,7 @@ object MapWithState {
       batchInterval: String,
       orderBy: Seq[Column],
       output: String,
+      until: Column,
       groups: Boolean): DataFrame = {
     val input = classicDataset(df, "df")
     val session = input.sparkSession
@@ -129,7 +136,8 @@ object MapWithState {
       },
       outputKind = outputKind(output),
       watermark = watermarkOf(input.queryExecution.logical),
-      groups = groups)
+      groups = groups,
+      until = Option(until).map(session.expression))
     // As Dataset.ofRows (private to Spark) does: the plan is analyzed as the Dataset is made.
     val built = plan(session, request)
     new classic.Dataset[Row](session, built, Encoders.row(built.schema))

@@ -5,8 +5,15 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.arrow.memory.RootAllocator
+import org.apache.arrow.vector.ValueVector
+import org.apache.arrow.vector.complex.{ListVector, MapVector}
 import org.apache.arrow.vector.ipc.ArrowStreamReader
-import org.apache.arrow.vector.util.ValueVectorUtility
+import org.apache.arrow.vector.types.pojo.ArrowType
+import org.apache.arrow.vector.validate.{
+  ValidateVectorBufferVisitor,
+  ValidateVectorDataVisitor,
+  ValidateVectorTypeVisitor
+}
 import org.apache.spark.connect.proto.LocalRelation
 import org.sparkproject.connect.protobuf.{ByteString, Descriptors, Message}
 
@@ -62,8 +69,7 @@ object LocalRelationCheck {
       val reader = new ArrowStreamReader(data.newInput(), allocator) // no copy of the data
       try {
         while (reader.loadNextBatch()) {
-          reader.getVectorSchemaRoot.getFieldVectors.asScala
-            .foreach(v => ValueVectorUtility.validateFull(v))
+          reader.getVectorSchemaRoot.getFieldVectors.asScala.foreach(validateFull)
         }
       } finally reader.close()
     } catch {
@@ -76,6 +82,34 @@ object LocalRelationCheck {
       // Buffers a failed read left open would make close() throw over the error above.
       try allocator.close()
       catch { case NonFatal(_) => }
+    }
+  }
+
+  /**
+   * Arrow's full validation, as `ValueVectorUtility.validateFull` runs it — the types, the
+   * buffers, then the data — but with a map's type checked as a map ([[TypeCheck]]).
+   */
+  private def validateFull(vector: ValueVector): Unit = {
+    vector.accept(new TypeCheck, null)
+    vector.accept(new ValidateVectorBufferVisitor, null)
+    vector.accept(new ValidateVectorDataVisitor, null)
+  }
+
+  /**
+   * Arrow's type check, which visits a `MapVector` as the `ListVector` it extends and expects
+   * a List type there, so it refuses every valid map ("Incorrect arrow type for MapVector:
+   * Map(false)"): a map must have a Map type instead; its entries are checked as Arrow does.
+   */
+  private class TypeCheck extends ValidateVectorTypeVisitor {
+    override def visit(vector: ListVector, value: Void): Void = vector match {
+      case map: MapVector =>
+        val arrowType = map.getField.getFieldType.getType
+        if (!arrowType.isInstanceOf[ArrowType.Map]) {
+          throw new IllegalArgumentException(s"Incorrect arrow type for a map: $arrowType")
+        }
+        Option(map.getDataVector).foreach(_.accept(this, null))
+        null
+      case list => super.visit(list, value)
     }
   }
 }

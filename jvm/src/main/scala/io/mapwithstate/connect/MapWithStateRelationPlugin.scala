@@ -130,7 +130,8 @@ object MapWithStateRelationPlugin {
       },
       outputKind = outputKind(rel),
       watermark = watermarkOf(rel.getInput),
-      groups = rel.getGroups)
+      groups = rel.getGroups,
+      until = opt(rel.hasUntil, rel.getUntil))
   }
 
   /**

@@ -1,17 +1,37 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{ErrorCondition, MapWithStateConf, MapWithStateException}
 
 /**
  * The batches of a replay, as their times in microseconds. `fromData` timelines come from a
  * batch_time column; a record belongs to the first batch whose time is not before its own.
  * With an event-time watermark on the input, each batch also has its watermark.
+ *
+ * @param endsAtUntil whether the last batch was added at the replay's `until`, after the
+ *                    batch of the last record: it has no records, and its watermark is that of
+ *                    a stream whose event time reached `until` ([[withWatermarks]])
  */
 case class BatchTimeline(
     times: Array[Long],
     fromData: Boolean,
-    watermarks: Option[Array[Long]] = None) {
+    watermarks: Option[Array[Long]] = None,
+    endsAtUntil: Boolean = false) {
   def size: Int = times.length
+
+  /**
+   * The timeline with each batch's watermark (micros, or [[TimeoutPolicy.NoWatermark]]), as
+   * the records give them, but for a batch added at `until`: there the watermark is `until`
+   * minus the delay (in whole milliseconds, not before the epoch) when that is later, as if
+   * the event time of a live stream had reached `until`, so event-time timers due by then fire.
+   */
+  def withWatermarks(fromRecords: Array[Long], delayMs: Long): BatchTimeline = {
+    val watermarks = fromRecords.clone()
+    if (endsAtUntil) {
+      val atUntil = math.max(Math.floorDiv(times.last, 1000L) - delayMs, 0L) * 1000L
+      watermarks(size - 1) = math.max(watermarks(size - 1), atUntil)
+    }
+    copy(watermarks = Some(watermarks))
+  }
 
   /** The event-time watermark of a batch (micros), or [[TimeoutPolicy.NoWatermark]]. */
   def watermarkAt(batch: Int): Long =
@@ -57,21 +77,55 @@ object BatchTimeline {
 
   /**
    * The batches for records with these (sorted, distinct) times: the times themselves, or with
-   * an interval every step from the first time until the last time is covered.
+   * an interval every step from the first time until the last time is covered. With `until`
+   * (micros, not before the last time) the timeline goes on after the last time, as a live
+   * stream's clock would: every step of the interval before `until`, then a last batch at
+   * `until` itself (without an interval, that batch alone); with no records, it is the one
+   * batch at `until`.
    */
-  def of(times: Array[Long], intervalMicros: Option[Long], maxBatches: Int = DefaultMaxBatches)
-      : BatchTimeline = intervalMicros match {
-    case _ if times.isEmpty => BatchTimeline(Array.empty, fromData = true)
-    case None => BatchTimeline(times, fromData = true)
-    case Some(step) =>
-      val first = times.head
-      val count = (times.last - first + step - 1) / step + 1
-      if (count > maxBatches) {
-        throw MapWithStateException(io.mapwithstate.ErrorCondition.LimitExceeded,
-          s"batch_interval gives $count batches between the first and the last batch_time; at " +
-            s"most $maxBatches are replayed: use a longer batch_interval (or raise " +
-            s"${io.mapwithstate.MapWithStateConf.MaxReplayBatches})")
-      }
-      BatchTimeline(Array.tabulate(count.toInt)(i => first + i * step), fromData = true)
+  def of(
+      times: Array[Long],
+      intervalMicros: Option[Long],
+      maxBatches: Int = DefaultMaxBatches,
+      until: Option[Long] = None): BatchTimeline = {
+    val fromRecords = intervalMicros match {
+      case _ if times.isEmpty => Array.empty[Long]
+      case None => times
+      case Some(step) =>
+        val first = times.head
+        val count = (times.last - first + step - 1) / step + 1
+        checkCount(count, maxBatches, "between the first and the last batch_time")
+        Array.tabulate(count.toInt)(i => first + i * step)
+    }
+    // The last batch of the records' timeline (the last time, or the step that covers it).
+    val last = fromRecords.lastOption
+    for (end <- until; lastTime <- last if end < lastTime) {
+      throw MapWithStateException(ErrorCondition.UntilBeforeLastBatch,
+        s"until (${instant(end)}) is before the replay's last batch time (${instant(lastTime)}" +
+          s"${if (intervalMicros.isDefined) ", aligned to batch_interval" else ""}): the " +
+          "timeline only goes on after its last record; give an until at or after it")
+    }
+    until.filter(end => last.forall(_ < end)) match {
+      case None => BatchTimeline(fromRecords, fromData = true)
+      case Some(end) =>
+        val after = (intervalMicros, last) match {
+          case (Some(step), Some(lastTime)) =>
+            val count = (end - lastTime + step - 1) / step // the steps before until, and until
+            checkCount(fromRecords.length + count, maxBatches, "up to until")
+            Array.tabulate(count.toInt)(i => math.min(lastTime + (i + 1) * step, end))
+          case _ => Array(end)
+        }
+        BatchTimeline(fromRecords ++ after, fromData = true, endsAtUntil = true)
+    }
   }
+
+  private def checkCount(count: Long, maxBatches: Int, where: String): Unit =
+    if (count > maxBatches) {
+      throw MapWithStateException(ErrorCondition.LimitExceeded,
+        s"batch_interval gives $count batches $where; at most $maxBatches are replayed: use " +
+          s"a longer batch_interval (or raise ${MapWithStateConf.MaxReplayBatches})")
+    }
+
+  private def instant(micros: Long): String =
+    java.time.Instant.EPOCH.plus(micros, java.time.temporal.ChronoUnit.MICROS).toString
 }

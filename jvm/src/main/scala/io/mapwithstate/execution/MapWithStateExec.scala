@@ -140,12 +140,13 @@ case class MapWithStateExec(
       }.treeAggregate(new OpenHashSet[Long])(
         (acc, set) => { set.iterator.foreach(acc.add); cap(acc) },
         (a, b) => { b.iterator.foreach(a.add); cap(a) })
-      BatchTimeline.of(times.iterator.toArray.sorted, interval, maxBatches)
+      BatchTimeline.of(times.iterator.toArray.sorted, interval, maxBatches, options.untilMicros)
   }
 
   /**
    * With an event-time column on a replay, each batch's watermark, from the largest event time
-   * of each batch over all partitions (the watermark is global to the query, as in a stream).
+   * of each batch over all partitions (the watermark is global to the query, as in a stream;
+   * a batch at `until` after the records moves it on, see [[BatchTimeline.withWatermarks]]).
    * A group function's input has each key's largest event time of the batch (its late rows
    * already dropped, see [[GroupAggregation]]), which gives the same watermarks.
    */
@@ -155,7 +156,7 @@ case class MapWithStateExec(
         val maxEventTimes = ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader,
           child.output.indexWhere(_.exprId == et.exprId))
         val watermarkAt = ReplayWatermarks.of(maxEventTimes, delayMs)
-        timeline.copy(watermarks = Some(timeline.times.map(watermarkAt)))
+        timeline.withWatermarks(timeline.times.map(watermarkAt), delayMs)
       case _ => timeline
     }
 

@@ -27,7 +27,9 @@ import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{
   DataType,
+  DateType,
   DoubleType,
+  StringType,
   StructType,
   TimestampNTZType,
   TimestampType
@@ -53,6 +55,7 @@ class MapWithStateBuilder(session: SparkSession) {
     val input = checkedInput(request.input)
     val (keys, values) = keysAndValues(request, input)
     checkBatchArguments(request, input)
+    val until = request.until.map(untilMicros(_, input))
     val batchTime = request.batchTime.map(batchTimeColumn(_, input, request.batchIntervalMs))
     val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
     val spec = request.spec
@@ -78,7 +81,8 @@ class MapWithStateBuilder(session: SparkSession) {
     val stateType = stateSchema(spec.stateSchema)
     val options = optionsOf(request, input).copy(
       timerDomain = domain,
-      watermarkDelayMs = watermark.map(_._2))
+      watermarkDelayMs = watermark.map(_._2),
+      untilMicros = until)
     if (spec.initialStateTimeoutAt.isDefined && spec.initialState.isEmpty) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
         "initial_state's timeout_at names a timer column, but there is no initial_state")
@@ -230,6 +234,11 @@ class MapWithStateBuilder(session: SparkSession) {
         "batch_time and batch_interval are for batch DataFrames: a streaming query's batches " +
           "are its micro-batches")
     }
+    if (input.isStreaming && request.until.isDefined) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "until is for batch replays: a stream's timeline goes on as long as the query runs, and " +
+          "its timeouts and timers fire in the micro-batches that come; stop the query instead")
+    }
     request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
       .foreach { n =>
         throw MapWithStateException(ErrorCondition.ConflictingArguments,
@@ -243,6 +252,46 @@ class MapWithStateBuilder(session: SparkSession) {
         "batch_interval needs batch_time: the column that gives each " +
           "record's time")
     }
+    if (request.until.isDefined && request.batchTime.isEmpty) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "until needs batch_time: without it the input is one batch, and there is no timeline " +
+          "to continue")
+    }
+  }
+
+  /**
+   * A replay's `until` in micros: a constant that is a TIMESTAMP, or a string or DATE Spark
+   * casts to one (in the session's time zone), evaluated once here.
+   */
+  private def untilMicros(e: Expression, input: LogicalPlan): Long = {
+    val Seq(raw) = project(Seq(Alias(e, "until")()), input, "until")
+    val value = raw match {
+      case Alias(child, _) => child
+      case other => other
+    }
+    if (!Seq(TimestampType, StringType, DateType).contains(value.dataType)) {
+      throw MapWithStateException(ErrorCondition.TypeMismatch,
+        s"until must be a timestamp (a datetime, or a string such as '2026-01-01 10:00:00'), " +
+          s"but ${e.sql} is ${value.dataType.sql}")
+    }
+    if (!value.foldable) {
+      throw MapWithStateException(ErrorCondition.InvalidArgument,
+        s"until must be a constant timestamp, but ${e.sql} depends on the input's records; " +
+          "give the time itself")
+    }
+    val Seq(cast) =
+      project(Seq(Alias(Cast(value, TimestampType), "until")()), input, "until")
+    val micros =
+      try cast.eval()
+      catch {
+        case NonFatal(error) =>
+          throw new MapWithStateException(ErrorCondition.InvalidArgument,
+            s"until: ${e.sql} is not a timestamp (${error.getMessage})", error)
+      }
+    if (micros == null) throw MapWithStateException(ErrorCondition.InvalidArgument,
+      s"until: ${e.sql} is not a timestamp (it casts to null); expected e.g. " +
+        "'2026-01-01 10:00:00'")
+    micros.asInstanceOf[Long]
   }
 
   /**

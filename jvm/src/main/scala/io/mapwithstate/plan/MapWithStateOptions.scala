@@ -19,6 +19,8 @@ object OutputKind {
  * @param timerDomain        with `timeout_at`: what timers are compared with; None without timers
  * @param watermarkDelayMs   the input's `withWatermark` delay, when it has one
  * @param backend            where the state is kept (a [[io.mapwithstate.state.StateBackend]] name)
+ * @param untilMicros        batch replays only: `until`, the time of the timeline's last batch
+ *                           (see [[io.mapwithstate.execution.BatchTimeline.of]])
  */
 case class MapWithStateOptions(
     numPartitions: Int,
@@ -28,7 +30,8 @@ case class MapWithStateOptions(
     outputKind: OutputKind,
     timerDomain: Option[TimerDomain] = None,
     watermarkDelayMs: Option[Long] = None,
-    backend: String = io.mapwithstate.state.StateBackend.MemoryName)
+    backend: String = io.mapwithstate.state.StateBackend.MemoryName,
+    untilMicros: Option[Long] = None)
 
 /** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
 sealed abstract class TimerDomain(val name: String) extends Serializable

@@ -10,6 +10,7 @@ import org.apache.spark.sql.types.DataType
  * checks it and turns it into a [[MapWithState]] plan.
  *
  * @param watermark the input's `withWatermark` (event-time column, delay) as sent
+ * @param until     a replay's end: an expression that folds to a timestamp
  */
 case class MapWithStateRequest(
     input: LogicalPlan,
@@ -21,7 +22,8 @@ case class MapWithStateRequest(
     orderBy: Seq[SortOrder] = Nil,
     outputKind: OutputKind = OutputKind.Emitted,
     watermark: Option[(String, String)] = None,
-    groups: Boolean = false) {
+    groups: Boolean = false,
+    until: Option[Expression] = None) {
 
   /** The batch interval in milliseconds, checked to be a positive duration. */
   def batchIntervalMs: Option[Long] =

@@ -1,6 +1,6 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.LocalSpark
+import io.mapwithstate.{LocalSpark, MapWithStateException}
 import io.mapwithstate.plan.{
   FunctionKind,
   GroupAggregates,
@@ -105,6 +105,35 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     assert(timeline.times.toSeq === Seq(10L, 20L, 30L, 40L, 50L))
     assert(timeline.batchOf(41L) === 4)
     assert(timeline.batchOf(40L) === 3)
+  }
+
+  test("until goes on after the last record: each step before it, then a batch at until") {
+    val stepped = BatchTimeline.of(Array(10L, 45L), intervalMicros = Some(10L), until = Some(75L))
+    assert(stepped.times.toSeq === Seq(10L, 20L, 30L, 40L, 50L, 60L, 70L, 75L))
+    assert(stepped.endsAtUntil)
+    val single = BatchTimeline.of(Array(10L, 20L), intervalMicros = None, until = Some(90L))
+    assert(single.times.toSeq === Seq(10L, 20L, 90L))
+    assert(BatchTimeline.of(Array.empty, intervalMicros = Some(10L), until = Some(5L))
+      .times.toSeq === Seq(5L))
+    // until at the last batch adds nothing; one before it is refused, naming both times.
+    val atLast = BatchTimeline.of(Array(10L, 20L), intervalMicros = None, until = Some(20L))
+    assert(atLast.times.toSeq === Seq(10L, 20L) && !atLast.endsAtUntil)
+    val e = intercept[MapWithStateException] {
+      BatchTimeline.of(Array(10L, 20L), intervalMicros = None, until = Some(15L))
+    }
+    assert(e.condition === io.mapwithstate.ErrorCondition.UntilBeforeLastBatch)
+    assert(e.getMessage.contains("1970-01-01T00:00:00.000015Z"))
+  }
+
+  test("the batch at until has the watermark until minus the delay, when that is later") {
+    val ms = 1000L
+    val timeline = BatchTimeline.of(Array(10 * ms, 20 * ms), intervalMicros = None,
+      until = Some(100 * ms))
+    val fromRecords = Array(TimeoutPolicy.NoWatermark, 5 * ms, 15 * ms)
+    assert(timeline.withWatermarks(fromRecords, delayMs = 30).watermarks.get.toSeq ===
+      Seq(TimeoutPolicy.NoWatermark, 5 * ms, 70 * ms))
+    assert(timeline.withWatermarks(fromRecords, delayMs = 90).watermarks.get.toSeq ===
+      Seq(TimeoutPolicy.NoWatermark, 5 * ms, 15 * ms))
   }
 
   test("idle keys time out only in the batches the policy scans, strictly before the threshold") {
