@@ -3,6 +3,7 @@ reference covers the public API, and every recipe runs on the real server and ge
 its own assertions state."""
 import importlib.util
 import re
+import runpy
 import subprocess
 from pathlib import Path
 
@@ -47,3 +48,21 @@ def test_the_recipe_runs_and_gets_what_it_states(spark, tmp_path, recipe):
         module.run(spark, work=str(tmp_path))
     else:
         module.run(spark)
+
+
+def test_the_getting_started_page_runs_as_written(spark, tmp_path, monkeypatch):
+    # Its python blocks, in order, in one namespace; local_session() is the tests' server, and
+    # the paths the page writes go to a temp dir (they are the server's paths).
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) >= 4
+    monkeypatch.setattr(mws, "local_session", lambda **_: spark)
+    code = "\n".join(blocks)
+    for path in ("words/", "ck/"):
+        code = code.replace(f'"{path}"', repr(str(tmp_path / path)))
+    script = tmp_path / "getting_started.py"  # a file: the compiler reads the function's source
+    script.write_text(code)
+    runpy.run_path(str(script))
+    counted = sorted(tuple(r) for r in mws.read_state(spark, str(tmp_path / "ck/"))
+                     .select("word", "n").collect())
+    assert counted == [("a", 1), ("c", 1)]
