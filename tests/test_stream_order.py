@@ -1,6 +1,6 @@
 """``order_by`` over a stream: within each micro-batch a key's records reach the state function
 in that order, ties in arrival order, however many input files the micro-batch reads and
-whatever order they hold their records in; across a restart too.
+whatever order they hold their records in; across a restart too. Replays break ties alike.
 
 Each micro-batch here reads several files whose records run backwards in time, so a key's
 records arrive out of order: the expected results are computed by plain Python over the
@@ -126,6 +126,19 @@ def test_group_aggregates_read_records_in_order_by_ties_in_arrival_order(spark, 
             ("c", 1, "c4", "c4", "c4"),
             ("a", 7, "a6,a0", "a6", "a0"), ("b", 4, "b9,b8", "b9", "b8"),
         ])
+
+
+def test_replay_ties_keep_input_order(spark):
+    # A batch replay numbers its records by arrival the same way: ties in input order.
+    df = spark.createDataFrame(
+        [("a", 1, "x"), ("a", 0, "y"), ("a", 1, "z"), ("a", 0, "w"), ("b", 0, "v")],
+        "k STRING, t INT, v STRING")
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")),
+        emit=F.struct(F.col("k"), S.new_state("n").alias("n"), F.col("v")))
+    rows = sorted(tuple(r) for r in map_with_state(df, "k", spec, order_by="t").collect())
+    assert rows == [("a", 1, "y"), ("a", 2, "w"), ("a", 3, "x"), ("a", 4, "z"), ("b", 1, "v")]
 
 
 def test_order_by_names_a_missing_column(spark, tmp_path):

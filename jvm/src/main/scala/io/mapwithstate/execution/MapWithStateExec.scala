@@ -38,7 +38,8 @@ case class MapWithStateExec(
     child: SparkPlan,
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
-    lateRowsMetric: Option[SQLMetric] = None) extends MapWithStateExecBase {
+    lateRowsMetric: Option[SQLMetric] = None,
+    withinBatchOrder: Seq[SortOrder] = Nil) extends MapWithStateExecBase {
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),
@@ -58,15 +59,13 @@ case class MapWithStateExec(
           requiredNumPartitions = Some(options.numPartitions))
       }
 
-  /** A key's records in batch order, then in a per-record function's own order. */
-  override def requiredChildOrdering: Seq[Seq[SortOrder]] = {
-    val withinBatch = kind match {
-      case FunctionKind.PerRecord(_, orderBy) => orderBy
-      case _: FunctionKind.PerGroup => Nil // one aggregated row per key and batch
-    }
-    (batchTime.map(SortOrder(_, Ascending)).toSeq ++ withinBatch) +:
+  /**
+   * A key's records in batch order, then in a per-record function's `order_by` with its
+   * arrival tiebreaker ([[WithinBatchOrder]]; a group function has one row per key and batch).
+   */
+  override def requiredChildOrdering: Seq[Seq[SortOrder]] =
+    (batchTime.map(SortOrder(_, Ascending)).toSeq ++ withinBatchOrder) +:
       initialState.toSeq.map(_ => Nil)
-  }
 
   override def outputPartitioning: Partitioning = UnknownPartitioning(options.numPartitions)
 

@@ -1,6 +1,7 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{FunctionKind, MapWithState, TimerDomain}
+import org.apache.spark.sql.catalyst.expressions.SortOrder
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy}
@@ -14,8 +15,8 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * rule needs it during planning, so it is filled in here), under the operator id of the node's
  * number in its query (see [[io.mapwithstate.plan.NumberStateOperators]]). Either operator gets
  * the node's [[FunctionKind]] as it is; a group function's aggregation step
- * ([[GroupAggregation]]) is planned below it. Over a stream, a per-record function's
- * `order_by` becomes the order the operator requires of its input ([[WithinBatchOrder]]).
+ * ([[GroupAggregation]]) is planned below it. A per-record function's `order_by` becomes the
+ * order the operator requires of its input ([[WithinBatchOrder]]).
  */
 object MapWithStateStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
@@ -28,44 +29,50 @@ object MapWithStateStrategy extends SparkStrategy {
       val partitions = batch.map(_.stateInfo.numPartitions)
         .getOrElse(SparkSession.active.sessionState.conf.numShufflePartitions)
       val watermarkMs = batch.map(_.batchWatermarkMs).getOrElse(0L)
-      val (input, lateRows) =
-        this.input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
-      // A per-record function's order_by is the order its operator asks of its input, which
-      // Spark then sorts within each state partition (a group function's aggregation sorts).
-      val (records, withinBatchOrder) = m.kind match {
-        case FunctionKind.PerRecord(_, orderBy) if orderBy.nonEmpty =>
-          val (numbered, arrival) = WithinBatchOrder.numbered(input)
-          (numbered, WithinBatchOrder.of(orderBy, arrival))
-        case _ => (input, Nil)
-      }
+      val in = input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
       MapWithStateStreamExec(m.keys, m.kind, m.function, m.options, m.output,
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
-        batch.exists(_.terminatingTrigger), records,
+        batch.exists(_.terminatingTrigger), in.records,
         m.initialState.filter(_ => firstBatch).map(planLater), m.eventTime, watermarkMs,
-        lateRows, withinBatchOrder) :: Nil
+        in.lateRows, in.withinBatchOrder) :: Nil
     case m: MapWithState =>
       // Without batch_time a replay is one batch, which has no watermark: nothing is late.
       val watermark = for (bt <- m.batchTime; delay <- m.options.watermarkDelayMs)
         yield LateRowFilterExec.PerBatch(bt, delay)
-      val (records, lateRows) = input(m, m.options.numPartitions, watermark)
-      MapWithStateExec(m.keys, m.kind, m.batchTime, m.function, m.options, m.output, records,
-        m.initialState.map(planLater), m.eventTime, lateRows) :: Nil
+      val in = input(m, m.options.numPartitions, watermark)
+      MapWithStateExec(m.keys, m.kind, m.batchTime, m.function, m.options, m.output,
+        in.records, m.initialState.map(planLater), m.eventTime, in.lateRows,
+        in.withinBatchOrder) :: Nil
     case _ => Nil
   }
 
   /**
-   * The operator's input, and the metric of the late rows dropped before it. A per-record
-   * function's input is the child's records (the operator drops late rows itself). A group
-   * function's is its aggregated rows ([[GroupAggregation]]); with event-time timers its late
-   * rows are dropped before the aggregation, against `watermark` when there is one, in another
-   * operator than the stateful one: both count them in the one metric returned.
+   * A stateful operator's input: its records, the metric of the late rows dropped before it,
+   * and the order it requires of a key's records within a batch.
+   */
+  private case class OperatorInput(
+      records: SparkPlan,
+      lateRows: Option[SQLMetric] = None,
+      withinBatchOrder: Seq[SortOrder] = Nil)
+
+  /**
+   * The operator's input. A per-record function's is the child's records (the operator drops
+   * late rows itself), numbered by arrival with `order_by` ([[WithinBatchOrder]]): the order
+   * the operator then requires, which Spark sorts each partition by. A group function's is
+   * its aggregated rows ([[GroupAggregation]], which sorts for `order_by` itself); with
+   * event-time timers its late rows are dropped before the aggregation, against `watermark`
+   * when there is one, in another operator than the stateful one: both count them in the one
+   * metric returned.
    */
   private def input(
       m: MapWithState,
       numPartitions: Int,
-      watermark: Option[LateRowFilterExec.Watermark]): (SparkPlan, Option[SQLMetric]) =
+      watermark: Option[LateRowFilterExec.Watermark]): OperatorInput =
     m.kind match {
-      case _: FunctionKind.PerRecord => (planLater(m.child), None)
+      case FunctionKind.PerRecord(_, orderBy) if orderBy.nonEmpty =>
+        val (numbered, arrival) = WithinBatchOrder.numbered(planLater(m.child))
+        OperatorInput(numbered, withinBatchOrder = WithinBatchOrder.of(orderBy, arrival))
+      case _: FunctionKind.PerRecord => OperatorInput(planLater(m.child))
       case group: FunctionKind.PerGroup =>
         val eventTimeTimers = m.eventTime.filter(_ =>
           m.options.timerDomain.contains(TimerDomain.EventTime))
@@ -74,6 +81,7 @@ object MapWithStateStrategy extends SparkStrategy {
             SparkSession.active.sparkContext, MapWithStateExecBase.LateRowsDescription))
         val dropLate = for (eventTime <- eventTimeTimers; metric <- lateRows; w <- watermark)
           yield (in: SparkPlan) => LateRowFilterExec(eventTime, w, metric, in)
-        (GroupAggregation.plan(m, group, planLater(m.child), numPartitions, dropLate), lateRows)
+        OperatorInput(GroupAggregation.plan(m, group, planLater(m.child), numPartitions,
+            dropLate), lateRows)
     }
 }

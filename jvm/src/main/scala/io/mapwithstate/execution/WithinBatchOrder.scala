@@ -28,7 +28,7 @@ import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
  */
 object WithinBatchOrder {
 
-  /** The column of a record's arrival number, dropped by no one: the operators ignore it. */
+  /** The column of a record's arrival number: only the sort reads it, no operator above. */
   val ArrivalColumn: String = StateFunctionInput.ReservedPrefix + "arrival"
 
   /** `child` with each record's arrival number as its last column, and that column. */
