@@ -1,5 +1,5 @@
-"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S4,S5,B1,S6]``: the whole suite in one
-command (S6 only when named).
+"""``bench/run [--quick] [--keys N] [--rounds N] [--only S1,S2,S3,S4,S5,B1,S6]``: the whole
+suite in one command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
 the stateless floor as a comparison, applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
@@ -86,7 +86,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    plan = suite(args.quick, args.keys or (50_000 if args.quick else 1_000_000))
+    plan = suite(args.quick, args.keys or (50_000 if args.quick else 1_000_000), args.rounds)
     only = set(args.only.split(",")) if args.only else None
     work = tempfile.mkdtemp(prefix="mapwithstate-bench-")
     started = time.monotonic()
@@ -402,6 +402,9 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
     parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all but "
                                        "S6, which runs only when named)")
+    parser.add_argument("--rounds", type=int, help="rounds of every streaming scenario (default: "
+                                                   "2 for S1, S2 and S5, 1 for the others; 1 "
+                                                   "with --quick)")
     return parser.parse_args(argv)
 
 

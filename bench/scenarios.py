@@ -303,8 +303,19 @@ def warm_up(keys: int, churn: int, batches: int) -> Scenario:
                    title=f"S1's shape at {_n(keys)} keys, batches of {_n(churn)}", targets=())
 
 
-def suite(quick: bool, keys: int) -> Suite:
-    """The default suite (``keys`` is S1's state size, 1M by default) or the ``--quick`` one."""
+def suite(quick: bool, keys: int, rounds: Optional[int] = None) -> Suite:
+    """The default suite (``keys`` is S1's state size, 1M by default) or the ``--quick`` one;
+    ``rounds``, when given, is every streaming scenario's number of rounds (more batches to
+    pool at a small size on a busy machine)."""
+    plan = _suite(quick, keys)
+    if rounds is None:
+        return plan
+    if rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {rounds}")
+    return replace(plan, streaming=tuple(replace(s, rounds=rounds) for s in plan.streaming))
+
+
+def _suite(quick: bool, keys: int) -> Suite:
     if quick:
         s1, churn, s2, s3 = keys, 2_000, 20_000, (10_000, 200_000, 2_000)
         batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
