@@ -1,5 +1,5 @@
-"""``bench/run [--quick] [--keys N] [--only S1,S2,S3,S4,S5,B1,S6]``: the whole suite in one
-command (S6 only when named).
+"""``bench/run [--quick] [--keys N] [--rounds N] [--only S1,S2,S3,S4,S5,B1,S6]``: the whole
+suite in one command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
 the stateless floor as a comparison, applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
@@ -26,8 +26,9 @@ import pyspark  # noqa: E402
 import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime, threadtime  # noqa: E402
 from bench.rss import high_water_bytes  # noqa: E402
-from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP, OURS_ROCKSDB,  # noqa: E402
-                           PANDAS, PER_RECORD, TIMERS_OURS)
+from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP,  # noqa: E402
+                           OURS_PYTHON, OURS_ROCKSDB, PANDAS, PANDAS_PYTHON, PER_RECORD,
+                           SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON, TWS_PYTHON)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -59,8 +60,16 @@ WARM_UP_CONF = "spark.mapwithstate.bench.warmUp"
 #: The streaming systems run through the Connect server (applyInPandasWithState aside: it runs
 #: on a scaled-down input).
 CONNECT_RUNNERS = {OURS.name: connect_systems.ours, FLOOR_CONNECT.name: connect_systems.floor,
+                   OURS_PYTHON.name: connect_systems.ours_python,
                    GROUPS.name: connect_systems.groups,
                    PER_RECORD.name: connect_systems.per_record_count_sum}
+#: The Connect systems run on the scaled-down input (bench/systems.py's SCALED_DOWN).
+SCALED_DOWN_RUNNERS = {
+    PANDAS.name: connect_systems.apply_in_pandas_with_state,
+    PANDAS_PYTHON.name: connect_systems.python_in_pandas,
+    TWS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=False),
+    TWS_PANDAS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=True)}
+assert set(SCALED_DOWN_RUNNERS) == {s.name for s in SCALED_DOWN}
 #: S6 grows state for a long time on a small heap; its queries may run this long.
 BIG_STATE_MAX_SECONDS = 3600
 #: S6's Connect systems, each on a server of its own (its peak memory is the system's).
@@ -77,7 +86,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    plan = suite(args.quick, args.keys or (50_000 if args.quick else 1_000_000))
+    plan = suite(args.quick, args.keys or (50_000 if args.quick else 1_000_000), args.rounds)
     only = set(args.only.split(",")) if args.only else None
     work = tempfile.mkdtemp(prefix="mapwithstate-bench-")
     started = time.monotonic()
@@ -143,7 +152,7 @@ def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) ->
     directory = _data(plan.warm_up)
     names = {s.name for scenario in scenarios for s in scenario.systems}
     timers = next((s.timers for s in scenarios if s.timers), None)
-    runners = {**CONNECT_RUNNERS, PANDAS.name: connect_systems.apply_in_pandas_with_state}
+    runners = {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS}
     if timers:
         runners[TIMERS_OURS.name] = lambda spark_, d, c: connect_systems.ours_timers(
             spark_, d, c, timers.step_ms, timers.timed_keys)
@@ -179,10 +188,10 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
                     runs[system.name].append(connect_systems.ours_timers(
                         spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
                         scenario.timers.timed_keys))
-        if pandas_directory:
-            _log(f"{tag}: applyInPandasWithState (scaled down)")
-            runs[PANDAS.name].append(connect_systems.apply_in_pandas_with_state(
-                spark, pandas_directory, _dir(work, tag, PANDAS.name)))
+        for system in (s for s in scenario.systems if s in SCALED_DOWN and pandas_directory):
+            _log(f"{tag}: {system.name} (scaled down)")
+            runs[system.name].append(SCALED_DOWN_RUNNERS[system.name](
+                spark, pandas_directory, _dir(work, tag, system.name)))
         jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
         jvm_event_logs.append(_dir(work, tag, "jvm-eventlog"))
@@ -201,7 +210,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     rows: List[report.Row] = []
     for phase_index, phase in enumerate(scenario.phases):
         for system in (s.name for s in scenario.systems):
-            if system == PANDAS.name:
+            if system in SCALED_DOWN_RUNNERS:
                 if pandas_scenario is None:
                     if phase_index == 0:
                         rows.append(report.Row(system, phase.label, None,
@@ -393,6 +402,9 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
     parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all but "
                                        "S6, which runs only when named)")
+    parser.add_argument("--rounds", type=int, help="rounds of every streaming scenario (default: "
+                                                   "2 for S1, S2 and S5, 1 for the others; 1 "
+                                                   "with --quick)")
     return parser.parse_args(argv)
 
 

@@ -15,6 +15,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 
+from bench import python_function
 from bench.measure import Batch
 from bench.outcome import Outcome
 
@@ -39,10 +40,21 @@ def running_count() -> StateSpec:
 
 
 def ours(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    return _ours_with(running_count(), spark, directory, checkpoint)
+
+
+def ours_python(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    """Ours with the running count written as a Python state function (compiled to Columns by
+    map_with_state; bench/python_function.py)."""
+    return _ours_with(python_function.running_count.timeout(IDLE_TIMEOUT), spark, directory,
+                      checkpoint)
+
+
+def _ours_with(spec: StateSpec, spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
     try:
         # map_with_state only appends: emitted records are never retracted.
         return Outcome(_stream(spark, directory, checkpoint, "append",
-                               lambda source: map_with_state(source, key="key", spec=running_count())))
+                               lambda source: map_with_state(source, key="key", spec=spec)))
     except Exception as e:  # noqa: BLE001 - reported in the table
         return Outcome.failed(e)
 
@@ -164,6 +176,46 @@ def apply_in_pandas_with_state(spark: SparkSession, directory: str, checkpoint: 
         return Outcome(_stream(spark, directory, checkpoint, "update", build))
     except Exception as e:  # noqa: BLE001
         return Outcome.failed(e)
+
+
+def python_in_pandas(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    """applyInPandasWithState calling the Python state function ours compiles, per record."""
+    def build(source: DataFrame) -> DataFrame:
+        return source.groupBy("key").applyInPandasWithState(
+            python_function.apply_in_pandas, python_function.OUTPUT_SCHEMA,
+            python_function.STATE_SCHEMA, "update", GroupStateTimeout.ProcessingTimeTimeout)
+    try:
+        return Outcome(_stream(spark, directory, checkpoint, "update", build))
+    except Exception as e:  # noqa: BLE001
+        return Outcome.failed(e)
+
+
+#: transformWithState and transformWithStateInPandas run only on Spark's RocksDB store.
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def python_in_transform_with_state(pandas: bool) -> Callable[..., Outcome]:
+    """transformWithState (``pandas``: transformWithStateInPandas) with a StatefulProcessor
+    calling the Python state function ours compiles, per record. The session's store is
+    Spark's RocksDB one while the query runs (those operators refuse any other)."""
+    def run(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+        def build(source: DataFrame) -> DataFrame:
+            grouped = source.groupBy("key")
+            operator = (grouped.transformWithStateInPandas if pandas
+                        else grouped.transformWithState)
+            processor = (python_function.PandasProcessor() if pandas
+                         else python_function.RowProcessor())
+            return operator(processor, python_function.OUTPUT_SCHEMA, "Update", "None")
+        provider = "spark.sql.streaming.stateStore.providerClass"
+        previous = spark.conf.get(provider)
+        spark.conf.set(provider, ROCKSDB_PROVIDER)
+        try:
+            return Outcome(_stream(spark, directory, checkpoint, "update", build))
+        except Exception as e:  # noqa: BLE001
+            return Outcome.failed(e)
+        finally:
+            spark.conf.set(provider, previous)
+    return run
 
 
 def _running_count_pandas(key: Tuple[int], pdfs: Iterator[pd.DataFrame],

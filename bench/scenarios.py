@@ -5,8 +5,9 @@ from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
 from bench.systems import (BIG_STATE, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, FMGWS_SUM_HDFS,
-                           FMGWS_TIMERS_HDFS, GROUPED, GROUPS, OURS, OURS_ROCKSDB, PANDAS,
-                           PER_RECORD, STREAMING, TIMERS, TIMERS_OURS, System)
+                           FMGWS_TIMERS_HDFS, GROUPED, GROUPS, OURS, OURS_PYTHON, OURS_ROCKSDB,
+                           PANDAS, PER_RECORD, PYTHON_PEERS, STREAMING, TIMERS, TIMERS_OURS,
+                           WITH_PYTHON, System)
 
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
@@ -112,11 +113,24 @@ def _spread() -> Target:
                   figure="p90_s", over_figure="median_s")
 
 
+def _python_function(pandas_scale: float) -> Tuple[Target, ...]:
+    """The Python state function's targets: its median batch as the Column spec's (it compiles
+    to Columns), and per record at least 100× the same source run by each Python peer (on the
+    input scaled down by ``pandas_scale``)."""
+    return ((Target("Python state function median ÷ Column spec's", OURS_PYTHON.name,
+                    OURS.name, 1.05),)
+            + tuple(Target(f"Python state function records/s ÷ {peer.label.split(',')[0]}'s, "
+                           f"the same source (at {pandas_scale:g}× size)", OURS_PYTHON.name,
+                           peer.name, 100, at_least=True, figure="records_per_s")
+                    for peer in PYTHON_PEERS))
+
+
 def _measured(first: int, last: int) -> Tuple[int, ...]:
     return tuple(range(first + WARMUP, last + 1))
 
 
-def large_state(keys: int, churn: int, batches: int, rounds: int = 1) -> Scenario:
+def large_state(keys: int, churn: int, batches: int, rounds: int = 1,
+                pandas_scale: float = 0.01) -> Scenario:
     """S1: batch 0 loads ``keys`` distinct keys, then ``batches`` of ``churn`` records on random
     existing keys."""
     specs = [BatchSpec("new", keys)] + [BatchSpec("existing", churn, key_space=keys)] * batches
@@ -125,7 +139,8 @@ def large_state(keys: int, churn: int, batches: int, rounds: int = 1) -> Scenari
                     (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.3),
                      Target("flatMapGroupsWithState (HDFS) median ÷ ours", FMGWS_HDFS.name,
                             OURS.name, 2.5, at_least=True),
-                     _spread()))
+                     _spread()) + _python_function(pandas_scale),
+                    systems=WITH_PYTHON)
 
 
 def full_churn(keys: int, batches: int, pandas_scale: float, rounds: int = 1) -> Scenario:
@@ -136,7 +151,8 @@ def full_churn(keys: int, batches: int, pandas_scale: float, rounds: int = 1) ->
                     (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.2),
                      _spread(),
                      Target(f"records/s ÷ applyInPandasWithState's (at {pandas_scale:g}× size)",
-                            OURS.name, PANDAS.name, 100, at_least=True, figure="records_per_s")))
+                            OURS.name, PANDAS.name, 100, at_least=True, figure="records_per_s"))
+                    + _python_function(pandas_scale), systems=WITH_PYTHON)
 
 
 def state_growth(small: int, large: int, churn: int, batches: int, growth_batches: int) -> Scenario:
@@ -287,12 +303,24 @@ def warm_up(keys: int, churn: int, batches: int) -> Scenario:
                    title=f"S1's shape at {_n(keys)} keys, batches of {_n(churn)}", targets=())
 
 
-def suite(quick: bool, keys: int) -> Suite:
-    """The default suite (``keys`` is S1's state size, 1M by default) or the ``--quick`` one."""
+def suite(quick: bool, keys: int, rounds: Optional[int] = None) -> Suite:
+    """The default suite (``keys`` is S1's state size, 1M by default) or the ``--quick`` one;
+    ``rounds``, when given, is every streaming scenario's number of rounds (more batches to
+    pool at a small size on a busy machine)."""
+    plan = _suite(quick, keys)
+    if rounds is None:
+        return plan
+    if rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {rounds}")
+    return replace(plan, streaming=tuple(replace(s, rounds=rounds) for s in plan.streaming))
+
+
+def _suite(quick: bool, keys: int) -> Suite:
     if quick:
         s1, churn, s2, s3 = keys, 2_000, 20_000, (10_000, 200_000, 2_000)
         batches, pandas_scale, b1 = 6, 0.01, BatchJob("B1", 500_000, 100_000)
-        return Suite((large_state(s1, churn, batches), full_churn(s2, batches, pandas_scale),
+        return Suite((large_state(s1, churn, batches, pandas_scale=pandas_scale),
+                      full_churn(s2, batches, pandas_scale),
                       state_growth(*s3, batches=5, growth_batches=2),
                       timers(10_000, 100_000, 200_000, 2_000, batches, 1, step_ms=500),
                       grouped(100_000, 10_000, batches)),
@@ -306,7 +334,7 @@ def suite(quick: bool, keys: int) -> Suite:
     # Two rounds where a round is cheap (S5 too: one round left its systems minutes apart under
     # different load); S3 once: loading 5M keys into every system dominates it.
     pandas_scale = 0.01
-    return Suite((large_state(keys, 10_000, 20, rounds=2),
+    return Suite((large_state(keys, 10_000, 20, rounds=2, pandas_scale=pandas_scale),
                   full_churn(200_000, 20, pandas_scale, rounds=2),
                   state_growth(100_000, 5_000_000, 10_000, batches=10, growth_batches=5),
                   timers(100_000, 1_000_000, 5_000_000, 10_000, batches=10, growth_batches=4,

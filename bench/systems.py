@@ -15,6 +15,17 @@ class System:
 
 OURS = System("ours", "**ours**: map_with_state (Connect)", "connect")
 PANDAS = System("pandas", "applyInPandasWithState (Connect)", "connect")
+#: The same running count written as a Python state function (compiled to Columns), and that
+#: same Python source run per record by PySpark's Python stateful operators
+#: (bench/python_function.py).
+OURS_PYTHON = System("ours-python", "**ours**: map_with_state, Python state function (Connect)",
+                     "connect")
+PANDAS_PYTHON = System("pandas-python", "applyInPandasWithState, the Python state function "
+                       "(Connect)", "connect")
+TWS_PYTHON = System("tws-python", "transformWithState (rows), the Python state function "
+                    "(Connect)", "connect")
+TWS_PANDAS_PYTHON = System("tws-pandas-python", "transformWithStateInPandas, the Python state "
+                           "function (Connect)", "connect")
 FLOOR = System("floor", "stateless floor", "jvm")
 #: The same floor on the Connect server that runs ours: not a target's reference (the issue's
 #: floor is the spark-submit one), it tells ours' cost from the server process's own.
@@ -38,6 +49,13 @@ OURS_HEAP = System("ours-heap", "map_with_state, heap backend (Connect)", "conne
 #: The streaming systems, in table order.
 STREAMING: Tuple[System, ...] = (OURS, FLOOR, FLOOR_CONNECT, FMGWS_HDFS, FMGWS_ROCKSDB, DSTREAM,
                                  PANDAS)
+#: The Python peers: run on the scaled-down input, as applyInPandasWithState.
+PYTHON_PEERS: Tuple[System, ...] = (PANDAS_PYTHON, TWS_PYTHON, TWS_PANDAS_PYTHON)
+#: Every system run on the scaled-down input (their ratios are of time per record).
+SCALED_DOWN: Tuple[System, ...] = (PANDAS,) + PYTHON_PEERS
+#: S1's and S2's systems: the streaming ones with the Python state function beside ours and,
+#: last, the same Python source run by PySpark's Python operators.
+WITH_PYTHON: Tuple[System, ...] = (OURS, OURS_PYTHON) + STREAMING[1:] + PYTHON_PEERS
 #: S5's systems (per-key aggregation), in table order.
 GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
 #: S4's systems (timers), in table order.
@@ -48,4 +66,4 @@ BIG_STATE: Tuple[System, ...] = (OURS_ROCKSDB, OURS_HEAP, FMGWS_ROCKSDB)
 JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
 
 LABELS: Dict[str, str] = {s.name: s.label
-                          for s in STREAMING + GROUPED + TIMERS + BIG_STATE + (GROUP_BY,)}
+                          for s in WITH_PYTHON + GROUPED + TIMERS + BIG_STATE + (GROUP_BY,)}

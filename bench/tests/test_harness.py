@@ -9,6 +9,7 @@ import pytest
 from bench import report, tasktime, threadtime
 from bench.measure import figures, per_file
 from bench.scenarios import WARMUP, suite
+from bench.systems import OURS, OURS_PYTHON, PYTHON_PEERS, WITH_PYTHON
 
 
 def test_every_scenario_measures_batches_it_has():
@@ -128,3 +129,27 @@ def test_task_times_sum_the_chosen_stages_of_measured_batches(tmp_path):
     assert ours.wall_over_cpu([3]) == 2.0
     assert ours.post_shuffle_wall_over_cpu("q", [3]) == 3.0
     assert ours.post_shuffle_wall_over_cpu("q", [4]) is None
+
+
+def test_rounds_override_every_streaming_scenario_and_refuse_none():
+    plan = suite(True, 1000, rounds=3)
+    assert {s.rounds for s in plan.streaming} == {3}
+    assert {s.rounds for s in suite(False, 1000).streaming} == {1, 2}
+    with pytest.raises(ValueError, match="--rounds"):
+        suite(True, 1000, rounds=0)
+
+
+def test_s1_and_s2_measure_the_python_function_beside_the_column_spec_and_its_peers():
+    for quick in (True, False):
+        plan = suite(quick, 1000)
+        scaled = {s.name for s in plan.pandas}
+        for scenario in (s for s in plan.streaming if s.name in ("S1", "S2")):
+            names = [s.name for s in scenario.systems]
+            assert names[:2] == [OURS.name, OURS_PYTHON.name] and scenario.name in scaled
+            assert set(PYTHON_PEERS) <= set(scenario.systems) <= set(WITH_PYTHON)
+            python = [t for t in scenario.targets if t.system == OURS_PYTHON.name]
+            assert [(t.over, t.limit, t.at_least) for t in python] == (
+                [(OURS.name, 1.05, False)] + [(p.name, 100, True) for p in PYTHON_PEERS])
+            assert all(t.figure == "records_per_s" for t in python[1:])
+        assert all(OURS_PYTHON not in s.systems for s in plan.streaming
+                   if s.name not in ("S1", "S2"))
