@@ -14,7 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import STR
-from mapwithstate.pyfunc.values import Value, literal
+from mapwithstate.pyfunc.values import Value, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -39,14 +39,36 @@ def _digits(text: Column) -> Tuple[Column, Column, Column]:
 
 def float_repr(x: Column) -> Column:
     """Python's ``repr(x)`` of a DOUBLE Column."""
+    return let([x], _float_repr)
+
+
+def _float_repr(x: Column) -> Column:
     text = x.cast("string")
     # Java 17's Double.toString sometimes gives a digit more than the shortest text that
     # reads back as the same double, which is what Python prints: try 15 to 17 digits.
-    shortest = F.when(F.length(_digits(text)[1]) < 16, text)
+    shortest = F.when(let([text], lambda t: F.length(_digits(t)[1]) < 16), text)
     for n in (15, 16, 17):
         candidate = F.format_string(f"%.{n - 1}e", x)
         shortest = shortest.when(candidate.try_cast("double") == x, candidate)
-    sign, significant, exp10 = _digits(shortest.otherwise(text))
+    parts = let(
+        [shortest.otherwise(text)],
+        lambda t: F.struct(*[c.alias(f"_{i}") for i, c in enumerate(_digits(t))]),
+    )
+    finite = let(
+        [parts],
+        lambda p: _layout(p.getField("_0"), p.getField("_1"), p.getField("_2")),
+    )
+    return (
+        F.when(F.isnan(x), F.lit("nan"))
+        .when(x == F.lit(float("inf")), F.lit("inf"))
+        .when(x == F.lit(float("-inf")), F.lit("-inf"))
+        .otherwise(finite)
+    )
+
+
+def _layout(sign: Column, significant: Column, exp10: Column) -> Column:
+    """A finite float's text from its sign, significant digits and decimal exponent, laid out
+    as Python's ``repr``: positional from 1e-4 to 1e16, scientific otherwise."""
     count = F.length(significant)
     whole = F.substring(F.rpad(significant, exp10 + 1, "0"), F.lit(1), exp10 + 1)
     after = F.substring(significant, exp10 + 2, F.greatest(count - exp10 - 1, F.lit(0)))
@@ -64,17 +86,11 @@ def float_repr(x: Column) -> Column:
         F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
         F.when(F.length(magnitude) < 2, F.concat(F.lit("0"), magnitude)).otherwise(magnitude),
     )
-    finite = F.concat(
+    return F.concat(
         sign,
         F.when(count == 0, F.lit("0.0"))
         .when((exp10 >= -4) & (exp10 < 16), positional)
         .otherwise(scientific),
-    )
-    return (
-        F.when(F.isnan(x), F.lit("nan"))
-        .when(x == F.lit(float("inf")), F.lit("inf"))
-        .when(x == F.lit(float("-inf")), F.lit("-inf"))
-        .otherwise(finite)
     )
 
 
