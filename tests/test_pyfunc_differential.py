@@ -109,11 +109,8 @@ FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 # Where the compiled function does not yet do what Python does: these fail (strict: the mark
 # must go once the compiler is fixed). Found by this test; see the failure messages.
 COMPILER_GAPS = {
-    "str_conversions": "str() of a null BOOLEAN gives 'False' (Python: 'None'); str(5e-324) "
-                       "gives '4.9e-32' (Python: '5e-324')",
     "processing_timers": "state.timer read after state.set_timer in the same call comes out "
                          "null from the server (Python: the timer just set); not every run",
-    "timedelta_seconds": "timedelta.total_seconds() is refused with a CompileError",
     "mixed_min_max": "max() of an int and a float is a DOUBLE column, so an int beyond 2**53 "
                      "comes out rounded (max(2**63 - 1, -2.5) gives 9.223372036854776e+18; "
                      "Python returns the int)",

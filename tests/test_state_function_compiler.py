@@ -507,3 +507,43 @@ def test_explain_gives_the_columns_as_sql(spark):
     explained = branches.explain(df, "k")
     assert set(explained) == {"update", "remove", "emit"}
     assert "__mws_state" in explained["update"] and "raise_error" in explained["update"]
+
+
+# --- plan size -------------------------------------------------------------------------------
+
+def chained_steps(directory, steps):
+    """A function of ``steps`` lines, each reading the line before twice, with checks
+    (ZeroDivisionError, OverflowError) on each, a state field and an emitted float per line."""
+    import importlib.util
+
+    lines = ["import mapwithstate as mws", "", "", "@mws.state_function('n BIGINT')",
+             "def steps(k, i, j, state):", "    x0 = i"]
+    lines += [f"    x{s} = x{s - 1} // j + x{s - 1} % j" for s in range(1, steps + 1)]
+    lines.append(f"    state.update(n=x{steps})")
+    outputs = ", ".join(f"'o{s}': str(x{s} / j)" for s in range(1, steps + 1))
+    lines.append(f"    return {{'k': k, {outputs}}}")
+    path = directory / f"steps{steps}.py"
+    path.write_text("\n".join(lines) + "\n")
+    loader = importlib.util.spec_from_file_location(f"steps{steps}", path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return module.steps
+
+
+def test_plan_grows_linearly_with_the_source(spark, tmp_path):
+    df = spark.createDataFrame([("a", 7, 2)], "k STRING, i BIGINT, j BIGINT")
+    sizes = {n: sum(map(len, chained_steps(tmp_path, n).explain(df).values()))
+             for n in (2, 4, 6)}
+    # Each line adds about the same to the plan: its value, its checks and its output once,
+    # not again in every later line that reads it.
+    assert sizes[6] - sizes[4] <= 1.25 * (sizes[4] - sizes[2]), sizes
+    spec = chained_steps(tmp_path, 6)
+    rows = [{"k": "a", "i": 7, "j": 2, "t": T0}, {"k": "b", "i": -9, "j": 4, "t": T0},
+            {"k": "c", "i": 2**40, "j": -3, "t": T0}]
+    assert_same(spark, spec, rows, "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
+
+
+def test_str_of_a_float_is_a_small_plan(spark):
+    df = spark.createDataFrame([("a", 1, 2.5, T0)], "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
+    # str() of an int-or-float reads its digits many times; they are in the plan once.
+    assert len(mixed_min_max.explain(df)["emit"]) < 30_000

@@ -759,7 +759,9 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     args = [it.value(a) for a in node.args]
     keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
     kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
-    table = {"str": _STR_METHODS, "dict": _DICT_METHODS}.get(kind, {})
+    table = {"str": _STR_METHODS, "dict": _DICT_METHODS, "timedelta": _TIMEDELTA_METHODS}.get(
+        kind, {}
+    )
     handler = table.get(name)
     if handler is None:
         raise it.ctx.refuse(
@@ -961,6 +963,21 @@ _STR_METHODS: Dict[str, MethodHandler] = {
     "join": _join,
 }
 _DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get}
+
+
+def _total_seconds(
+    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    """``td.total_seconds()``: the interval's microseconds over 10**6, as Python divides."""
+    if args or kwargs:
+        raise it.ctx.refuse(node, "total_seconds() with arguments", "call total_seconds()")
+    # A DAY TO SECOND interval added to the epoch is exact in microseconds; below 2**53 of
+    # them (285 years) the division of two exact doubles rounds as Python's int division.
+    micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + base.column)
+    return Value(micros.cast("double") / F.lit(1_000_000.0), FLOAT, False)
+
+
+_TIMEDELTA_METHODS: Dict[str, MethodHandler] = {"total_seconds": _total_seconds}
 
 
 # ------------------------------------------------------------------ subscripts, comprehensions

@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 from mapwithstate import functions as S
 from mapwithstate.pyfunc import builtins
 from mapwithstate.pyfunc.aggregates import Rows
+from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.interpreter import Context, Emit, Interpreter, StateObject, store
 from mapwithstate.pyfunc.paths import PathState
@@ -110,7 +111,7 @@ def compile_function(
 
     def type_of(node: ast.AST, column: Column) -> T.DataType:
         try:
-            return probe.type_of(column)
+            return probe.type_of(ctx.bindings.resolve(column))
         except CompileError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's analysis error, reported at the call
@@ -118,7 +119,8 @@ def compile_function(
                 node, "a pyspark.sql.functions call Spark cannot resolve", str(e).splitlines()[0]
             ) from None
 
-    ctx = Context(source, columns, type_of)
+    # A group function's values may hold aggregates, which no lambda may reference.
+    ctx = Context(source, columns, type_of, bindings=Bindings(enabled=not group))
     state_types: Dict[str, PyType] = {}
     for field in state.fields:
         state_type = from_spark(field.dataType)
@@ -194,6 +196,9 @@ def compile_function(
         )
         if emit is None and update is None and remove is None:
             remove = F.when(ok, F.lit(False))
+    update, remove, emit, timeout_at = (
+        None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
+    )
     return CompiledFunction(update, remove, emit, timeout_at)
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import STR
-from mapwithstate.pyfunc.values import Value, literal
+from mapwithstate.pyfunc.values import Value, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -24,8 +24,8 @@ __all__ = ["to_str", "float_repr"]
 
 def _digits(text: Column) -> Tuple[Column, Column, Column]:
     """The sign, significant digits and decimal exponent of the first digit of a float's
-    text (``1.5E300``, ``0.001``, ``1.5372286728091292e+18``)."""
-    pattern = r"^-?([0-9]+)\.([0-9]+)(?:[eE]\+?(-?[0-9]+))?$"
+    text (``1.5E300``, ``0.001``, ``1.5372286728091292e+18``, ``5e-324``)."""
+    pattern = r"^-?([0-9]+)(?:\.([0-9]+))?(?:[eE]\+?(-?[0-9]+))?$"
     sign = F.regexp_extract(text, r"^(-?)", 1)
     integral = F.regexp_extract(text, pattern, 1)
     fraction = F.regexp_extract(text, pattern, 2)
@@ -37,16 +37,48 @@ def _digits(text: Column) -> Tuple[Column, Column, Column]:
     return sign, significant, exponent + F.length(integral) - F.lit(1) - leading
 
 
+#: The smallest positive normal double (sys.float_info.min); below it, doubles are subnormal.
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+
+
 def float_repr(x: Column) -> Column:
     """Python's ``repr(x)`` of a DOUBLE Column."""
+    return let([x], _float_repr)
+
+
+def _float_repr(x: Column) -> Column:
     text = x.cast("string")
     # Java 17's Double.toString sometimes gives a digit more than the shortest text that
-    # reads back as the same double, which is what Python prints: try 15 to 17 digits.
-    shortest = F.when(F.length(_digits(text)[1]) < 16, text)
+    # reads back as the same double, which is what Python prints: try 15 to 17 digits. For a
+    # subnormal it may give more digits than it needs (4.9E-324 for 5e-324): try 1 to 17.
+    normal = (F.abs(x) >= F.lit(_SMALLEST_NORMAL)) | (x == F.lit(0.0))
+    short = let([text], lambda t: F.length(_digits(t)[1]) < 16)
+    shortest = F.when(normal & short, text)
+    for n in range(1, 15):
+        candidate = F.format_string(f"%.{n - 1}e", x)
+        shortest = shortest.when(~normal & (candidate.try_cast("double") == x), candidate)
     for n in (15, 16, 17):
         candidate = F.format_string(f"%.{n - 1}e", x)
         shortest = shortest.when(candidate.try_cast("double") == x, candidate)
-    sign, significant, exp10 = _digits(shortest.otherwise(text))
+    parts = let(
+        [shortest.otherwise(text)],
+        lambda t: F.struct(*[c.alias(f"_{i}") for i, c in enumerate(_digits(t))]),
+    )
+    finite = let(
+        [parts],
+        lambda p: _layout(p.getField("_0"), p.getField("_1"), p.getField("_2")),
+    )
+    return (
+        F.when(F.isnan(x), F.lit("nan"))
+        .when(x == F.lit(float("inf")), F.lit("inf"))
+        .when(x == F.lit(float("-inf")), F.lit("-inf"))
+        .otherwise(finite)
+    )
+
+
+def _layout(sign: Column, significant: Column, exp10: Column) -> Column:
+    """A finite float's text from its sign, significant digits and decimal exponent, laid out
+    as Python's ``repr``: positional from 1e-4 to 1e16, scientific otherwise."""
     count = F.length(significant)
     whole = F.substring(F.rpad(significant, exp10 + 1, "0"), F.lit(1), exp10 + 1)
     after = F.substring(significant, exp10 + 2, F.greatest(count - exp10 - 1, F.lit(0)))
@@ -64,17 +96,11 @@ def float_repr(x: Column) -> Column:
         F.when(exp10 < 0, F.lit("-")).otherwise(F.lit("+")),
         F.when(F.length(magnitude) < 2, F.concat(F.lit("0"), magnitude)).otherwise(magnitude),
     )
-    finite = F.concat(
+    return F.concat(
         sign,
         F.when(count == 0, F.lit("0.0"))
         .when((exp10 >= -4) & (exp10 < 16), positional)
         .otherwise(scientific),
-    )
-    return (
-        F.when(F.isnan(x), F.lit("nan"))
-        .when(x == F.lit(float("inf")), F.lit("inf"))
-        .when(x == F.lit(float("-inf")), F.lit("-inf"))
-        .otherwise(finite)
     )
 
 
@@ -96,7 +122,8 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     elif kind == "int":
         column = value.column.cast("string")
     elif kind == "bool":
-        column = F.when(value.column, F.lit("True")).otherwise(F.lit("False"))
+        # A null stays null here, for the "None" below.
+        column = F.when(value.column, F.lit("True")).when(~value.column, F.lit("False"))
     elif kind == "float":
         column = float_repr(value.column)
     elif kind == "num":

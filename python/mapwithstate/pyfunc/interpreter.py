@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, merge_values
 from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
@@ -57,6 +58,14 @@ class Context:
     type_of: Callable[[ast.AST, Column], T.DataType]
     guard: Cond = True
     failures: List[Tuple[Cond, str]] = field(default_factory=list)
+    #: Where a variable's large value is named rather than copied into each use.
+    bindings: Bindings = field(default_factory=lambda: Bindings(False))
+
+    def share(self, value: Any) -> Any:
+        """``value`` (a local variable's or a state field's), named if large."""
+        if not isinstance(value, Value) or value.is_const:
+            return value
+        return Value(self.bindings.share(value.column), value.type, value.nullable)
 
     def check(self, node: ast.AST, cond: Cond, exception: str, message: str) -> None:
         """The query fails with Python's ``exception`` where ``cond`` holds on this path."""
@@ -200,7 +209,7 @@ class Interpreter:
                 raise self.ctx.refuse(
                     target, "assignment to state", "change the state with state.update(...)"
                 )
-            self.path.env[target.id] = value
+            self.path.env[target.id] = self.ctx.share(value)
             return
         if isinstance(target, ast.Attribute) and _is_state(target.value):
             raise self.ctx.refuse(
@@ -255,10 +264,10 @@ class Interpreter:
                     f"({_describe(a.env[name])} and {_describe(b.env[name])})",
                     "give it one type on every path (a Column has one type)",
                 )
-            env[name] = merged
+            env[name] = self.ctx.share(merged)
         fields = {}
         for name in a.fields:
-            fields[name] = merged_value(a.fields[name], b.fields[name])
+            fields[name] = self.ctx.share(merged_value(a.fields[name], b.fields[name]))
         present = merged_value(a.present, b.present)
         changed = (
             a.changed
@@ -467,7 +476,7 @@ class Interpreter:
                 )
             for name in self.state_fields:
                 if name in updates:
-                    self.path.fields[name] = updates[name]
+                    self.path.fields[name] = self.ctx.share(updates[name])
             self.path.present = literal(True)
             self.path.changed = True
             return nothing

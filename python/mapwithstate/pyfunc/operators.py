@@ -10,7 +10,7 @@ guard, so it fires only where Python would raise.
 
 import ast
 from datetime import timedelta
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -27,7 +27,7 @@ from mapwithstate.pyfunc.pytypes import (
     PyType,
     unify,
 )
-from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -219,6 +219,36 @@ def _num_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) 
     return Value(column, NUM, False)
 
 
+def _int_remainder(a: Column, b: Column) -> Tuple[Column, Column, Column]:
+    """The divisor made safe (0 as 1; its check is elsewhere), Spark's truncated remainder,
+    and whether Python's flooring result is one divisor further."""
+    safe_b = F.when(b == F.lit(0), F.lit(1).cast("bigint")).otherwise(b)
+    # Spark's % truncates toward zero: its result has the dividend's sign, Python's the
+    # divisor's. Where they differ (a non-zero remainder of the other sign), Python's is
+    # one divisor further and its quotient one less.
+    remainder = F.when((a == F.lit(_MIN_LONG)) & (safe_b == F.lit(-1)), F.lit(0)).otherwise(
+        a % safe_b
+    )
+    adjust = (remainder != F.lit(0)) & ((remainder < F.lit(0)) != (safe_b < F.lit(0)))
+    return safe_b, remainder, adjust
+
+
+def _int_mod(a: Column, b: Column) -> Column:
+    """Python's ``a % b`` of BIGINTs (``b`` not 0)."""
+    safe_b, remainder, adjust = _int_remainder(a, b)
+    return F.when(adjust, remainder + safe_b).otherwise(remainder)
+
+
+def _int_floor_div(a: Column, b: Column) -> Column:
+    """Python's ``a // b`` of BIGINTs (``b`` not 0, the overflow checked elsewhere)."""
+    safe_b, _, adjust = _int_remainder(a, b)
+    quotient = F.call_function("div", a, F.when(safe_b == F.lit(-1), F.lit(1)).otherwise(safe_b))
+    quotient = F.when(
+        safe_b == F.lit(-1), F.when(a == F.lit(_MIN_LONG), F.lit(None)).otherwise(-a)
+    ).otherwise(quotient)
+    return F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint")
+
+
 def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
     if isinstance(op, ast.Add):
         return int_result(ctx, node, F.try_add(a, b), True)
@@ -237,31 +267,15 @@ def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column
             if isinstance(op, ast.FloorDiv)
             else "integer modulo by zero",
         )
-        safe_b = F.when(b == F.lit(0), F.lit(1).cast("bigint")).otherwise(b)
-        # Spark's % truncates toward zero: its result has the dividend's sign, Python's the
-        # divisor's. Where they differ (a non-zero remainder of the other sign), Python's is
-        # one divisor further and its quotient one less.
-        remainder = F.when((a == F.lit(_MIN_LONG)) & (safe_b == F.lit(-1)), F.lit(0)).otherwise(
-            a % safe_b
-        )
-        adjust = (remainder != F.lit(0)) & ((remainder < F.lit(0)) != (safe_b < F.lit(0)))
         if isinstance(op, ast.Mod):
-            return Value(F.when(adjust, remainder + safe_b).otherwise(remainder), INT, False)
+            return Value(let([a, b], _int_mod), INT, False)
         ctx.check(
             node,
             (a == F.lit(_MIN_LONG)) & (b == F.lit(-1)),
             "OverflowError",
             "int result does not fit in 64 bits (BIGINT)",
         )
-        quotient = F.call_function(
-            "div", a, F.when(safe_b == F.lit(-1), F.lit(1)).otherwise(safe_b)
-        )
-        quotient = F.when(
-            safe_b == F.lit(-1), F.when(a == F.lit(_MIN_LONG), F.lit(None)).otherwise(-a)
-        ).otherwise(quotient)
-        return Value(
-            F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint"), INT, False
-        )
+        return Value(let([a, b], _int_floor_div), INT, False)
     if isinstance(op, ast.Pow):
         raise ctx.refuse(
             node,
@@ -276,6 +290,41 @@ def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column
     if isinstance(op, ast.BitXor):
         return Value(a.bitwiseXOR(b), INT, False)
     raise ctx.refuse(node, f"operator {symbol(op)} on ints", "use +, -, *, /, //, %, &, |, ^")
+
+
+def _float_remainder(a: Column, b: Column) -> Tuple[Column, Column, Column]:
+    """The divisor made safe (0.0 as 1.0; its check is elsewhere), the remainder of
+    truncation (Java's ``%`` on doubles, C's ``fmod``) and whether Python's flooring result is
+    one divisor further, as CPython's ``float_divmod`` computes them."""
+    safe_b = F.when(b == F.lit(0.0), F.lit(1.0)).otherwise(b)
+    fmod = a % safe_b
+    adjust = (fmod != F.lit(0.0)) & ((safe_b < F.lit(0.0)) != (fmod < F.lit(0.0)))
+    return safe_b, fmod, adjust
+
+
+def _float_mod(a: Column, b: Column) -> Column:
+    """Python's ``a % b`` of DOUBLEs (``b`` not 0.0)."""
+    safe_b, fmod, adjust = _float_remainder(a, b)
+
+    def signed(mod: Column) -> Column:
+        # A zero remainder takes the divisor's sign (CPython's copysign(0.0, b)).
+        zero = F.when(safe_b < 0, F.lit(-0.0)).otherwise(F.lit(0.0))
+        return F.when(mod == F.lit(0.0), zero).otherwise(mod)
+
+    return let([F.when(adjust, fmod + safe_b).otherwise(fmod)], signed)
+
+
+def _float_floor_div(a: Column, b: Column) -> Column:
+    """Python's ``a // b`` of DOUBLEs (``b`` not 0.0)."""
+    safe_b, fmod, adjust = _float_remainder(a, b)
+
+    def floored(div: Column) -> Column:
+        floor = F.floor(div).cast("double")
+        floor = F.when(div - floor > F.lit(0.5), floor + F.lit(1.0)).otherwise(floor)
+        return F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div).otherwise(floor)
+
+    div = (a - fmod) / safe_b
+    return let([F.when(adjust, div - F.lit(1.0)).otherwise(div)], floored)
 
 
 def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
@@ -296,26 +345,8 @@ def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Colu
             "ZeroDivisionError",
             "float floor division by zero" if isinstance(op, ast.FloorDiv) else "float modulo",
         )
-        safe_b = F.when(zero, F.lit(1.0)).otherwise(b)
-        # CPython's float_divmod: fmod (Java's % on doubles), then floor-corrected.
-        fmod = a % safe_b
-        adjust = (fmod != F.lit(0.0)) & ((safe_b < F.lit(0.0)) != (fmod < F.lit(0.0)))
-        mod = F.when(adjust, fmod + safe_b).otherwise(fmod)
-        # A zero remainder takes the divisor's sign (CPython's copysign(0.0, b)).
-        mod = F.when(
-            mod == F.lit(0.0), F.when(safe_b < 0, F.lit(-0.0)).otherwise(F.lit(0.0))
-        ).otherwise(mod)
-        if isinstance(op, ast.Mod):
-            return Value(mod, FLOAT, False)
-        div = (a - fmod) / safe_b
-        div = F.when(adjust, div - F.lit(1.0)).otherwise(div)
-        floor = F.floor(div).cast("double")
-        floor = F.when(div - floor > F.lit(0.5), floor + F.lit(1.0)).otherwise(floor)
-        return Value(
-            F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div).otherwise(floor),
-            FLOAT,
-            False,
-        )
+        floor_op = _float_mod if isinstance(op, ast.Mod) else _float_floor_div
+        return Value(let([a, b], floor_op), FLOAT, False)
     if isinstance(op, ast.Pow):
         ctx.check(
             node,

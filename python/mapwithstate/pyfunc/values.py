@@ -6,7 +6,7 @@ so that code on paths that cannot run adds nothing to the plan.
 """
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Callable, List, Sequence, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -24,7 +24,19 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
 )
 
-__all__ = ["Value", "Cond", "NOTHING", "literal", "c_and", "c_or", "c_not", "c_column", "select"]
+__all__ = [
+    "Value",
+    "Cond",
+    "NOTHING",
+    "literal",
+    "c_and",
+    "c_or",
+    "c_not",
+    "c_column",
+    "select",
+    "let",
+    "INLINE_LIMIT",
+]
 
 #: A condition: a Python bool when known at compile time, else a non-null BOOLEAN Column.
 Cond = Union[bool, Column]
@@ -122,3 +134,33 @@ def select(cond: Cond, if_true: Column, if_false: Column) -> Column:
     if cond is False:
         return if_false
     return F.when(cond, if_true).otherwise(if_false)
+
+
+#: The longest text of a Column copied into each of its uses rather than bound once (by
+#: ``let``, or a variable's name in :mod:`~mapwithstate.pyfunc.bindings`): a column
+#: reference, a literal, a cast or a small expression of them.
+INLINE_LIMIT = 120
+
+
+def let(columns: Sequence[Column], body: Callable[..., Column]) -> Column:
+    """``body(*columns)`` with each column in the plan once, however often ``body`` uses it.
+
+    A Column is a tree: an expression that uses a value three times holds three copies of its
+    tree, and expressions built on expressions multiply their sizes. A large column is bound
+    to a lambda variable instead, as ``transform(array(column), v -> body(v))[0]`` does in
+    SQL (the ``let`` SQL lacks), so the plan grows with the source, not with the product of
+    the uses. Small columns are passed through as they are, keeping small plans unchanged.
+    ``body`` must return a value Column: a check on a bound column is made outside it.
+    """
+    large = [i for i, c in enumerate(columns) if len(str(c)) > INLINE_LIMIT]
+    if not large:
+        return body(*columns)
+
+    def bound(row: Column) -> Column:
+        args: List[Column] = list(columns)
+        for i in large:
+            args[i] = row.getField(f"_{i}")
+        return body(*args)
+
+    packed = F.struct(*[columns[i].alias(f"_{i}") for i in large])
+    return F.transform(F.array(packed), bound)[0]

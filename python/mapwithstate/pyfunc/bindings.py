@@ -1,0 +1,75 @@
+"""Local variables bound once: how a compiled function's plan grows with its source.
+
+A Column is a tree, so a variable read twice holds two copies of its value's tree, and a
+variable computed from one read twice holds four: ``x = i // j + i % j`` repeated down a
+function doubles the plan at each line, and Python's checks (``ZeroDivisionError``, overflow)
+copy the operands once more each. :class:`Bindings` gives a large value a name instead: the
+variable's Column is a lambda variable, and each output Column the compiler hands to the server
+is wrapped, for every name it uses, in ``transform(array(value), name -> output)[0]`` — the
+``let`` SQL lacks — so each value is in each output's plan once.
+
+Names are Spark Connect lambda variables made by the compiler (the public
+``pyspark.sql.functions`` makes only anonymous ones); on a classic session, and in group
+functions (whose values may hold aggregates, which a lambda must not reference), values are
+copied where used, as before.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, List, Tuple, cast
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc.values import INLINE_LIMIT
+
+__all__ = ["Bindings"]
+
+
+@dataclass
+class Bindings:
+    """The named values of one compilation, in the order they were bound (a later value may
+    use an earlier name, never the reverse)."""
+
+    enabled: bool
+    named: List[Tuple[str, Any, Column]] = field(default_factory=list)
+
+    def share(self, column: Column) -> Column:
+        """``column``, or the name of its value where it is large enough to name."""
+        if not self.enabled or not _is_connect(column) or len(str(column)) <= INLINE_LIMIT:
+            return column
+        from pyspark.sql.connect.column import Column as ConnectColumn
+        from pyspark.sql.connect.expressions import UnresolvedNamedLambdaVariable
+
+        name = f"__mws_v{len(self.named)}__"
+        variable = UnresolvedNamedLambdaVariable([name])
+        self.named.append((name, variable, column))
+        return ConnectColumn(variable)
+
+    def resolve(self, column: Column) -> Column:
+        """``column`` with every name it uses (directly or through other names) bound."""
+        if not self.named or not _is_connect(column):
+            return column
+        from pyspark.sql.connect.column import Column as ConnectColumn
+        from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
+
+        text = str(column)
+        used = []
+        for name, variable, value in reversed(self.named):
+            if name in text:
+                used.append((variable, value))
+                text += str(value)
+        result = column
+        for variable, value in used:
+            function = LambdaFunction(_expression(result), [variable])
+            array = _expression(F.array(value))
+            result = ConnectColumn(UnresolvedFunction("transform", [array, function]))[0]
+        return result
+
+
+def _is_connect(column: Column) -> bool:
+    return type(column).__module__.startswith("pyspark.sql.connect")
+
+
+def _expression(column: Column) -> Any:
+    """A Spark Connect Column's expression."""
+    return cast(Any, column)._expr
