@@ -2,7 +2,7 @@
 Connect server with Spark's Kafka connector: the fraud pipeline of examples/kafka_fraud.py,
 what Spark's Kafka sink guarantees, and a server killed mid-stream.
 
-Output guarantee, as the README's "Kafka" section states it: Spark's Kafka sink writes at least
+Output guarantee, as docs/kafka.md states it: Spark's Kafka sink writes at least
 once (it has no transactions; a test below shows a transactional producer is refused), so every
 record the pipeline writes has an idempotent key and a reader keeps one record per key. The
 state is exactly once: every input record's effect is in it once, also across a ``kill -9``.

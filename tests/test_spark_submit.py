@@ -1,4 +1,4 @@
-"""The README's spark-submit recipe, run for real on the example application.
+"""The spark-submit recipe of docs/classic.md, run for real on the example application.
 
 ``spark-submit`` from the installed pyspark (its package directory is a SPARK_HOME) runs
 ``examples/submit_app.py`` with the plugin jar and the package shipped as ``--py-files``,
