@@ -2,8 +2,9 @@
 
 A recorded clickstream is replayed as a DStream would have seen it live: 10-second batches,
 an idle timeout of 30 seconds closing each user's session, and the state scanned for timeouts
-every 3 batches. Everything stateful runs on the JVM executors; this process only builds
-protos and prints results.
+every 3 batches. The state function is plain Python, compiled by ``mws.state_function`` into
+Spark Columns: everything stateful runs on the JVM executors; this process only compiles the
+function, builds protos and prints results.
 
     dev/demo            # builds what is missing, starts a local Connect server, runs this
 """
@@ -16,8 +17,7 @@ warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=Future
 from pyspark.sql import functions as F  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
-from mapwithstate import StateSpec, map_with_state  # noqa: E402
-from mapwithstate import functions as S  # noqa: E402
+from mapwithstate import map_with_state  # noqa: E402
 
 
 def clickstream(n_users: int = 50, seed: int = 7):
@@ -36,35 +36,26 @@ def clickstream(n_users: int = 50, seed: int = 7):
     return rows
 
 
+# State per user: the open session, written in plain Python and compiled to Spark Columns that
+# run on the executors. A click extends the session; 30 s without a click closes it, and the
+# closing call (state.timing_out) emits the session's summary.
+@mws.state_function("started TIMESTAMP, last TIMESTAMP, clicks BIGINT, checkout BOOLEAN")
+def session(user, page, ts, state):
+    if state.timing_out:
+        return {"user": user, "started": state.started, "ended": state.last,
+                "clicks": state.clicks, "converted": state.checkout,
+                "closed_at": state.batch_time}
+    state.update(started=state.started if state.exists else ts, last=ts,
+                 clicks=(state.clicks or 0) + 1,
+                 checkout=bool(state.checkout) or page == "checkout")
+
+
 def main() -> None:
     spark = mws.local_session(**{"spark.sql.shuffle.partitions": "4"})
     clicks = spark.createDataFrame(clickstream(), "user STRING, page STRING, ts TIMESTAMP")
 
-    # State per user: the open session. A click extends it; 30 s without a click closes it,
-    # and the closing call emits the session's summary.
-    session = StateSpec.function(
-        "started TIMESTAMP, last TIMESTAMP, clicks BIGINT, checkout BOOLEAN",
-        update=F.struct(
-            F.coalesce(S.state("started"), F.col("ts")).alias("started"),
-            F.col("ts").alias("last"),
-            (F.coalesce(S.state("clicks"), F.lit(0)) + 1).alias("clicks"),
-            (F.coalesce(S.state("checkout"), F.lit(False)) | (F.col("page") == "checkout"))
-            .alias("checkout"),
-        ),
-        emit=F.when(
-            S.is_timing_out(),
-            F.struct(
-                F.col("user"),
-                S.state("started").alias("started"),
-                S.state("last").alias("ended"),
-                S.state("clicks").alias("clicks"),
-                S.state("checkout").alias("converted"),
-                S.batch_time().alias("closed_at"),
-            ),
-        ),
-    ).timeout("30 seconds").checkpoint_interval(3)
-
-    sessions = map_with_state(clicks, key="user", spec=session, batch_time="ts",
+    sessions_spec = session.timeout("30 seconds").checkpoint_interval(3)
+    sessions = map_with_state(clicks, key="user", spec=sessions_spec, batch_time="ts",
                               batch_interval="10 seconds", order_by="ts").cache()
 
     print(f"{clicks.count()} clicks from {clicks.select('user').distinct().count()} users "
@@ -78,7 +69,7 @@ def main() -> None:
      .orderBy("converted").show())
 
     print("Open sessions after each of the last batches (output='snapshots'):")
-    snapshots = map_with_state(clicks, key="user", spec=session, batch_time="ts",
+    snapshots = map_with_state(clicks, key="user", spec=sessions_spec, batch_time="ts",
                                batch_interval="10 seconds", order_by="ts", output="snapshots")
     (snapshots.groupBy("batch_time").agg(F.count("*").alias("open_sessions"))
      .orderBy(F.desc("batch_time")).show(5, truncate=False))
