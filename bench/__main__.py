@@ -27,8 +27,8 @@ import mapwithstate as mws  # noqa: E402
 from bench import connect_systems, data, jvm_systems, report, tasktime, threadtime  # noqa: E402
 from bench.rss import high_water_bytes  # noqa: E402
 from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP,  # noqa: E402
-                           OURS_PYTHON, OURS_ROCKSDB, PANDAS, PANDAS_PYTHON, PER_RECORD,
-                           SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON, TWS_PYTHON)
+                           OURS_ORDERED, OURS_PYTHON, OURS_ROCKSDB, PANDAS, PANDAS_PYTHON,
+                           PER_RECORD, SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON, TWS_PYTHON)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
 from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
@@ -61,6 +61,7 @@ WARM_UP_CONF = "spark.mapwithstate.bench.warmUp"
 #: on a scaled-down input).
 CONNECT_RUNNERS = {OURS.name: connect_systems.ours, FLOOR_CONNECT.name: connect_systems.floor,
                    OURS_PYTHON.name: connect_systems.ours_python,
+                   OURS_ORDERED.name: connect_systems.ours_ordered,
                    GROUPS.name: connect_systems.groups,
                    PER_RECORD.name: connect_systems.per_record_count_sum}
 #: The Connect systems run on the scaled-down input (bench/systems.py's SCALED_DOWN).

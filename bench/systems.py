@@ -20,6 +20,8 @@ PANDAS = System("pandas", "applyInPandasWithState (Connect)", "connect")
 #: (bench/python_function.py).
 OURS_PYTHON = System("ours-python", "**ours**: map_with_state, Python state function (Connect)",
                      "connect")
+#: Ours with order_by: each key's records of a micro-batch sorted (by value) before the calls.
+OURS_ORDERED = System("ours-ordered", "**ours**: map_with_state, order_by (Connect)", "connect")
 PANDAS_PYTHON = System("pandas-python", "applyInPandasWithState, the Python state function "
                        "(Connect)", "connect")
 TWS_PYTHON = System("tws-python", "transformWithState (rows), the Python state function "
@@ -53,9 +55,9 @@ STREAMING: Tuple[System, ...] = (OURS, FLOOR, FLOOR_CONNECT, FMGWS_HDFS, FMGWS_R
 PYTHON_PEERS: Tuple[System, ...] = (PANDAS_PYTHON, TWS_PYTHON, TWS_PANDAS_PYTHON)
 #: Every system run on the scaled-down input (their ratios are of time per record).
 SCALED_DOWN: Tuple[System, ...] = (PANDAS,) + PYTHON_PEERS
-#: S1's and S2's systems: the streaming ones with the Python state function beside ours and,
-#: last, the same Python source run by PySpark's Python operators.
-WITH_PYTHON: Tuple[System, ...] = (OURS, OURS_PYTHON) + STREAMING[1:] + PYTHON_PEERS
+#: S1's and S2's systems: the streaming ones with the Python state function and order_by beside
+#: ours and, last, the same Python source run by PySpark's Python operators.
+WITH_PYTHON: Tuple[System, ...] = (OURS, OURS_PYTHON, OURS_ORDERED) + STREAMING[1:] + PYTHON_PEERS
 #: S5's systems (per-key aggregation), in table order.
 GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
 #: S4's systems (timers), in table order.
