@@ -10,6 +10,7 @@ naming the Python exception.
 ``MWS_DIFF_CASES`` sets the cases per function (default 40: with 43 functions replayed and 15
 streamed, some 2,300 cases); ``MWS_DIFF_STREAM=all`` streams every function.
 """
+import math
 import os
 import sys
 from datetime import timedelta
@@ -132,8 +133,26 @@ def names(gaps=None):
             if n in known else n for n in sorted(FUNCTIONS)]
 
 
+# Functions whose floats may differ from Python's in the last bit, as the README's limits say:
+# math.log and friends run as Java's Math, whose JIT-compiled and interpreted forms do not
+# always round the same, so the server's last bit even varies between runs.
+LAST_BIT = {"math_functions"}
+
+
+def same_within_last_bit(mine, server) -> bool:
+    """Rows equal but for floats one or two units in the last place apart."""
+    def close(a, b):
+        if isinstance(a, float) and isinstance(b, float):
+            return a == b or math.isclose(a, b, rel_tol=4.5e-16, abs_tol=0.0)
+        return a == b
+    return len(mine) == len(server) and all(
+        len(r) == len(q) and all(close(a, b) for a, b in zip(r, q, strict=True))
+        for r, q in zip(mine, server, strict=True))
+
+
 def check_same(name, ours: Outcome, theirs: Outcome, how: str):
-    assert ours.emitted == theirs.emitted, \
+    assert ours.emitted == theirs.emitted or (
+        name in LAST_BIT and same_within_last_bit(ours.emitted, theirs.emitted)), \
         f"{name} ({how}): emitted rows differ; " + differences(ours.emitted, theirs.emitted)
     times = sorted(set(ours.snapshots) | set(theirs.snapshots))
     for t in times:
