@@ -8,6 +8,10 @@ variable's Column is a lambda variable, and each output Column the compiler hand
 is wrapped, for every name it uses, in ``transform(array(value), name -> output)[0]`` — the
 ``let`` SQL lacks — so each value is in each output's plan once.
 
+Names cost speed, though: Spark generates no code for ``transform``. So a function is first
+compiled with its values copied, and compiled again with names only when a copied Column grows
+past :data:`COPIED_PLAN_LIMIT`.
+
 Names are Spark Connect lambda variables made by the compiler (the public
 ``pyspark.sql.functions`` makes only anonymous ones); on a classic session, and in group
 functions (whose values may hold aggregates, which a lambda must not reference), values are
@@ -22,7 +26,16 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.values import INLINE_LIMIT
 
-__all__ = ["Bindings"]
+__all__ = ["Bindings", "PlanTooLarge", "COPIED_PLAN_LIMIT"]
+
+#: The largest text of a Column a compilation without names may make: Spark generates code for
+#: a plan of copies, and none for a named value (``transform`` is interpreted), so small
+#: functions stay copies and only those whose copies grow past this get names.
+COPIED_PLAN_LIMIT = 20_000
+
+
+class PlanTooLarge(Exception):
+    """A compilation without names made a Column longer than its limit."""
 
 
 @dataclass
@@ -31,11 +44,18 @@ class Bindings:
     use an earlier name, never the reverse)."""
 
     enabled: bool
+    #: Without names: the longest value copied into its uses, beyond which the compilation
+    #: stops with :class:`PlanTooLarge` (0: no limit).
+    limit: int = 0
     named: List[Tuple[str, Any, Column]] = field(default_factory=list)
 
     def share(self, column: Column) -> Column:
         """``column``, or the name of its value where it is large enough to name."""
-        if not self.enabled or not _is_connect(column) or len(str(column)) <= INLINE_LIMIT:
+        if not self.enabled:
+            if self.limit and len(str(column)) > self.limit:
+                raise PlanTooLarge()
+            return column
+        if not _is_connect(column) or len(str(column)) <= INLINE_LIMIT:
             return column
         from pyspark.sql.connect.column import Column as ConnectColumn
         from pyspark.sql.connect.expressions import UnresolvedNamedLambdaVariable

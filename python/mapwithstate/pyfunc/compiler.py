@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from mapwithstate import functions as S
 from mapwithstate.pyfunc import builtins
 from mapwithstate.pyfunc.aggregates import Rows
-from mapwithstate.pyfunc.bindings import Bindings
+from mapwithstate.pyfunc.bindings import COPIED_PLAN_LIMIT, Bindings, PlanTooLarge
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.interpreter import Context, Emit, Interpreter, StateObject, store
 from mapwithstate.pyfunc.paths import PathState
@@ -103,7 +103,36 @@ def compile_function(
     group: bool,
     key_names: List[str],
 ) -> CompiledFunction:
-    """Compiles ``function`` for an input with ``columns`` (``key_names`` among them)."""
+    """Compiles ``function`` for an input with ``columns`` (``key_names`` among them): with
+    its values copied where they are used (Spark generates code for all of it), or, when that
+    makes a Column past :data:`~mapwithstate.pyfunc.bindings.COPIED_PLAN_LIMIT`, with its
+    large values named once (a plan that grows linearly with the source)."""
+    try:
+        return _compile(
+            function,
+            state_schema,
+            df,
+            columns,
+            group,
+            key_names,
+            Bindings(enabled=False, limit=COPIED_PLAN_LIMIT),
+        )
+    except PlanTooLarge:
+        # A group function's values may hold aggregates, which no lambda may reference.
+        return _compile(
+            function, state_schema, df, columns, group, key_names, Bindings(enabled=not group)
+        )
+
+
+def _compile(
+    function: Any,
+    state_schema: Any,
+    df: "DataFrame",
+    columns: Dict[str, T.DataType],
+    group: bool,
+    key_names: List[str],
+    bindings: Bindings,
+) -> CompiledFunction:
     source = FunctionSource.of(function)
     state = _state_struct(df, state_schema)
     probe = _Probe(df, columns, state)
@@ -119,8 +148,7 @@ def compile_function(
                 node, "a pyspark.sql.functions call Spark cannot resolve", str(e).splitlines()[0]
             ) from None
 
-    # A group function's values may hold aggregates, which no lambda may reference.
-    ctx = Context(source, columns, type_of, bindings=Bindings(enabled=not group))
+    ctx = Context(source, columns, type_of, bindings=bindings)
     state_types: Dict[str, PyType] = {}
     for field in state.fields:
         state_type = from_spark(field.dataType)
@@ -176,9 +204,16 @@ def compile_function(
             ).column.alias(f.name)
             for f in state.fields
         ]
-        keep = c_and(changed, present.column)
+        # Whether the key keeps a state, as a Python bool where the function always decides
+        # the same (no remove Column, and no condition, for a function that never removes).
+        kept = (
+            present.const
+            if present.is_const and isinstance(present.const, bool)
+            else (present.column)
+        )
+        keep = c_and(changed, kept)
         update = F.when(c_column(keep), F.struct(*stored))
-        gone = c_and(changed, c_not(present.column))
+        gone = c_and(changed, c_not(kept))
         remove = None if gone is False else c_column(gone)
     if sets_timer:
         timeout_at = _fold([(e.guard, e.path.timer) for e in exits]).column
@@ -199,6 +234,9 @@ def compile_function(
     update, remove, emit, timeout_at = (
         None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
     )
+    outputs = (update, remove, emit, timeout_at)
+    if bindings.limit and any(c is not None and len(str(c)) > bindings.limit for c in outputs):
+        raise PlanTooLarge()
     return CompiledFunction(update, remove, emit, timeout_at)
 
 
