@@ -10,6 +10,7 @@ check that fails the query with the function's name, file, line and Python's exc
 
 import ast
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from pyspark.sql import Column
@@ -102,37 +103,20 @@ def compile_function(
     columns: Dict[str, T.DataType],
     group: bool,
     key_names: List[str],
+    bindings: Optional[Bindings] = None,
 ) -> CompiledFunction:
     """Compiles ``function`` for an input with ``columns`` (``key_names`` among them): with
     its values copied where they are used (Spark generates code for all of it), or, when that
     makes a Column past :data:`~mapwithstate.pyfunc.bindings.COPIED_PLAN_LIMIT`, with its
-    large values named once (a plan that grows linearly with the source)."""
-    try:
-        return _compile(
-            function,
-            state_schema,
-            df,
-            columns,
-            group,
-            key_names,
-            Bindings(enabled=False, limit=COPIED_PLAN_LIMIT),
-        )
-    except PlanTooLarge:
-        # A group function's values may hold aggregates, which no lambda may reference.
-        return _compile(
-            function, state_schema, df, columns, group, key_names, Bindings(enabled=not group)
-        )
-
-
-def _compile(
-    function: Any,
-    state_schema: Any,
-    df: "DataFrame",
-    columns: Dict[str, T.DataType],
-    group: bool,
-    key_names: List[str],
-    bindings: Bindings,
-) -> CompiledFunction:
+    large values named once (a plan that grows linearly with the source). ``bindings`` makes
+    one of the two attempts."""
+    if bindings is None:
+        attempt = partial(compile_function, function, state_schema, df, columns, group, key_names)
+        try:
+            return attempt(Bindings(enabled=False, limit=COPIED_PLAN_LIMIT))
+        except PlanTooLarge:
+            # A group function's values may hold aggregates, which no lambda may reference.
+            return attempt(Bindings(enabled=not group))
     source = FunctionSource.of(function)
     state = _state_struct(df, state_schema)
     probe = _Probe(df, columns, state)
