@@ -110,8 +110,6 @@ FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 # Where the compiled function does not yet do what Python does: these fail (strict: the mark
 # must go once the compiler is fixed). Found by this test; see the failure messages.
 COMPILER_GAPS = {
-    "processing_timers": "state.timer read after state.set_timer in the same call comes out "
-                         "null from the server (Python: the timer just set); not every run",
     "mixed_min_max": "max() of an int and a float is a DOUBLE column, so an int beyond 2**53 "
                      "comes out rounded (max(2**63 - 1, -2.5) gives 9.223372036854776e+18; "
                      "Python returns the int)",
@@ -122,14 +120,9 @@ COMPILER_GAPS = {
 REPLAY_GAPS: dict = {}
 
 
-# Gaps whose failure does not show in every run: not strict, so a passing run is no error.
-INTERMITTENT = {"processing_timers"}
-
-
 def names(gaps=None):
     known = {**COMPILER_GAPS, **(gaps or {})}
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=n not in INTERMITTENT,
-                                                    reason=known[n]))
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=known[n]))
             if n in known else n for n in sorted(FUNCTIONS)]
 
 

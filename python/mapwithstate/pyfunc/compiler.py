@@ -152,12 +152,15 @@ def compile_function(
         if py_type.kind in ("int", "float"):
             column = column.cast(to_spark(py_type))
         fields[field.name] = Value(column, py_type, True)
-    timer = Value(
+    # A timing-out call reads the timer that fired, and the key loses it unless the call sets
+    # another (a timer fires once), as mapwithstate.testing's State.
+    timer = Value(S.timeout_at(), DATETIME, True)
+    timer_left = Value(
         F.when(S.is_timing_out(), F.lit(None).cast("timestamp")).otherwise(S.timeout_at()),
         DATETIME,
         True,
     )
-    path = PathState(env, fields, Value(S.state_exists(), BOOL, False), False, timer)
+    path = PathState(env, fields, Value(S.state_exists(), BOOL, False), False, timer, timer_left)
     generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(tree))
     interpreter = Interpreter(ctx, path, state, builtins.call, generator)
     interpreter.run(tree.body)
@@ -200,7 +203,7 @@ def compile_function(
         gone = c_and(changed, c_not(kept))
         remove = None if gone is False else c_column(gone)
     if sets_timer:
-        timeout_at = _fold([(e.guard, e.path.timer) for e in exits]).column
+        timeout_at = _fold([(e.guard, e.path.timer_left) for e in exits]).column
     emit = _emit(ctx, tree, interpreter.emits, generator)
 
     failures = ctx.failures

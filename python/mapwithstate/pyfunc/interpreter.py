@@ -275,7 +275,8 @@ class Interpreter:
             else c_or(c_and(test, a.changed), c_and(c_not(test), b.changed))
         )
         timer = merged_value(a.timer, b.timer)
-        return PathState(env, fields, present, changed, timer)
+        timer_left = merged_value(a.timer_left, b.timer_left)
+        return PathState(env, fields, present, changed, timer, timer_left)
 
     def return_(self, node: ast.Return) -> None:
         if node.value is not None:
@@ -503,12 +504,14 @@ class Interpreter:
                 )
             ts = operators.none_check(self.ctx, node, ts, "set_timer() needs a datetime, got None")
             self.timer_used = True
-            self.path.timer = ts
+            self.path.timer = self.path.timer_left = ts
             return nothing
         if method == "clear_timer":
             self._no_arguments(node, method)
             self.timer_used = True
-            self.path.timer = Value(F.lit(None).cast("timestamp"), PyType("datetime"), True)
+            self.path.timer = self.path.timer_left = Value(
+                F.lit(None).cast("timestamp"), PyType("datetime"), True
+            )
             return nothing
         raise self.ctx.refuse(
             node, f"state.{method}()", "state's methods are update, remove, set_timer, clear_timer"

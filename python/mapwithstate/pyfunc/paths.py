@@ -35,13 +35,16 @@ class Record:
 class PathState:
     """What a path has done so far: its locals, the key's state fields as the code sees them
     now, whether a state exists now (``present``), whether ``update``/``remove`` ran
-    (``changed``) and the key's timer."""
+    (``changed``) and the key's timer: ``timer`` as ``state.timer`` reads it now, and
+    ``timer_left`` as the call would leave it. They differ only in a timing-out call that has
+    not set or cleared the timer: it reads the timer that fired, which the key then loses."""
 
     env: Dict[str, Any]
     fields: Dict[str, Value]
     present: Value
     changed: Cond
     timer: Value
+    timer_left: Value
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def copy(self) -> "PathState":
