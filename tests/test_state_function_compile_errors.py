@@ -74,7 +74,7 @@ def maybe_unassigned(k, v, state):
 
 @mws.state_function("n BIGINT")
 def int_power(k, v, state):
-    return {"k": v ** 2}
+    return {"k": v ** v}
 
 
 @mws.state_function("n BIGINT")
@@ -125,7 +125,7 @@ def rows_misused(k, rows, state):
     (unknown_field, "count=1", "unknown state field 'count'"),
     (unknown_state_attribute, "state.count", "unknown state attribute 'count'"),
     (maybe_unassigned, '{"k": label}', "variable 'label' may be unassigned"),
-    (int_power, "v ** 2", "** between ints"),
+    (int_power, "v ** v", "** between ints with an exponent that is not a literal"),
     (round_digits, "round(f, 2)", "round(float, ndigits)"),
     (two_types, "x = ", "conditional expression of a str and a int"),
     (returns_a_number, "return 5", "return of a int"),

@@ -181,6 +181,20 @@ def test_round_halves_to_even(spark):
     assert [r["r"] for r in out] == [0, 2, 2, 0, -2, 3, 1000000000000000]
 
 
+@mws.state_function("n BIGINT")
+def powers(k, i, state):
+    return {"k": k, "sq": i ** 2, "cube": (i % 2000000) ** 3, "p0": i ** 0, "p62": (i % 3 - 1) ** 62,
+            "p99": (i % 3 - 1) ** 99, "inv": (i % 1000 + 1) ** -2, "bool": True ** 5}
+
+
+def test_int_powers_are_exact_ints_and_negative_exponents_floats(spark):
+    rows = [{"k": str(n), "i": i, "t": T0}
+            for n, i in enumerate([0, 1, -1, 7, -12, 3037000499, -2097151, 2097151])]
+    out = assert_same(spark, powers, rows, "k STRING, i BIGINT, t TIMESTAMP")
+    assert {r["sq"] for r in out} >= {3037000499 ** 2, 49}
+    assert all(isinstance(r["inv"], str) for r in out)  # floats, as their repr
+
+
 # --- strings ---------------------------------------------------------------------------------
 
 @mws.state_function("n BIGINT")
@@ -295,6 +309,16 @@ def overflow(k, v, state):
 
 
 @mws.state_function("n BIGINT")
+def power_overflow(k, v, state):
+    return {"k": k, "p": v ** 3}
+
+
+@mws.state_function("n BIGINT")
+def zero_to_a_negative_power(k, v, state):
+    return {"k": k, "p": v ** -1}
+
+
+@mws.state_function("n BIGINT")
 def empty_max(k, l, state):  # noqa: E741 (the input column is named l)
     return {"k": k, "m": max(l)}
 
@@ -317,6 +341,8 @@ def raising(k, v, state):
     (divide, "v BIGINT", {"v": 0}, ZeroDivisionError, "100 // v"),
     (none_less, "v BIGINT", {"v": None}, TypeError, "v < 3"),
     (overflow, "v BIGINT", {"v": 2}, OverflowError, "v * 46"),
+    (power_overflow, "v BIGINT", {"v": 2097152}, OverflowError, "v ** 3"),
+    (zero_to_a_negative_power, "v BIGINT", {"v": 0}, ZeroDivisionError, "v ** -1"),
     (empty_max, "l ARRAY<BIGINT>", {"l": []}, ValueError, "max(l)"),
     (asserting, "v BIGINT", {"v": -1}, AssertionError, "assert v"),
     (raising, "v BIGINT", {"v": 2}, ValueError, "raise ValueError"),

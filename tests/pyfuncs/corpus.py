@@ -90,6 +90,17 @@ def and_or_operands(k, v, s, state):
 
 
 @entry("last BIGINT")
+def int_powers(k, v, state):
+    # A square beyond 64 bits raises OverflowError (Python's int would not fit the column),
+    # 0 ** -3 ZeroDivisionError.
+    if v is None:
+        return None
+    state.update(last=(state.last or 0) ** 2 % 1000 + 1)
+    return {"k": k, "sq": v ** 2, "cube": (v % 100000) ** 3, "inv": (v % 50 - 25) ** -3,
+            "one": (v % 3 - 1) ** 101, "last": state.last ** 0}
+
+
+@entry("last BIGINT")
 def floor_division(k, v, state):
     if v is None:
         return None

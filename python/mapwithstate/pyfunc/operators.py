@@ -158,6 +158,8 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
             "the value is an int on some paths and a float on others; convert "
             "it with float(...) first",
         )
+    if ka in ("int", "bool") and kb in ("int", "bool") and isinstance(op, ast.Pow):
+        return _int_power(ctx, node, a, b)
     if (
         ka in ("int", "bool")
         and kb in ("int", "bool")
@@ -249,6 +251,68 @@ def _int_floor_div(a: Column, b: Column) -> Column:
     return F.when(adjust, quotient - F.lit(1)).otherwise(quotient).cast("bigint")
 
 
+def _int_power(ctx: "Context", node: ast.AST, a: Value, b: Value) -> Value:
+    """Python's ``a ** b`` of ints, for an exponent known when compiling: exact for ``b >= 0``
+    (by squaring, each product checked: a result beyond 64 bits fails, as Python's int would
+    not fit the column), a float for ``b < 0`` (``float(a) ** b``, as Python computes it). An
+    exponent known only at run time would make the result an int or a float by its sign."""
+    if not b.is_const:
+        raise ctx.refuse(
+            node,
+            "** between ints with an exponent that is not a literal",
+            "Python's result is an int or a float by the exponent's sign; write the exponent "
+            "as a literal, or float(x) ** y",
+        )
+    exponent = int(b.const)
+    if exponent < 0:
+        ctx.check(
+            node,
+            _as_int(a) == F.lit(0),
+            "ZeroDivisionError",
+            "0.0 cannot be raised to a negative power",
+        )
+        return Value(let([_as_int(a)], lambda base: _inverse_power(base, -exponent)), FLOAT, False)
+    power = let(
+        [_as_int(a)],
+        lambda base: _power_by_squaring(base, exponent),
+    )
+    return int_result(ctx, node, power, True)
+
+
+def _inverse_power(base: Column, exponent: int) -> Column:
+    """``base ** -exponent`` (``exponent > 0``, ``base`` not 0) as Python computes it, libm's
+    ``pow`` of the two as floats: where ``base ** exponent`` is an int a double holds exactly,
+    one division, correctly rounded, as libm's ``pow`` is but in rare cases; else Java's
+    ``Math.pow``, which may differ from libm's in the last bit."""
+    magnitude = _power_by_squaring(base, exponent)
+    exact = magnitude.isNotNull() & (F.abs(magnitude) <= F.lit(1 << 53)) & (magnitude != F.lit(0))
+    return F.when(exact, F.lit(1.0) / magnitude.cast("double")).otherwise(
+        F.pow(base.cast("double"), F.lit(float(-exponent)))
+    )
+
+
+def _power_by_squaring(base: Column, exponent: int) -> Column:
+    """``base ** exponent`` of a BIGINT, null where it does not fit 64 bits: every square taken
+    is at most the result in magnitude (or the base is -1, 0 or 1), so a null (an overflow)
+    along the way means the result overflows."""
+    if exponent > 64:
+        # Beyond 2 ** 64 for any base but -1, 0 and 1, whose powers are exact.
+        return (
+            F.when(base.isin(0, 1), base)
+            .when(base == F.lit(-1), F.lit(1 if exponent % 2 == 0 else -1).cast("bigint"))
+            .otherwise(F.lit(None).cast("bigint"))
+        )
+    result: Column = F.lit(1).cast("bigint")
+    square = base
+    while exponent:
+        if exponent & 1:
+            result = F.try_multiply(result, square)
+        exponent >>= 1
+        if exponent:
+            square = F.try_multiply(square, square)
+    return result
+
+
 def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
     if isinstance(op, ast.Add):
         return int_result(ctx, node, F.try_add(a, b), True)
@@ -276,13 +340,6 @@ def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column
             "int result does not fit in 64 bits (BIGINT)",
         )
         return Value(let([a, b], _int_floor_div), INT, False)
-    if isinstance(op, ast.Pow):
-        raise ctx.refuse(
-            node,
-            "** between ints",
-            "Python's int power is exact and unbounded; write float(x) ** y, or "
-            "x * x for a small power",
-        )
     if isinstance(op, ast.BitAnd):
         return Value(a.bitwiseAND(b), INT, False)
     if isinstance(op, ast.BitOr):
