@@ -108,3 +108,21 @@ def test_fields_reordered_in_place_are_not_read_by_position(spark, tmp_path):
             "convert the state to a changed schema") in message, message
     stream.run_available_now(map_with_state(stream.read(spark), "word", pair_count("a", "b")))
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("a", 2))
+
+
+def test_with_sparks_schema_check_off_a_swap_is_read_by_position_as_spark_reads_it(
+        spark, tmp_path):
+    # The session's opt-out of Spark's schema check (spark.sql.streaming.stateStore.
+    # stateSchemaCheck) turns this check off too: the swapped fields are read by position.
+    stream = Stream(str(tmp_path))
+    stream.add("a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", pair_count("a", "b")))
+    stream.add("a")
+    spark.conf.set("spark.sql.streaming.stateStore.stateSchemaCheck", "false")
+    try:
+        stream.run_available_now(map_with_state(stream.read(spark), "word",
+                                                pair_count("b", "a")))
+    finally:
+        spark.conf.unset("spark.sql.streaming.stateStore.stateSchemaCheck")
+    # a was stored as (a=1, b=10); read as (b, a), a is 10, and the record makes it 11.
+    assert stream.results(spark) == counts(("a", 1), ("a", 11))

@@ -197,9 +197,14 @@ case class MapWithStateStreamExec(
       }
     // Spark's check matches fields by position, not by name: a state whose fields were renamed
     // or reordered (same types in the same places) passes it, and would be read by position.
-    // Only a schema whose stored rows are the same bits by name may go on.
-    val recordedState = StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
-      .map { case (_, value) => backend.stateTypeOf(value) }
+    // Only a schema whose stored rows are the same bits by name may go on (unless the session
+    // turned Spark's check off, which this one follows).
+    val recordedState =
+      if (!conf.isStateSchemaCheckEnabled) None
+      else {
+        StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
+          .map { case (_, value) => backend.stateTypeOf(value) }
+      }
     recordedState.foreach { recorded =>
       StateSchemaEvolution.plan(recorded, function.stateType) match {
         case Right(conversion) if conversion.identity =>
