@@ -6,7 +6,13 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
 import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, StateFunction}
-import io.mapwithstate.state.{OperatorMetadata, StateBackend, StateMap, StoreBackedStateMap}
+import io.mapwithstate.state.{
+  OperatorMetadata,
+  StateBackend,
+  StateMap,
+  StateSchemaEvolution,
+  StoreBackedStateMap
+}
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
@@ -36,7 +42,7 @@ import org.apache.spark.sql.execution.streaming.state.{
 }
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.types.{DataType, StructType}
 
 /**
  * mapWithState in a streaming query: each micro-batch is one batch of DStream's mapWithState,
@@ -182,18 +188,71 @@ case class MapWithStateStreamExec(
         case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
         case _ => OperatorMetadata.UpdateTimes
       }, hadoopConf)
-    try {
-      StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
-        backend.storeValueSchema(function.stateType), stateSchemaVersion)
-    } catch {
-      case NonFatal(e) =>
-        throw new MapWithStateException(io.mapwithstate.ErrorCondition.StateSchemaChanged,
-          "map_with_state: the key columns or the state schema differ from those this query's " +
-            s"checkpoint (${getStateInfo.checkpointLocation}) was written with: now keys " +
-            s"${keySchema.simpleString} and state ${function.stateType.simpleString}; keep them, " +
-            "or start the query on a new checkpoint " +
-            s"(${MapWithStateException.withoutSchemaCheckAdvice(e)})", e)
+    val results =
+      try {
+        StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
+          backend.storeValueSchema(function.stateType), stateSchemaVersion)
+      } catch {
+        case NonFatal(e) => throw stateSchemaChanged(info, hadoopConf, Some(e))
+      }
+    // Spark's check matches fields by position, not by name: a state whose fields were renamed
+    // or reordered (same types in the same places) passes it, and would be read by position.
+    // Only a schema whose stored rows are the same bits by name may go on (unless the session
+    // turned Spark's check off, which this one follows).
+    val recordedState =
+      if (!conf.isStateSchemaCheckEnabled) None
+      else {
+        StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
+          .map { case (_, value) => backend.stateTypeOf(value) }
+      }
+    recordedState.foreach { recorded =>
+      StateSchemaEvolution.plan(recorded, function.stateType) match {
+        case Right(conversion) if conversion.identity =>
+        case _ => throw stateSchemaChanged(info, hadoopConf, None)
+      }
     }
+    results
+  }
+
+  /**
+   * The refusal of a restart whose key columns or state schema differ from those recorded in
+   * the checkpoint: naming each field the evolution rules ([[StateSchemaEvolution]]) refuse,
+   * with its old and new type, and how to migrate; `sparkError` is Spark's own check's.
+   */
+  private def stateSchemaChanged(
+      info: StatefulOperatorStateInfo,
+      hadoopConf: Configuration,
+      sparkError: Option[Throwable]): MapWithStateException = {
+    val recorded = StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
+    new MapWithStateException(io.mapwithstate.ErrorCondition.StateSchemaChanged,
+      "map_with_state: the key columns or the state schema differ from those this query's " +
+        s"checkpoint (${info.checkpointLocation}) was written with: now keys " +
+        s"${keySchema.simpleString} and state ${function.stateType.simpleString}" +
+        recorded.map { case (keys, value) => changes(keys, backend.stateTypeOf(value)) }
+          .getOrElse("") +
+        "; keep them, or start the query on a new checkpoint, migrating the old state into it " +
+        "with read_state and StateSpec.initial_state (the recipe 'Migrating state between " +
+        "checkpoints')" +
+        sparkError.map(e => s" (${MapWithStateException.withoutSchemaCheckAdvice(e)})")
+          .getOrElse(""),
+      sparkError.orNull)
+  }
+
+  /**
+   * What the checkpoint's key columns `oldKeys` and state `oldState` differ in from the
+   * current ones, for the refusal's message: each field the rules refuse, or, when they refuse
+   * none, that the state is not converted on restart.
+   */
+  private def changes(oldKeys: StructType, oldState: StructType): String = {
+    val keys =
+      if (DataType.equalsIgnoreNullability(oldKeys, keySchema)) Nil
+      else Seq(s"the key columns were ${oldKeys.simpleString} (keys cannot change)")
+    val fields = StateSchemaEvolution.plan(oldState, function.stateType).left
+      .getOrElse(Nil).map(_.describe)
+    s"; the checkpoint's state is ${oldState.simpleString}, and " + (
+      if (keys.isEmpty && fields.isEmpty) {
+        "a restart does not convert the state to a changed schema (matched by name) yet"
+      } else s"a restart cannot carry over: ${(keys ++ fields).mkString("; ")}")
   }
 
   /**

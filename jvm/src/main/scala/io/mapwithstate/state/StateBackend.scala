@@ -53,6 +53,9 @@ sealed trait StateBackend extends Serializable {
   /** The store's value row for a state of `stateType`. */
   def storeValueSchema(stateType: StructType): StructType = stateType
 
+  /** The state type whose store value row is `valueSchema`: [[storeValueSchema]] undone. */
+  def stateTypeOf(valueSchema: StructType): StructType = valueSchema
+
   /**
    * The store of state partition `id` for one task of the micro-batch `info` says, at the
    * version before it, with the key schema and the state type; opened from the provider this
@@ -198,6 +201,9 @@ object StateBackend {
 
     override def storeValueSchema(stateType: StructType): StructType =
       StoreBackedStateMap.valueSchema(stateType)
+
+    override def stateTypeOf(valueSchema: StructType): StructType =
+      StructType(valueSchema.fields.filterNot(_.name == StoreBackedStateMap.UpdateTimeColumn))
 
     /**
      * Spark's `StateStore.get`, which keeps the executor's providers loaded; its commits

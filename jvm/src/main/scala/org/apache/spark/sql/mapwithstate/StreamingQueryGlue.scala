@@ -33,7 +33,8 @@ import org.apache.spark.sql.types.StructType
  *  - the state store coordinator: where the driver has each state partition loaded, and, as
  *    an executor reaches it, the reports of partitions loaded and of commits (which Spark
  *    counts for a `foreachBatch` sink);
- *  - checking the state schema against the one recorded in the checkpoint;
+ *  - checking the state schema against the one recorded in the checkpoint, and reading that
+ *    one back;
  *  - Spark's compression codecs by name, for the state files.
  */
 object StreamingQueryGlue {
@@ -173,5 +174,23 @@ object StreamingQueryGlue {
       keySchema, 0.toShort, valueSchema, None, None)
     List(StateSchemaCompatibilityChecker.validateAndMaybeEvolveStateSchema(
         info, hadoopConf, List(schema), session.sessionState, schemaVersion))
+  }
+
+  /**
+   * The key and value schemas recorded in the checkpoint for `info`'s operator (the schema
+   * file [[validateStateSchema]] writes on a query's first batch), or None before it exists.
+   */
+  def recordedStateSchema(info: StatefulOperatorStateInfo, hadoopConf: Configuration)
+      : Option[(StructType, StructType)] = {
+    val providerId = StateStoreProviderId(
+      StateStoreId(info.checkpointLocation, info.operatorId, 0), info.queryRunId)
+    val file = StateSchemaCompatibilityChecker.schemaFile(
+      providerId.storeId.storeCheckpointLocation())
+    if (!file.getFileSystem(hadoopConf).exists(file)) None
+    else {
+      new StateSchemaCompatibilityChecker(providerId, hadoopConf).readSchemaFile()
+        .find(_.colFamilyName == StateStore.DEFAULT_COL_FAMILY_NAME)
+        .map(schema => (schema.keySchema, schema.valueSchema))
+    }
   }
 }
