@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 import mapwithstate as mws
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
+from mapwithstate.testing import replay as python_replay
 from streams import Stream
 
 pytestmark = pytest.mark.sessions("connect", "classic")
@@ -254,6 +255,32 @@ def test_the_idle_clock_runs_from_last_updated(spark):
                                 initial.select("user", "n", "total")),
                             batch_time="ts")
     assert [(r[0], r[3]) for r in emitted(seeded)] == [("c", False)]
+
+
+@mws.state_function("n BIGINT")
+def group_count(user, rows, state):
+    if state.timing_out:
+        return {"user": user, "n": state.n, "timing_out": True}
+    state.update(n=(state.n or 0) + len(rows))
+    return {"user": user, "n": state.n, "timing_out": False}
+
+
+def test_mapwithstate_testing_resumes_as_the_server_does(spark):
+    # A resumed group function: b is not called for its initial state, a's idle clock runs from
+    # its last_updated (idle past 3 s at 5 s), b's does not time it out yet.
+    initial = [("a", 1, T0, None), ("b", 2, T0 + timedelta(seconds=4), None)]
+    initial_df = spark.createDataFrame(
+        initial, "user STRING, n BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP")
+    resumed = group_count.timeout("3 seconds").checkpoint_interval(1) \
+        .initial_state(initial_df, last_updated="last_updated")
+    records = [("c", T0 + timedelta(seconds=5)), ("b", T0 + timedelta(seconds=6))]
+    on_server = map_groups_with_state(spark.createDataFrame(records, "user STRING, ts TIMESTAMP"),
+                                      key="user", spec=resumed, batch_time="ts")
+    in_python = python_replay(resumed, [{"user": u, "ts": t} for u, t in records], key="user",
+                              batch_time="ts")
+    expected = [("a", 1, True), ("b", 3, False), ("c", 1, False)]
+    assert sorted(tuple(r) for r in on_server.collect()) == expected
+    assert sorted(tuple(d.values()) for b in in_python for d in b.emitted) == expected
 
 
 @pytest.mark.connect_only
