@@ -32,5 +32,6 @@ def test_the_settings_table_covers_the_spec_message():
     from mapwithstate.spec import COLUMNS, SETTINGS
 
     fields = {f.name for f in state_spec_pb2.StateSpec.DESCRIPTOR.fields}
-    special = {"state_schema_ddl", "state_schema_type", "initial_state", "initial_state_timeout_at"}
+    special = {"state_schema_ddl", "state_schema_type", "initial_state", "initial_state_timeout_at",
+               "initial_state_last_updated"}
     assert fields == special | set(COLUMNS) | set(SETTINGS)

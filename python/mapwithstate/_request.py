@@ -28,7 +28,7 @@ ColumnsOrNames = Union[ColumnOrName, Sequence[ColumnOrName]]
 Until = Union[datetime.datetime, str]
 
 #: The output kinds a request may ask for.
-OUTPUTS = ("emitted", "snapshots")
+OUTPUTS = ("emitted", "snapshots", "final_state")
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,12 @@ def _java_spec(jvm: JavaObject, spec: StateSpec) -> JavaObject:
                 "spec.initial_state is a Spark Connect DataFrame, but the DataFrame is a classic "
                 "one: both must come from the same session"
             )
-        java = java.initialState(spec.initial.df._jdf, spec.initial.timeout_at)
+        if spec.initial.last_updated is not None:
+            java = java.initialState(
+                spec.initial.df._jdf, spec.initial.timeout_at, spec.initial.last_updated
+            )
+        else:
+            java = java.initialState(spec.initial.df._jdf, spec.initial.timeout_at)
     for setting in SETTINGS.values():
         if setting.name in spec.settings:
             java = getattr(java, setting.jvm_method)(spec.settings[setting.name])

@@ -27,6 +27,7 @@ __all__: List[str] = []
 _OUTPUTS = {
     "emitted": relations_pb2.MapWithState.OUTPUT_EMITTED,
     "snapshots": relations_pb2.MapWithState.OUTPUT_SNAPSHOTS,
+    "final_state": relations_pb2.MapWithState.OUTPUT_FINAL_STATE,
 }
 
 
@@ -131,6 +132,8 @@ def spec_message(spec: StateSpec, client: "SparkConnectClient") -> state_spec_pb
         message.initial_state.CopyFrom(initial._plan.plan(client))
         if spec.initial.timeout_at is not None:
             message.initial_state_timeout_at = spec.initial.timeout_at
+        if spec.initial.last_updated is not None:
+            message.initial_state_last_updated = spec.initial.last_updated
     for setting in SETTINGS.values():
         if setting.name in spec.settings:
             setattr(message, setting.name, spec.settings[setting.name])

@@ -47,7 +47,10 @@ def map_groups_with_state(
     :param order_by: the order in which order-sensitive aggregates (``collect_list``,
         ``first``, ``last``) read a key's records of a batch or micro-batch, ties in arrival
         order; without it they read them in no promised order.
-    :param output: ``"emitted"`` or ``"snapshots"`` (every key's state after each batch).
+    :param output: ``"emitted"``, ``"snapshots"`` (every key's state after each batch) or,
+        for a batch DataFrame, ``"final_state"``: every key's state after the last batch as
+        :func:`~mapwithstate.read_state` shows it, which ``spec.initial_state(df,
+        last_updated="last_updated")`` resumes (see :func:`~mapwithstate.map_with_state`).
     :param until: with ``batch_time``: the replay goes on after its last record up to this
         time, as :func:`map_with_state`'s ``until``.
 

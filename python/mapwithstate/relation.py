@@ -45,7 +45,15 @@ def map_with_state(
     :param order_by: the order of a key's records within a batch, or within a micro-batch of
         a stream (sorted within each state partition, ties in arrival order); without it a
         stream's records come in arrival order.
-    :param output: ``"emitted"`` or ``"snapshots"``.
+    :param output: ``"emitted"``, ``"snapshots"`` (every key's state after each batch) or,
+        for a batch DataFrame, ``"final_state"``: every key's state after the last batch (with
+        ``until``, the batch at ``until``), one row per key with the columns of
+        :func:`~mapwithstate.read_state` but ``partition``: the key columns, the state's
+        fields, ``last_updated`` and ``timeout_at``. ``spec.initial_state(df,
+        timeout_at=..., last_updated="last_updated")`` resumes it in another query, a stream
+        or a replay of later data, which then goes on exactly as one run over both would
+        (see the backfill recipe). Keys holding only a timer (no state) are not in it; a
+        stream refuses it (use ``read_state``).
     :param until: with ``batch_time``: the replay goes on after its last record up to this
         time (a ``datetime``, or a string Spark casts to TIMESTAMP), with an empty batch every
         ``batch_interval`` and the last one at ``until`` (without ``batch_interval``, that one

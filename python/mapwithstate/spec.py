@@ -50,10 +50,12 @@ COLUMNS: Tuple[str, ...] = ("update", "remove", "emit", "timeout_at")
 @dataclass(frozen=True)
 class InitialState:
     """The state loaded before the first batch: a DataFrame of the key columns and the state's
-    fields, and optionally the name of its column holding each key's first timer."""
+    fields, and optionally the names of its columns holding each key's first timer and, for
+    state read back that the query resumes, each key's last update time."""
 
     df: "DataFrame"
     timeout_at: Optional[str] = None
+    last_updated: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -136,22 +138,50 @@ class StateSpec:
                 raise TypeError(f"{name} must be a Column, got {type(column).__name__}")
         return StateSpec(state_schema, update, remove, emit, timeout_at)
 
-    def initial_state(self, df: "DataFrame", timeout_at: Optional[str] = None) -> "StateSpec":
+    def initial_state(
+        self,
+        df: "DataFrame",
+        timeout_at: Optional[str] = None,
+        last_updated: Optional[str] = None,
+    ) -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
         first batch. With ``timeout_at`` (a column name of ``df``, a TIMESTAMP; null for
         none) each key also starts with that timer. :func:`map_with_state` only seeds the
         state with it, as a DStream's ``mapWithState`` does; :func:`map_groups_with_state`
         also calls each of its keys in the first batch, with no records if it has none there
-        (aggregates over no rows), as ``flatMapGroupsWithState`` does."""
+        (aggregates over no rows), as ``flatMapGroupsWithState`` does.
+
+        With ``last_updated`` (a column name of ``df``, a TIMESTAMP) the query *resumes* state
+        read back — the rows of :func:`~mapwithstate.read_state` or of a replay's
+        ``output="final_state"``, taken as they are — as if the run that left it had gone
+        on: each key's idle clock (:meth:`timeout`) runs from its ``last_updated`` (a null
+        value: from the first batch's time, as without it), and no key is called before a
+        record or its timeout calls it (a group function's keys are not called in the first
+        batch: the earlier run called them). With ``timeout_at`` timers a key's one time is
+        its timer, and ``last_updated`` (null in such state) is not used. ``df`` may then also
+        hold read_state's other columns: ``partition`` and, when not named as ``timeout_at``,
+        ``timeout_at``; both are ignored. Any other extra column is refused.
+
+        >>> from pyspark.sql import functions as F
+        >>> from mapwithstate import StateSpec, functions as S
+        >>> spec = StateSpec.function(
+        ...     "n BIGINT", update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n")))
+        >>> history = spark.createDataFrame(  # doctest: +SKIP
+        ...     [("a", 3, datetime(2026, 1, 1), None)],
+        ...     "word STRING, n BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP")
+        >>> live = spec.timeout("1 day").initial_state(  # doctest: +SKIP
+        ...     history, last_updated="last_updated")
+        """
         from pyspark.sql import DataFrame as AnyDataFrame
 
         if not isinstance(df, AnyDataFrame):
             raise TypeError(f"initial_state must be a DataFrame, got {type(df).__name__}")
-        if timeout_at is not None and not isinstance(timeout_at, str):
-            raise TypeError(
-                f"initial_state's timeout_at must be a column name, got {type(timeout_at).__name__}"
-            )
-        return replace(self, initial=InitialState(df, timeout_at))
+        for name, column in (("timeout_at", timeout_at), ("last_updated", last_updated)):
+            if column is not None and not isinstance(column, str):
+                raise TypeError(
+                    f"initial_state's {name} must be a column name, got {type(column).__name__}"
+                )
+        return replace(self, initial=InitialState(df, timeout_at, last_updated))
 
     def timeout_domain(self, domain: str) -> "StateSpec":
         """What ``timeout_at`` timers are compared with: ``"processing_time"`` (the default;

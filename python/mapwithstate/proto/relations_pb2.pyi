@@ -17,9 +17,11 @@ class MapWithState(_message.Message):
         OUTPUT_UNSPECIFIED: _ClassVar[MapWithState.Output]
         OUTPUT_EMITTED: _ClassVar[MapWithState.Output]
         OUTPUT_SNAPSHOTS: _ClassVar[MapWithState.Output]
+        OUTPUT_FINAL_STATE: _ClassVar[MapWithState.Output]
     OUTPUT_UNSPECIFIED: MapWithState.Output
     OUTPUT_EMITTED: MapWithState.Output
     OUTPUT_SNAPSHOTS: MapWithState.Output
+    OUTPUT_FINAL_STATE: MapWithState.Output
     INPUT_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]

@@ -85,7 +85,10 @@ class Tester:
       whose records were all late is not called);
     - ``initial_state`` (rows of key columns and state fields, or a DataFrame, collected):
       loaded before the first batch; a group function also calls each of its keys in the
-      first batch, with no rows when it has none there.
+      first batch, with no rows when it has none there. With ``initial_state_last_updated``
+      (a column name) it is resumed state read back, as ``spec.initial_state(df,
+      last_updated=...)``: a key's idle clock runs from that time (null: the first batch's),
+      and no key is called for it.
 
     Datetimes are naive, as PySpark returns them, and taken as UTC. An int the function
     emits or stores must fit its column (64 bits for an emitted int), else the call fails as
@@ -122,6 +125,7 @@ class Tester:
         timeout_domain: Optional[str] = None,
         initial_state: Optional[Union[Iterable[Record], Any]] = None,
         initial_state_timeout_at: Optional[str] = None,
+        initial_state_last_updated: Optional[str] = None,
         event_time: Optional[str] = None,
         watermark_delay: Optional[Union[str, datetime.timedelta]] = None,
         stream: bool = False,
@@ -168,6 +172,7 @@ class Tester:
             initial_state if initial_state is not None else settings.initial_state
         )
         self._initial_timer = initial_state_timeout_at or settings.initial_state_timeout_at
+        self._initial_updated = initial_state_last_updated or settings.initial_state_last_updated
         self._initial_keys: List[Key] = []
 
     @property
@@ -440,8 +445,10 @@ class Tester:
                 self._use_timers()
                 self._times[key] = timer  # not checked: no call set it
             elif not self._timers:
-                self._times[key] = batch_time
-            self._initial_keys.append(key)
+                updated = row.get(self._initial_updated) if self._initial_updated else None
+                self._times[key] = updated if updated is not None else batch_time
+            if self._initial_updated is None:  # resumed keys were called by the earlier run
+                self._initial_keys.append(key)
 
 
 def replay(

@@ -39,7 +39,8 @@ class SpecSettings:
     ``timeout``: the idle timeout (``.timeout(...)``), ``None`` without one;
     ``checkpoint_interval``: every how many batches idle keys are looked for (default 10);
     ``timeout_domain``: ``.timeout_domain(...)`` if named (timers then count from the start);
-    ``initial_state``: the spec's initial-state DataFrame, with the column of its timers."""
+    ``initial_state``: the spec's initial-state DataFrame, with the columns of its timers and,
+    when it resumes state read back, of its keys' last update times."""
 
     function: Callable[..., Any]
     state_schema: StructType
@@ -48,6 +49,7 @@ class SpecSettings:
     timeout_domain: Optional[str] = None
     initial_state: Any = None
     initial_state_timeout_at: Optional[str] = None
+    initial_state_last_updated: Optional[str] = None
 
 
 def spec_settings(spec: Any) -> SpecSettings:
@@ -71,6 +73,7 @@ def spec_settings(spec: Any) -> SpecSettings:
         timeout_domain=checked_domain(domain) if domain is not None else None,
         initial_state=initial.df if initial is not None else None,
         initial_state_timeout_at=initial.timeout_at if initial is not None else None,
+        initial_state_last_updated=initial.last_updated if initial is not None else None,
     )
 
 

@@ -15,7 +15,10 @@ import org.apache.spark.unsafe.types.CalendarInterval
  * Spark's `mapWithState` for DataFrames, from Scala or Java: each key's records go, in order,
  * through a [[StateSpec]]'s state function on the executors, and the result is what `emit`
  * produces (`output = "emitted"`) or, after each batch, every key's state
- * (`output = "snapshots"`: `batch_time`, the key columns and the state's fields).
+ * (`output = "snapshots"`: `batch_time`, the key columns and the state's fields), or, for batch
+ * input, every key's state after the last batch as [[StateReader.readState]] reads it
+ * (`output = "final_state"`: the key columns, the state's fields, `last_updated`, `timeout_at`;
+ * which `StateSpec.initialState(df, timeoutAt, lastUpdated)` takes back).
  * {{{
  *   val counts = MapWithState.mapWithState(words, Seq(col("word")), spec)
  *   val states = MapWithState.mapWithState(events, Seq(col("user")), spec,
@@ -37,7 +40,7 @@ object MapWithState {
    *                      batch, empty ones included, so timeouts fire as they would live
    * @param orderBy       the order of a key's records within a batch (ascending unless the
    *                      Column is a sort order, `col("seq").desc`)
-   * @param output        `"emitted"` or `"snapshots"`
+   * @param output        `"emitted"`, `"snapshots"` or (batch input) `"final_state"`
    * @param until         with `batchTime`: the replay goes on after its last record up to this
    *                      time (a TIMESTAMP or a string literal, `lit("2026-01-01 10:00:00")`),
    *                      with empty batches every `batchInterval` (or one batch at `until`), so
@@ -127,7 +130,8 @@ object MapWithState {
         timeoutAt = spec.timeoutAt.map(session.expression),
         timeoutDomain = spec.timeoutDomainSetting,
         initialStateTimeoutAt = spec.initialStateTimeoutAt,
-        backend = spec.backendSetting),
+        backend = spec.backendSetting,
+        initialStateLastUpdated = spec.initialStateLastUpdated),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {
@@ -187,8 +191,9 @@ object MapWithState {
   private def outputKind(output: String): OutputKind = output match {
     case "emitted" => OutputKind.Emitted
     case "snapshots" => OutputKind.Snapshots
+    case "final_state" => OutputKind.FinalState
     case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
-        "output must be 'emitted' or 'snapshots', got " +
+        "output must be 'emitted', 'snapshots' or 'final_state', got " +
           (if (other == null) "null" else s"'$other'"))
   }
 

@@ -37,7 +37,8 @@ final class StateSpec private (
     val timeoutAt: Option[Column],
     val timeoutDomainSetting: Option[String],
     val initialStateTimeoutAt: Option[String],
-    val backendSetting: Option[String] = None) extends Serializable {
+    val backendSetting: Option[String] = None,
+    val initialStateLastUpdated: Option[String] = None) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
@@ -46,10 +47,11 @@ final class StateSpec private (
       checkpointIntervalSetting: Option[Int] = checkpointIntervalSetting,
       timeoutDomainSetting: Option[String] = timeoutDomainSetting,
       initialStateTimeoutAt: Option[String] = initialStateTimeoutAt,
-      backendSetting: Option[String] = backendSetting): StateSpec =
+      backendSetting: Option[String] = backendSetting,
+      initialStateLastUpdated: Option[String] = initialStateLastUpdated): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
       timeoutSetting, checkpointIntervalSetting, timeoutAt, timeoutDomainSetting,
-      initialStateTimeoutAt, backendSetting)
+      initialStateTimeoutAt, backendSetting, initialStateLastUpdated)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -59,13 +61,36 @@ final class StateSpec private (
    */
   def initialState(df: DataFrame): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
-    copy(initialStateData = Some(df))
+    copy(initialStateData = Some(df), initialStateTimeoutAt = None, initialStateLastUpdated = None)
   }
 
   /** [[initialState]] whose TIMESTAMP column `timeoutAt` gives each key's starting timer. */
   def initialState(df: DataFrame, timeoutAt: String): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
-    copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt))
+    copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt),
+      initialStateLastUpdated = None)
+  }
+
+  /**
+   * [[initialState]] resuming state read back — [[StateReader.readState]]'s rows, or a
+   * replay's `output = "final_state"` — so that a query continues where the run that left it
+   * stopped: `timeoutAt` (null: none) names each key's timer, `lastUpdated` its last update
+   * time (TIMESTAMP; a null value: the first batch's time). A key's idle clock then runs from
+   * its last update, and mapGroupsWithState does not call the keys in the first batch (the
+   * earlier run called them). read_state's `partition` column, and its `timeout_at` when not
+   * named, are ignored.
+   * {{{
+   *   val history = MapWithState.mapWithState(old, Seq(col("user")), spec,
+   *     batchTime = col("ts"), output = "final_state")
+   *   val live = MapWithState.mapWithState(stream, Seq(col("user")),
+   *     spec.initialState(history, null, "last_updated"))
+   * }}}
+   */
+  def initialState(df: DataFrame, timeoutAt: String, lastUpdated: String): StateSpec = {
+    require(df != null, "initialState: the DataFrame is null")
+    require(lastUpdated != null, "initialState: the lastUpdated column name is null")
+    copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt),
+      initialStateLastUpdated = Some(lastUpdated))
   }
 
   /**

@@ -121,7 +121,9 @@ object MapWithStateRelationPlugin {
         timeoutDomain = if (spec.hasTimeoutDomain) Some(spec.getTimeoutDomain) else None,
         initialStateTimeoutAt =
           if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None,
-        backend = if (spec.hasBackend) Some(spec.getBackend) else None),
+        backend = if (spec.hasBackend) Some(spec.getBackend) else None,
+        initialStateLastUpdated =
+          if (spec.hasInitialStateLastUpdated) Some(spec.getInitialStateLastUpdated) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>
@@ -157,11 +159,12 @@ object MapWithStateRelationPlugin {
   private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {
     case proto.MapWithState.Output.OUTPUT_EMITTED => OutputKind.Emitted
     case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
+    case proto.MapWithState.Output.OUTPUT_FINAL_STATE => OutputKind.FinalState
     case other =>
       throw MapWithStateException(ErrorCondition.MalformedRequest,
         s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
             s"${rel.getOutputValue}"
-          else other} is not an output kind; expected OUTPUT_EMITTED " +
-          "or OUTPUT_SNAPSHOTS")
+          else other} is not an output kind; expected OUTPUT_EMITTED, " +
+          "OUTPUT_SNAPSHOTS or OUTPUT_FINAL_STATE")
   }
 }

@@ -1,28 +1,24 @@
 package io.mapwithstate.execution
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  JoinedRow,
-  SpecificInternalRow,
-  UnsafeProjection,
-  UnsafeRow
-}
-import org.apache.spark.sql.types.TimestampType
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 
 /**
  * Runs the batches of one partition, in batch-time order, as a DStream's mapWithState would
  * have run them live: for each batch of the [[BatchTimeline]], its records go through the state
  * function (in the first batch, then a group function's initial-state keys that had no
  * records); then the keys the [[TimeoutPolicy]] times out in that batch get their last call;
- * with snapshot output, the whole state follows each batch. A streaming micro-batch is a
- * one-batch timeline; a batch replay's timeline comes from the data.
+ * with state output, the state follows each batch (snapshots) or the last one (the final
+ * state). A streaming micro-batch is a one-batch timeline; a batch replay's timeline comes from
+ * the data.
  *
  * Output is produced lazily, so a partition's emitted records never have to fit in memory.
  *
  * @param records     the partition's records, sorted by batch time (then by `order_by`)
  * @param batchTimeOf the batch time of a record (micros); ignored for a one-batch timeline
  * @param firstBatch  the number, in the query, of the timeline's first batch (from 1)
- * @param snapshot    when set, projects (batch time, key, state) rows after each batch
+ * @param stateRows   when set, the state rows that follow each batch (snapshots, or after the
+ *                    last batch the final state)
  * @param lateRows    with event-time timers, the ordinal of the records' event time: a record
  *                    at or before its batch's watermark is late and dropped (Spark's rule)
  */
@@ -33,7 +29,7 @@ class BatchReplayIterator(
     firstBatch: Long,
     updater: StateUpdater,
     timeouts: TimeoutPolicy,
-    snapshot: Option[UnsafeProjection],
+    stateRows: Option[StateRowsAfterBatch.Rows],
     onOutput: () => Unit,
     lateRows: Option[Int] = None) extends Iterator[InternalRow] {
 
@@ -56,17 +52,14 @@ class BatchReplayIterator(
   // The initial state's keys a group function calls without records at the end of the first
   // batch's records (see StateUpdater.initialKeysWithoutRecords); null until then.
   private var withoutRecords: Iterator[UnsafeRow] = null
-  private var snapshotRows: Iterator[InternalRow] = Iterator.empty
+  private var stateRowsOfBatch: Iterator[InternalRow] = Iterator.empty
 
-  private val batchTimeRow = new SpecificInternalRow(Seq(TimestampType))
-  private val joined = new JoinedRow()
-  private val keyAndBatchTime = new JoinedRow()
   updater.startBatch(timeline.watermarkAt(0))
 
   private sealed trait Phase
   private case object Records extends Phase
   private case object Timeouts extends Phase
-  private case object Snapshot extends Phase
+  private case object StateRows extends Phase
   private case object Done extends Phase
 
   override def hasNext: Boolean = {
@@ -115,21 +108,15 @@ class BatchReplayIterator(
         pending = updater.timeOut(key, state, time)
         nextEmitted = 1
       } else {
-        phase = Snapshot
-        snapshotRows = snapshot match {
-          case Some(projection) =>
-            val t = time
-            // Keys holding only a timer have no state to show.
-            updater.map.getAll().filter(_.state != null).map { e =>
-              batchTimeRow.setLong(0, t)
-              projection(joined(keyAndBatchTime(batchTimeRow, e.key), e.state))
-            }
+        phase = StateRows
+        stateRowsOfBatch = stateRows match {
+          case Some(rows) => rows.after(updater.map, time, lastBatch = batch + 1 == timeline.size)
           case None => Iterator.empty
         }
       }
-    case Snapshot =>
-      if (snapshotRows.hasNext) {
-        pending = snapshotRows.next().asInstanceOf[UnsafeRow]
+    case StateRows =>
+      if (stateRowsOfBatch.hasNext) {
+        pending = stateRowsOfBatch.next().asInstanceOf[UnsafeRow]
       } else if (batch + 1 < timeline.size) {
         batch += 1
         updater.startBatch(timeline.watermarkAt(batch))

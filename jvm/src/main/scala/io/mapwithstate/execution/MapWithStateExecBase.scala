@@ -43,7 +43,12 @@ trait MapWithStateExecBase extends SparkPlan {
   protected def partitionRunner(): PartitionRunner = {
     val input = child.output
     def ordinal(a: Attribute): Int = input.indexWhere(_.exprId == a.exprId)
-    val snapshots = options.outputKind == OutputKind.Snapshots
+    val stateRows = options.outputKind match {
+      case OutputKind.Emitted => None
+      case OutputKind.Snapshots => Some(StateRowsAfterBatch.Snapshots(output.map(_.dataType)))
+      case OutputKind.FinalState => Some(StateRowsAfterBatch.FinalState(output.map(_.dataType),
+            timers = options.timerDomain.isDefined))
+    }
     // With event-time timers, late rows are dropped by the operator from a per-record
     // function's records, and before the aggregation from a group function's.
     val lateRows = kind match {
@@ -52,14 +57,15 @@ trait MapWithStateExecBase extends SparkPlan {
       case _: FunctionKind.PerGroup => None
     }
     PartitionRunner(
-      // Snapshot output is the state alone: what `emit` would produce is not computed.
-      function = if (snapshots) function.copy(emit = None) else function,
+      // State output is the state alone: what `emit` would produce is not computed.
+      function = if (stateRows.isDefined) function.copy(emit = None) else function,
       kind = kind,
       inputWidth = input.size,
       keyOrdinals = keys.map(ordinal),
       valueOrdinals = kind.values.map(ordinal),
       keyTypes = keys.map(_.dataType),
-      snapshotLayout = if (snapshots) Some(output) else None,
+      stateRows = stateRows,
+      initialState = options.initialState,
       timeouts = timeoutPolicy,
       metrics = PartitionMetrics(
         numOutputRows = longMetric("numOutputRows"),

@@ -1,10 +1,10 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.plan.{FunctionKind, StateFunction}
+import io.mapwithstate.plan.{FunctionKind, InitialStateKind, StateFunction}
 import io.mapwithstate.state.{HeapBudget, StateMap}
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, BoundReference, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection}
 import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.types.DataType
 
@@ -19,14 +19,15 @@ import org.apache.spark.sql.types.DataType
  * Built on the driver when the operator executes and shipped to its tasks; everything in it is
  * fixed at planning time.
  *
- * @param function       the state function; for snapshot output, without `emit`
+ * @param function       the state function; for state output, without `emit`
  * @param kind           per record or per group: what a call without records sees, and
  *                       whether the initial state's keys are called (see [[StateUpdater]])
  * @param inputWidth     how many columns the operator's input rows have
  * @param keyOrdinals    where the key columns are in the input rows
  * @param valueOrdinals  where the function's value columns are in the input rows
  * @param keyTypes       the key columns' types
- * @param snapshotLayout for snapshot output, the output attributes (batch time, keys, state)
+ * @param stateRows      for state output (snapshots, the final state), which rows follow batches
+ * @param initialState   how the initial state's rows start their keys
  * @param timeouts       which keys time out in which batch, and how ([[StateUpdater.apply]])
  * @param lateRows       where the event time is in the input rows, when the operator drops
  *                       late rows itself
@@ -38,7 +39,8 @@ case class PartitionRunner(
     keyOrdinals: Seq[Int],
     valueOrdinals: Seq[Int],
     keyTypes: Seq[DataType],
-    snapshotLayout: Option[Seq[Attribute]],
+    stateRows: Option[StateRowsAfterBatch],
+    initialState: InitialStateKind,
     timeouts: TimeoutPolicy,
     metrics: PartitionMetrics,
     lateRows: Option[Int] = None) {
@@ -49,8 +51,7 @@ case class PartitionRunner(
   /**
    * The output of one partition.
    *
-   * @param initialState initial-state rows (key columns, then state fields), loaded first with
-   *                     the first batch's time as their update time
+   * @param initialStateRows initial-state rows (see [[loadInitialState]]), loaded first
    * @param firstBatch   the number, in the query, of the timeline's first batch (from 1)
    * @param heapLimit    the most heap `stateMap` may hold, if it is on the heap
    * @param done         run once the output is exhausted, after the metrics are counted
@@ -59,7 +60,7 @@ case class PartitionRunner(
       partition: Int,
       stateMap: StateMap,
       records: Iterator[InternalRow],
-      initialState: Iterator[InternalRow],
+      initialStateRows: Iterator[InternalRow],
       timeline: BatchTimeline,
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
@@ -71,16 +72,11 @@ case class PartitionRunner(
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = StateUpdater(stateMap, compiled, inputWidth, kind, valueOrdinals, timeouts,
       heapLimit.map(new HeapBudget(partition, _)))
-    loadInitialState(updater, initialState, timeline.times(0))
+    loadInitialState(updater, initialStateRows, timeline.times(0))
 
-    val snapshot = snapshotLayout.map { layout =>
-      UnsafeProjection.create(layout.zipWithIndex.map { case (a, i) =>
-        BoundReference(i, a.dataType, nullable = true)
-      })
-    }
     val numOutputRows = metrics.numOutputRows
     val replay = new BatchReplayIterator(records, batchTimeOf, timeline, firstBatch, updater,
-      timeouts, snapshot, () => numOutputRows += 1, lateRows)
+      timeouts, stateRows.map(_.open()), () => numOutputRows += 1, lateRows)
     PartitionRunner.onCompletion(replay) {
       metrics.numUpdatedStateRows += updater.updatedKeys
       // An idle key's state is removed when it times out: counted as a removal there.
@@ -94,8 +90,10 @@ case class PartitionRunner(
   }
 
   /**
-   * Loads initial-state rows — the key columns, then the state's fields — all at `time`; with
-   * timers, each row's time is the timer in its last column (null: none).
+   * Loads initial-state rows: the key columns, the state's fields, then each key's timer and
+   * its last update time (TIMESTAMPs, null: none given). With timers a key's map time is its
+   * timer; without, its last update time when resumed and given, else `time` (the first
+   * batch's).
    */
   private def loadInitialState(
       updater: StateUpdater, rows: Iterator[InternalRow], time: Long): Unit = {
@@ -107,13 +105,19 @@ case class PartitionRunner(
       case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
     })
     val timerOrdinal = keyTypes.size + function.stateType.length
+    val lastUpdatedOrdinal = timerOrdinal + 1
+    def timeAt(ordinal: Int, default: Long)(row: InternalRow): Long =
+      if (row.isNullAt(ordinal)) default else row.getLong(ordinal)
     val timeOf: InternalRow => Long = timeouts match {
-      case _: TimeoutPolicy.Timers => row =>
-          if (row.numFields <= timerOrdinal || row.isNullAt(timerOrdinal)) StateMap.NoTime
-          else row.getLong(timerOrdinal)
-      case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => _ => time
+      case _: TimeoutPolicy.Timers => timeAt(timerOrdinal, StateMap.NoTime)
+      case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => timeAt(lastUpdatedOrdinal, time)
     }
-    rows.foreach(row => updater.loadInitialState(key(row), state(row), timeOf(row)))
+    initialState match {
+      case InitialStateKind.Seeded =>
+        rows.foreach(row => updater.loadInitialState(key(row), state(row), timeOf(row)))
+      case InitialStateKind.Resumed =>
+        rows.foreach(row => updater.resumeState(key(row), state(row), timeOf(row)))
+    }
   }
 }
 

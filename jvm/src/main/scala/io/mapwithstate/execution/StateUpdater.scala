@@ -238,6 +238,22 @@ abstract class StateUpdater(
 
   /** Loads one row of initial state: key columns then state fields, in `layout` order. */
   def loadInitialState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit = {
+    putInitialState(key, state, initialTime(time))
+    if (callsInitialKeys) {
+      if (initialKeysNotCalled == null) initialKeysNotCalled = new java.util.HashSet[UnsafeRow]()
+      initialKeysNotCalled.add(key.copy())
+    }
+  }
+
+  /**
+   * Loads a key's state read back from an earlier run, `time` as in [[loadInitialState]] (its
+   * last update, or with timers its timer). Unlike [[loadInitialState]] the key is not called
+   * for it: the earlier run already called it.
+   */
+  def resumeState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit =
+    putInitialState(key, state, initialTime(time))
+
+  private def putInitialState(key: UnsafeRow, state: UnsafeRow, mapTime: Long): Unit = {
     if (map.get(key) != null) {
       throw MapWithStateException(io.mapwithstate.ErrorCondition.InitialStateDuplicateKey,
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
@@ -245,12 +261,8 @@ abstract class StateUpdater(
           "rows(state) with the same key. Make sure to de-duplicate the initial state before " +
           "passing it)")
     }
-    map.put(key, state, initialTime(time))
+    map.put(key, state, mapTime)
     if (budget != null) budget.afterWrite(map)
-    if (callsInitialKeys) {
-      if (initialKeysNotCalled == null) initialKeysNotCalled = new java.util.HashSet[UnsafeRow]()
-      initialKeysNotCalled.add(key.copy())
-    }
   }
 
   /** The map's time of an initial-state row given `time`. */

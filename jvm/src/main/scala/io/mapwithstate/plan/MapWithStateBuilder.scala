@@ -3,7 +3,7 @@ package io.mapwithstate.plan
 import scala.util.control.NonFatal
 
 import io.mapwithstate.{ErrorCondition, MapWithStateConf, MapWithStateException}
-import io.mapwithstate.state.StateBackend
+import io.mapwithstate.state.{KeyStateColumns, StateBackend}
 import org.apache.spark.sql.catalyst.analysis.UnresolvedAlias
 import org.apache.spark.sql.catalyst.expressions.{
   Alias,
@@ -30,6 +30,7 @@ import org.apache.spark.sql.types.{
   DateType,
   DoubleType,
   StringType,
+  StructField,
   StructType,
   TimestampNTZType,
   TimestampType
@@ -82,13 +83,18 @@ class MapWithStateBuilder(session: SparkSession) {
     val options = optionsOf(request, input).copy(
       timerDomain = domain,
       watermarkDelayMs = watermark.map(_._2),
-      untilMicros = until)
-    if (spec.initialStateTimeoutAt.isDefined && spec.initialState.isEmpty) {
+      untilMicros = until,
+      initialState =
+        if (spec.initialStateLastUpdated.isDefined) InitialStateKind.Resumed
+        else InitialStateKind.Seeded)
+    for ((column, what) <- spec.initialStateTimeoutAt.map((_, "timeout_at names a timer")) ++
+        spec.initialStateLastUpdated.map((_, "last_updated names an update time"))
+      if spec.initialState.isEmpty) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
-        "initial_state's timeout_at names a timer column, but there is no initial_state")
+        s"initial_state's $what column ('$column'), but there is no initial_state")
     }
-    val initialState = spec.initialState.map(
-      initialStatePlan(_, keyAttrs, stateType, spec.initialStateTimeoutAt))
+    val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType,
+        spec.initialStateTimeoutAt, spec.initialStateLastUpdated))
     if (request.groups) {
       val (function, aggregates) = new GroupFunctionResolver(session).resolve(keyAttrs,
         valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
@@ -239,6 +245,11 @@ class MapWithStateBuilder(session: SparkSession) {
         "until is for batch replays: a stream's timeline goes on as long as the query runs, and " +
           "its timeouts and timers fire in the micro-batches that come; stop the query instead")
     }
+    if (input.isStreaming && request.outputKind == OutputKind.FinalState) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "output='final_state' is for batch DataFrames: a stream has no last batch; read a " +
+          "running or stopped query's state with read_state(spark, checkpoint) instead")
+    }
     request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
       .foreach { n =>
         throw MapWithStateException(ErrorCondition.ConflictingArguments,
@@ -345,7 +356,10 @@ class MapWithStateBuilder(session: SparkSession) {
       backend = StateBackend.checkName(spec.backend.getOrElse(MapWithStateConf.backend(conf))))
   }
 
-  /** The emitted columns, or batch_time, the keys and the state's fields. */
+  /**
+   * The emitted columns; or batch_time, the keys and the state's fields; or the columns of the
+   * state as read_state reads it back.
+   */
   private def outputAttributes(
       kind: OutputKind,
       function: StateFunction,
@@ -362,6 +376,9 @@ class MapWithStateBuilder(session: SparkSession) {
       AttributeReference("batch_time", TimestampType, nullable = false)() +:
         (keys.map(k => AttributeReference(k.name, k.dataType, k.nullable)()) ++
           DataTypeUtils.toAttributes(stateType))
+    case OutputKind.FinalState =>
+      DataTypeUtils.toAttributes(StructType(KeyStateColumns.fields(
+            keys.map(k => StructField(k.name, k.dataType, k.nullable)), stateType.fields.toSeq)))
   }
 
   private def named(e: Expression): NamedExpression = e match {
@@ -416,23 +433,28 @@ class MapWithStateBuilder(session: SparkSession) {
   }
 
   /**
-   * The initial state as (key columns, state fields, then the timer column if named), by name,
-   * cast to the key's and state's types where that is safe; keys must then hash exactly like
-   * the input's keys.
+   * The initial state as (key columns, state fields, timer, last update time), by name, cast to
+   * the key's and state's types where that is safe (keys must then hash exactly like the
+   * input's keys); the timer and the update time are null where no column is named for them.
+   * State read back (a `last_updated` column named) may also have the other columns read_state
+   * gives: its `partition` (where the state was kept; the new query places keys itself) and,
+   * unless named as the timer, its `timeout_at`, both ignored. Any other column is refused.
    */
   private def initialStatePlan(
       plan: LogicalPlan,
       keys: Seq[Attribute],
       stateType: StructType,
-      timerColumn: Option[String]): LogicalPlan = {
+      timerColumn: Option[String],
+      lastUpdatedColumn: Option[String]): LogicalPlan = {
     val analyzed = analyze(plan, "initial_state")
     if (analyzed.isStreaming) {
       throw MapWithStateException(ErrorCondition.InitialStateMismatch,
         "initial_state must be a batch DataFrame, not a streaming one")
     }
     val expected = keys.map(k => (k.name, k.dataType)) ++
-      stateType.fields.map(f => (f.name, f.dataType)) ++ timerColumn.map(c => (c, TimestampType))
-    val columns = expected.map { case (name, dataType) =>
+      stateType.fields.map(f => (f.name, f.dataType)) ++
+      (timerColumn ++ lastUpdatedColumn).map(c => (c, TimestampType))
+    val resolved = expected.map { case (name, dataType) =>
       val column = analyzed.output.find(a => conf.resolver(a.name, name)).getOrElse {
         throw MapWithStateException(ErrorCondition.InitialStateMismatch,
           s"initial_state has no column '$name'; it must have the key columns and the state's " +
@@ -440,21 +462,34 @@ class MapWithStateBuilder(session: SparkSession) {
             s"(it has ${analyzed.output.map(a => s"${a.name} ${a.dataType.sql}").mkString(", ")})")
       }
       if (DataTypeUtils.sameType(column.dataType, dataType)) {
-        Alias(column, name)()
+        name -> Alias(column, name)()
       } else if (Cast.canUpCast(column.dataType, dataType)) {
-        Alias(Cast(column, dataType), name)()
+        name -> Alias(Cast(column, dataType), name)()
       } else {
         throw MapWithStateException(ErrorCondition.InitialStateMismatch,
           s"initial_state column '${column.name}' is ${column.dataType.sql}, which cannot be " +
             s"safely cast to ${dataType.sql}")
       }
     }
+    val (keyAndState, times) = resolved.splitAt(keys.size + stateType.length)
+    def time(column: Option[String], as: String): NamedExpression = column match {
+      case Some(name) => times.find(_._1 == name).get._2
+      case None => Alias(Literal(null, TimestampType), as)()
+    }
+    val ignored =
+      if (lastUpdatedColumn.isEmpty) Nil else Seq(KeyStateColumns.TimeoutAt, "partition")
     val extra = analyzed.output.filterNot(a => expected.exists(e => conf.resolver(e._1, a.name)))
+      .filterNot(a => ignored.exists(conf.resolver(_, a.name)))
     if (extra.nonEmpty) {
       throw MapWithStateException(ErrorCondition.InitialStateMismatch,
         s"initial_state has columns that are neither key columns nor state fields: " +
-          extra.map(_.name).mkString(", "))
+          extra.map(_.name).mkString(", ") +
+          (if (lastUpdatedColumn.isEmpty) ""
+           else " (besides read_state's timeout_at and " +
+             "partition, which are ignored)"))
     }
+    val columns = keyAndState.map(_._2) ++ Seq(
+      time(timerColumn, InitialTimerColumn), time(lastUpdatedColumn, InitialLastUpdatedColumn))
     analyze(Project(columns, analyzed), "initial_state")
   }
 }
@@ -468,6 +503,10 @@ object MapWithStateBuilder {
    */
   val BatchTimeColumn: String = StateFunctionInput.ReservedPrefix + "replay_batch_time"
   val OrderColumnPrefix: String = StateFunctionInput.ReservedPrefix + "order_"
+
+  /** The initial state's timer and last update time when no column of it is named for them. */
+  val InitialTimerColumn: String = StateFunctionInput.ReservedPrefix + "initial_timer"
+  val InitialLastUpdatedColumn: String = StateFunctionInput.ReservedPrefix + "initial_updated"
 }
 
 /** Spark's analyzer over a plan, with an error that names the argument the plan came from. */

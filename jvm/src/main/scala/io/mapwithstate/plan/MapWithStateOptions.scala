@@ -1,10 +1,27 @@
 package io.mapwithstate.plan
 
-/** What a mapWithState returns: the records `emit` produces, or the state after each batch. */
+/**
+ * What a mapWithState returns: the records `emit` produces, the state after each batch, or (a
+ * batch replay only) the state after the last batch as `read_state` shows it.
+ */
 sealed trait OutputKind
 object OutputKind {
   case object Emitted extends OutputKind
   case object Snapshots extends OutputKind
+  case object FinalState extends OutputKind
+}
+
+/**
+ * How the initial state's rows start their keys: seeded as Spark's initial state is (updated
+ * at the first batch's time; a group function calls each key in the first batch), or resumed
+ * from state read back (`read_state`, `output="final_state"`) with each key's `last_updated`:
+ * its idle clock continues from that time, and it is not called before a record or a timeout
+ * calls it, as if the run that left the state had gone on.
+ */
+sealed trait InitialStateKind
+object InitialStateKind {
+  case object Seeded extends InitialStateKind
+  case object Resumed extends InitialStateKind
 }
 
 /**
@@ -21,6 +38,7 @@ object OutputKind {
  * @param backend            where the state is kept (a [[io.mapwithstate.state.StateBackend]] name)
  * @param untilMicros        batch replays only: `until`, the time of the timeline's last batch
  *                           (see [[io.mapwithstate.execution.BatchTimeline.of]])
+ * @param initialState       how the initial state's rows start their keys, if there are any
  */
 case class MapWithStateOptions(
     numPartitions: Int,
@@ -31,7 +49,8 @@ case class MapWithStateOptions(
     timerDomain: Option[TimerDomain] = None,
     watermarkDelayMs: Option[Long] = None,
     backend: String = io.mapwithstate.state.StateBackend.MemoryName,
-    untilMicros: Option[Long] = None)
+    untilMicros: Option[Long] = None,
+    initialState: InitialStateKind = InitialStateKind.Seeded)
 
 /** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
 sealed abstract class TimerDomain(val name: String) extends Serializable

@@ -43,4 +43,5 @@ case class StateSpecRequest(
     timeoutAt: Option[Expression] = None,
     timeoutDomain: Option[String] = None,
     initialStateTimeoutAt: Option[String] = None,
-    backend: Option[String] = None)
+    backend: Option[String] = None,
+    initialStateLastUpdated: Option[String] = None)

@@ -1,13 +1,7 @@
 package io.mapwithstate.reader
 
-import org.apache.spark.sql.types.{
-  IntegerType,
-  LongType,
-  StringType,
-  StructField,
-  StructType,
-  TimestampType
-}
+import io.mapwithstate.state.KeyStateColumns
+import org.apache.spark.sql.types.{IntegerType, LongType, StringType, StructField, StructType}
 
 /**
  * What a state reader reads from a [[QueryCheckpoint]], and the columns it gives: the state at
@@ -23,16 +17,14 @@ object StateRead {
   /**
    * Every key's state at a store version: the key columns, the state's fields, `last_updated`
    * (the batch time of the key's last update), `timeout_at` (its pending timer, null without
-   * one) and `partition` (the state partition that holds it). A query with `timeout_at` timers
-   * keeps one time per key, the timer, so its `last_updated` is null: nullable, or Spark would
-   * fold `last_updated IS NULL` to false.
+   * one) and `partition` (the state partition that holds it): [[KeyStateColumns]], which a
+   * replay's `output="final_state"` shares, and the partition.
    */
   final case class At(version: Long) extends StateRead {
     override def schema(checkpoint: QueryCheckpoint): StructType =
-      StructType(checkpoint.keySchema.fields ++ checkpoint.valueSchema.fields ++ Seq(
-        StructField("last_updated", TimestampType, nullable = true),
-        StructField("timeout_at", TimestampType, nullable = true),
-        StructField("partition", IntegerType, nullable = false)))
+      StructType(KeyStateColumns.fields(checkpoint.keySchema.fields.toSeq,
+        checkpoint.valueSchema.fields.toSeq) :+
+        StructField("partition", IntegerType, nullable = false))
   }
 
   /**

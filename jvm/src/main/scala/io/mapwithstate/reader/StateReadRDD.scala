@@ -1,6 +1,12 @@
 package io.mapwithstate.reader
 
-import io.mapwithstate.state.{OperatorMetadata, StateMap, StateMapSerde, StateVersionLoader}
+import io.mapwithstate.state.{
+  KeyStateColumns,
+  OperatorMetadata,
+  StateMap,
+  StateMapSerde,
+  StateVersionLoader
+}
 import org.apache.spark.{Partition, SparkContext, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -35,19 +41,15 @@ final class StateReadRDD(
       case StateRead.At(version) =>
         val map = StateVersionLoader.load(files, version, keyFields, stateFields,
           StateMap.DefaultDeltaChainThreshold)
-        val extra = new GenericInternalRow(3)
-        extra.update(2, partition)
+        val times = new KeyStateColumns.Times(checkpoint.timeSlot == OperatorMetadata.Timers)
+        val partitionColumn = new GenericInternalRow(Array[Any](partition))
         val row = new JoinedRow
         val keyAndState = new JoinedRow
-        // The map keeps one time per key: the last update, or with timers the pending timer.
-        val (timeColumn, otherColumn) =
-          if (checkpoint.timeSlot == OperatorMetadata.Timers) (1, 0) else (0, 1)
-        extra.setNullAt(otherColumn)
+        val withTimes = new JoinedRow
         // A key holding only a timer has no state to show (nor do a stream's snapshots).
         map.getAll().filter(_.state != null).map { entry =>
-          if (entry.updateTime == StateMap.NoTime) extra.setNullAt(timeColumn)
-          else extra.setLong(timeColumn, entry.updateTime)
-          project(row(keyAndState(entry.key, entry.state), extra))
+          project(row(withTimes(keyAndState(entry.key, entry.state), times.of(entry.updateTime)),
+              partitionColumn))
         }
       case StateRead.Changes(first, last) =>
         val noState = new GenericInternalRow(stateFields)

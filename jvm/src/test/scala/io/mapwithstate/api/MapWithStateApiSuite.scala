@@ -78,8 +78,8 @@ class MapWithStateApiSuite extends AnyFunSuite with BeforeAndAfterAll {
     val badOutput = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("word")), runningCount, output = "all")
     }
-    assert(badOutput.getMessage ==
-      "[MAPWITHSTATE_INVALID_ARGUMENT] output must be 'emitted' or 'snapshots', got 'all'")
+    assert(badOutput.getMessage == "[MAPWITHSTATE_INVALID_ARGUMENT] output must be 'emitted', " +
+      "'snapshots' or 'final_state', got 'all'")
     val badSchema = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("word")),
         StateSpec.function("n BIGINTT", update = runningCount.update.get))

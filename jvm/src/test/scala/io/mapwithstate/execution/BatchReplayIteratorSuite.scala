@@ -13,7 +13,6 @@ import org.apache.spark.sql.catalyst.analysis.{UnresolvedAttribute, UnresolvedEx
 import org.apache.spark.sql.catalyst.expressions.{
   Add,
   AttributeReference,
-  BoundReference,
   Coalesce,
   CreateNamedStruct,
   If,
@@ -81,12 +80,12 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       timeline: BatchTimeline,
       timeouts: TimeoutPolicy,
       firstBatch: Long = 1,
-      snapshot: Option[UnsafeProjection] = None,
+      stateRows: Option[StateRowsAfterBatch] = None,
       updaterToUse: Option[StateUpdater] = None,
       lateRows: Option[Int] = None): Seq[(String, Long, Boolean, Long)] = {
     val u = updaterToUse.getOrElse(updater(timeouts))
     val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
-      u, timeouts, snapshot, () => (), lateRows)
+      u, timeouts, stateRows.map(_.open()), () => (), lateRows)
     replay.map { row =>
       (row.getUTF8String(0).toString, row.getLong(1), row.getBoolean(2), row.getLong(3))
     }.toList
@@ -231,18 +230,50 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
 
   test("snapshots follow each batch: batch time, key, state") {
     val timeline = BatchTimeline.of(Array(10L, 20L), intervalMicros = None)
-    val snapshot = UnsafeProjection.create(Seq(
-        BoundReference(0, TimestampType, nullable = false),
-        BoundReference(1, StringType, nullable = true),
-        BoundReference(2, LongType, nullable = true)))
+    val layout = StateRowsAfterBatch.Snapshots(Seq(TimestampType, StringType, LongType))
     val u = updater(TimeoutPolicy.Never)
     val rows = new BatchReplayIterator(Iterator(record("a", 10), record("a", 20), record("b", 20)),
-      _.getLong(1), timeline, 1, u, TimeoutPolicy.Never, Some(snapshot), () => ()).map(_.copy())
-      .toList
+      _.getLong(1), timeline, 1, u, TimeoutPolicy.Never, Some(layout.open()), () => ())
+      .map(_.copy()).toList
     // Emitted rows (4 columns) and snapshot rows (3 columns) interleave, batch by batch.
     val snapshots = rows.filter(_.numFields == 3)
       .map(r => (r.getLong(0), r.getUTF8String(1).toString, r.getLong(2)))
     assert(snapshots.sortBy(s => (s._1, s._2)) === Seq((10, "a", 1), (20, "a", 2), (20, "b", 1)))
+  }
+
+  test("the final state follows the last batch only, with read_state's time columns") {
+    val timeline = BatchTimeline.of(Array(10L, 12L), intervalMicros = None)
+    def finalState(timeouts: TimeoutPolicy): Seq[(String, Long, Option[Long], Option[Long])] = {
+      val rows = StateRowsAfterBatch.FinalState(
+        Seq(StringType, LongType, TimestampType, TimestampType),
+        timers = timeouts.isInstanceOf[TimeoutPolicy.Timers])
+      new BatchReplayIterator(Iterator(record("a", 10), record("b", 10), record("a", 12)),
+        _.getLong(1), timeline, 1, updater(timeouts), timeouts, Some(rows.open()), () => ())
+        .map(_.copy()).toList
+        // The three records' emitted rows, then the final state's two, after the last batch.
+        .drop(3)
+        .map { r =>
+          def time(i: Int) = if (r.isNullAt(i)) None else Some(r.getLong(i))
+          (r.getUTF8String(0).toString, r.getLong(1), time(2), time(3))
+        }.sortBy(_._1)
+    }
+    // Each key once, after the last batch: its last update time, no timer...
+    assert(finalState(TimeoutPolicy.Idle(100, 1)) ===
+      Seq(("a", 2, Some(12), None), ("b", 1, Some(10), None)))
+    // ...or with timers (set 5 after the batch) its pending timer, no update time.
+    assert(finalState(TimeoutPolicy.Timers(eventTime = false)) ===
+      Seq(("a", 2, None, Some(17)), ("b", 1, None, Some(15))))
+  }
+
+  test("resumed initial-state keys keep their time and are not called without records") {
+    val timeline = BatchTimeline.of(Array(100L, 200L), intervalMicros = None)
+    val policy = TimeoutPolicy.Idle(timeoutMicros = 150, scanEvery = 1)
+    val u = updater(policy, perGroup)
+    // Last updated at 40: idle past 150 by the batch at 200, not by the one at 100.
+    u.resumeState(keyRow("a"), stateRow(5L), 40)
+    u.resumeState(keyRow("c"), stateRow(7L), 90)
+    val out = run(Seq(record("c", 100)), timeline, policy, updaterToUse = Some(u))
+    assert(out === Seq(("c", 8, false, 100), ("a", 5, true, 200)))
   }
 
   test("records read ahead in groups from an input that reuses its row run as they came") {

@@ -1,0 +1,324 @@
+"""Backfill, then go live: a batch replay's ``output="final_state"`` (every key's state after
+its last batch, as ``read_state`` shows it) resumed by ``initial_state(..., last_updated=)``.
+
+The guarantee: a run started from a replay's final state goes on exactly as one long run over
+history-then-live would, idle timeouts and timers included. Checked on seeded random input,
+for both operators and both models of expiry: one replay over every batch against a replay of
+the history (``final_state``) then a replay of the live batches (resuming it), and against a
+real stream over files started from the final state, on both backends — its reference replay
+stamps the live records with the stream's own batch times, read from its offset log, so the
+comparison is exact whatever the wall clock did.
+"""
+import random
+from datetime import datetime, timedelta
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from mapwithstate import StateSpec, map_groups_with_state, map_with_state
+from mapwithstate import functions as S
+from mapwithstate.testing import replay as python_replay
+from streams import Stream
+
+pytestmark = pytest.mark.sessions("connect", "classic")
+
+T0 = datetime(2026, 1, 1)
+SCHEMA = "user STRING, amount BIGINT, ts TIMESTAMP"
+STATE_COLUMNS = ["user", "n", "total", "last_updated", "timeout_at"]
+OPERATORS = {"map_with_state": map_with_state, "map_groups_with_state": map_groups_with_state}
+
+
+def spec(groups, expiry, idle="3 seconds"):
+    """Counts and sums a user's amounts; emits after every call, and on a timing-out call (the
+    key is then removed). ``expiry``: ``"idle"`` (``timeout``, scanned every batch) or
+    ``"timers"`` (a processing-time timer ``idle`` after each batch that saw the key)."""
+    timing_out = S.is_timing_out()
+    n = F.coalesce(S.state("n"), F.lit(0)) + (F.count("*") if groups else F.lit(1))
+    total = F.coalesce(S.state("total"), F.lit(0)) + (F.sum("amount") if groups
+                                                       else F.col("amount"))
+    emit = F.struct(
+        F.col("user"),
+        F.coalesce(S.new_state("n"), S.state("n")).alias("n"),
+        F.coalesce(S.new_state("total"), S.state("total")).alias("total"),
+        timing_out.alias("timing_out"),
+        S.batch_time().alias("bt"))
+    timer = F.when(~timing_out, S.batch_time() + F.expr(f"INTERVAL {idle}"))
+    built = StateSpec.function(
+        "n BIGINT, total BIGINT",
+        update=F.struct(n.alias("n"), total.alias("total")),
+        remove=timing_out,
+        emit=emit,
+        timeout_at=timer if expiry == "timers" else None)
+    return built.timeout(idle).checkpoint_interval(1) if expiry == "idle" else built
+
+
+def events(seed, batches, start=T0, step=timedelta(seconds=1), users=12):
+    """Seeded random records: each batch time ``start + i * step`` has one to five records of
+    random users (so every batch has records), amounts 1 to 9."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(batches):
+        t = start + i * step
+        for _ in range(rng.randint(1, 5)):
+            rows.append((f"u{rng.randrange(users)}", rng.randint(1, 9), t))
+    return rows
+
+
+def emitted(df):
+    return sorted(tuple(r) for r in df.collect() if r is not None and r.user is not None)
+
+
+def states(df):
+    return sorted(tuple(r) for r in df.select(*STATE_COLUMNS).collect())
+
+
+def resume(built, final, expiry):
+    """``built`` resuming the state ``final`` (read_state's or final_state's rows, as they are)."""
+    return built.initial_state(final, timeout_at="timeout_at" if expiry == "timers" else None,
+                               last_updated="last_updated")
+
+
+@pytest.mark.parametrize("expiry", ["idle", "timers"])
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+@pytest.mark.parametrize("seed", [7, 42])
+def test_history_then_live_equals_one_replay(spark, operator, expiry, seed):
+    run = OPERATORS[operator]
+    groups = operator == "map_groups_with_state"
+    rows = events(seed, batches=40)
+    cut = T0 + timedelta(seconds=25)
+    history = [r for r in rows if r[2] < cut]
+    live = [r for r in rows if r[2] >= cut]
+    replay = dict(batch_time="ts", batch_interval="1 second")
+    everything = spark.createDataFrame(rows, SCHEMA)
+    whole = run(everything, key="user", spec=spec(groups, expiry), **replay)
+    whole_final = run(everything, key="user", spec=spec(groups, expiry), output="final_state",
+                      **replay)
+
+    # The history's timeline ends where the live one starts (until=: its last empty batches).
+    final = run(spark.createDataFrame(history, SCHEMA), key="user", spec=spec(groups, expiry),
+                output="final_state", until=cut - timedelta(seconds=1), **replay)
+    assert final.columns == STATE_COLUMNS
+    resumed = resume(spec(groups, expiry), final, expiry)
+    live_df = spark.createDataFrame(live, SCHEMA)
+    go_live = run(live_df, key="user", spec=resumed, **replay)
+
+    expected = [r for r in emitted(whole) if r[4] >= cut]
+    assert emitted(go_live) == expected
+    # Not vacuous: keys time out in the live batches before any live record of theirs, on the
+    # clock and state the history left them.
+    first_live = {}
+    for u, _, t in live:
+        first_live.setdefault(u, t)
+    assert any(r[3] and first_live.get(r[0], r[4]) >= r[4] for r in expected)
+    assert states(run(live_df, key="user", spec=resumed, output="final_state", **replay)) == \
+        states(whole_final)
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+def test_final_state_has_read_states_columns_and_values(spark, operator, tmp_path):
+    """The same state read two ways: a replay's final_state, and read_state of a stream that
+    ran the same records, one file per micro-batch (no expiry: batch times do not matter)."""
+    run = OPERATORS[operator]
+    groups = operator == "map_groups_with_state"
+    rows = events(3, batches=5)
+    counted = spec(groups, "idle").timeout("3650 days")
+    final = run(spark.createDataFrame(rows, SCHEMA), key="user", spec=counted,
+                batch_time="ts", output="final_state")
+    stream = Stream(str(tmp_path))
+    for t in sorted({r[2] for r in rows}):
+        stream.add_records({"user": u, "amount": a} for u, a, ts in rows if ts == t)
+    source = spark.readStream.schema("user STRING, amount BIGINT") \
+        .option("maxFilesPerTrigger", 1).json(stream.input)
+    stream.run_available_now(run(source, key="user", spec=counted))
+    read = mws.read_state(spark, stream.checkpoint)
+    assert read.columns == final.columns + ["partition"]
+    assert [f.dataType for f in read.schema.fields[:-1]] == \
+        [f.dataType for f in final.schema.fields]
+    # Equal but for last_updated: the replay's batch times are the data's, the stream's its
+    # own; each key's is the time of the batch that last saw it in either.
+    assert states(final.drop("last_updated").withColumn("last_updated", F.lit(None))) == \
+        states(read.drop("last_updated").withColumn("last_updated", F.lit(None)))
+    last_seen = {}
+    for u, _, t in rows:
+        last_seen[u] = max(t, last_seen.get(u, t))
+    assert {r.user: r.last_updated for r in final.collect()} == last_seen
+    assert all(r.timeout_at is None for r in final.collect())
+
+
+@pytest.mark.connect_only
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+@pytest.mark.parametrize("expiry", ["idle", "timers"])
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+def test_a_stream_started_from_the_final_state_continues_one_replay(
+        spark, operator, expiry, backend, tmp_path):
+    run = OPERATORS[operator]
+    groups = operator == "map_groups_with_state"
+    # The history ends 45 minutes before now, a record every five minutes: against a one-hour
+    # idle time, some of its keys expire in the stream's first batch and others go on.
+    now = datetime.now().replace(microsecond=0)
+    history = events(11, batches=12, start=now - timedelta(minutes=100),
+                     step=timedelta(minutes=5), users=8)
+    live_rng = random.Random(12)
+    live_files = [[(f"u{live_rng.randrange(10)}", live_rng.randint(1, 9)) for _ in range(3)]
+                  for _ in range(4)]
+
+    def built():
+        return spec(groups, expiry, idle="1 hour").backend(backend)
+
+    final = run(spark.createDataFrame(history, SCHEMA), key="user", spec=built(),
+                batch_time="ts", output="final_state")
+    stream = Stream(str(tmp_path))
+    for records in live_files:
+        stream.add_records({"user": u, "amount": a} for u, a in records)
+    source = spark.readStream.schema("user STRING, amount BIGINT") \
+        .option("maxFilesPerTrigger", 1).json(stream.input)
+    live = run(source, key="user", spec=resume(built(), final, expiry))
+    stream.run_available_now(live)
+
+    # The reference: one replay of the history and the live records, each live file at the
+    # time its micro-batch ran.
+    times = stream.batch_times()
+    assert sorted(times) == list(range(len(live_files)))
+    stamped = [(u, a, datetime.fromtimestamp(times[i] / 1000))
+               for i, records in enumerate(live_files) for u, a in records]
+    whole = spark.createDataFrame(history + stamped, SCHEMA)
+    reference = run(whole, key="user", spec=built(), batch_time="ts")
+    live_start = min(r[2] for r in stamped)
+    expected = [r for r in emitted(reference) if r[4] >= live_start]
+    schema = "user STRING, n BIGINT, total BIGINT, timing_out BOOLEAN, bt TIMESTAMP"
+    got = sorted(tuple(r) for r in spark.read.schema(schema).json(stream.output).collect())
+    assert got == expected
+    # Not vacuous: history keys both expired in the stream and went on in it (a count above
+    # the key's live records so far carries the history's).
+    history_users = {r[0] for r in history}
+    assert any(r[3] and r[0] in history_users for r in got)
+    batch_of = {datetime.fromtimestamp(t / 1000): i for i, t in times.items()}
+    assert any(not r[3] and r[1] > sum(u == r[0] for records in live_files[:batch_of[r[4]] + 1]
+                                       for u, _ in records)
+               for r in got)
+    if backend == "memory":  # read_state reads the heap backend's files only
+        reference_final = run(whole, key="user", spec=built(), batch_time="ts",
+                              output="final_state")
+        assert states(mws.read_state(spark, stream.checkpoint)) == states(reference_final)
+
+
+def test_read_state_resumes_as_is(spark, tmp_path):
+    """read_state's rows, partition column included, are an initial state as they are."""
+    stream = Stream(str(tmp_path / "first"))
+    stream.add_records([{"user": "a", "amount": 2}, {"user": "b", "amount": 3}])
+    source = spark.readStream.schema("user STRING, amount BIGINT") \
+        .option("maxFilesPerTrigger", 1).json(stream.input)
+    counted = spec(False, "idle", idle="3650 days")
+    stream.run_available_now(map_with_state(source, key="user", spec=counted))
+    read = mws.read_state(spark, stream.checkpoint)
+    assert "partition" in read.columns
+    more = spark.createDataFrame([("a", 5, T0)], SCHEMA)
+    out = map_with_state(more, key="user",
+                         spec=counted.initial_state(read, last_updated="last_updated"),
+                         output="final_state")
+    assert sorted((r.user, r.n, r.total) for r in out.collect()) == [("a", 2, 7), ("b", 1, 3)]
+
+
+def test_a_group_function_does_not_call_resumed_keys_without_records(spark):
+    # Seeded (no last_updated), flatMapGroupsWithState calls every initial key in the first
+    # batch; resumed, a key is called by its records only (b has none).
+    initial = spark.createDataFrame([("a", 1, 10, T0, None), ("b", 1, 20, T0, None)],
+                                    "user STRING, n BIGINT, total BIGINT, "
+                                    "last_updated TIMESTAMP, timeout_at TIMESTAMP")
+    more = spark.createDataFrame([("a", 5, T0 + timedelta(seconds=1))], SCHEMA)
+    counted = spec(True, "idle", idle="3650 days")
+    seeded = map_groups_with_state(
+        more, key="user", spec=counted.initial_state(initial.select("user", "n", "total")))
+    resumed = map_groups_with_state(
+        more, key="user", spec=counted.initial_state(initial, last_updated="last_updated"))
+    assert [r[0] for r in emitted(seeded)] == ["a", "b"]
+    assert [r[:3] for r in emitted(resumed)] == [("a", 2, 15)]
+
+
+def test_the_idle_clock_runs_from_last_updated(spark):
+    # Both keys resumed, idle 3 s, scanned every batch: a was last updated at 0 s, b at 4 s, so
+    # at the batch at 5 s only a has been idle past 3 s; without its last_updated a key's clock
+    # would start at 5 s.
+    initial = spark.createDataFrame(
+        [("a", 1, 1, T0, None), ("b", 1, 1, T0 + timedelta(seconds=4), None)],
+        "user STRING, n BIGINT, total BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP")
+    more = spark.createDataFrame([("c", 1, T0 + timedelta(seconds=5))], SCHEMA)
+    out = map_with_state(more, key="user",
+                         spec=spec(False, "idle").initial_state(initial,
+                                                                last_updated="last_updated"),
+                         batch_time="ts")
+    assert [(r[0], r[3]) for r in emitted(out)] == [("a", True), ("c", False)]
+    seeded = map_with_state(more, key="user",
+                            spec=spec(False, "idle").initial_state(
+                                initial.select("user", "n", "total")),
+                            batch_time="ts")
+    assert [(r[0], r[3]) for r in emitted(seeded)] == [("c", False)]
+
+
+@mws.state_function("n BIGINT")
+def group_count(user, rows, state):
+    if state.timing_out:
+        return {"user": user, "n": state.n, "timing_out": True}
+    state.update(n=(state.n or 0) + len(rows))
+    return {"user": user, "n": state.n, "timing_out": False}
+
+
+def test_mapwithstate_testing_resumes_as_the_server_does(spark):
+    # A resumed group function: b is not called for its initial state, a's idle clock runs from
+    # its last_updated (idle past 3 s at 5 s), b's does not time it out yet.
+    initial = [("a", 1, T0, None), ("b", 2, T0 + timedelta(seconds=4), None)]
+    initial_df = spark.createDataFrame(
+        initial, "user STRING, n BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP")
+    resumed = group_count.timeout("3 seconds").checkpoint_interval(1) \
+        .initial_state(initial_df, last_updated="last_updated")
+    records = [("c", T0 + timedelta(seconds=5)), ("b", T0 + timedelta(seconds=6))]
+    on_server = map_groups_with_state(spark.createDataFrame(records, "user STRING, ts TIMESTAMP"),
+                                      key="user", spec=resumed, batch_time="ts")
+    in_python = python_replay(resumed, [{"user": u, "ts": t} for u, t in records], key="user",
+                              batch_time="ts")
+    expected = [("a", 1, True), ("b", 3, False), ("c", 1, False)]
+    assert sorted(tuple(r) for r in on_server.collect()) == expected
+    assert sorted(tuple(d.values()) for b in in_python for d in b.emitted) == expected
+
+
+@pytest.mark.connect_only
+def test_final_state_is_refused_on_a_stream(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    source = spark.readStream.schema("user STRING, amount BIGINT").json(stream.input)
+    with pytest.raises(PySparkException, match="output='final_state' is for batch DataFrames"):
+        map_with_state(source, key="user", spec=spec(False, "idle"),
+                       output="final_state").schema
+
+
+def test_initial_state_refuses_other_extra_columns(spark):
+    initial = spark.createDataFrame([("a", 1, 1, T0, None, 0, "x")],
+                                    "user STRING, n BIGINT, total BIGINT, last_updated TIMESTAMP, "
+                                    "timeout_at TIMESTAMP, partition INT, note STRING")
+    more = spark.createDataFrame([("a", 5, T0)], SCHEMA)
+    with pytest.raises(PySparkException, match="neither key columns nor state fields: note"):
+        map_with_state(more, key="user", spec=spec(False, "idle").initial_state(
+            initial, last_updated="last_updated")).collect()
+    # Without last_updated it is a seeded initial state: read_state's columns are extra too.
+    with pytest.raises(PySparkException, match="neither key columns nor state fields"):
+        map_with_state(more, key="user", spec=spec(False, "idle").initial_state(
+            initial.drop("note"))).collect()
+
+
+def test_bad_arguments_say_what_is_wrong(spark):
+    counted = spec(False, "idle")
+    df = spark.createDataFrame([("a", 1, T0)], SCHEMA)
+    with pytest.raises(TypeError, match="initial_state's last_updated must be a column name"):
+        counted.initial_state(df, last_updated=3)
+    with pytest.raises(ValueError, match="final_state"):
+        map_with_state(df, key="user", spec=counted, output="final")
+    initial = spark.createDataFrame([("a", 1, 1, "yesterday")],
+                                    "user STRING, n BIGINT, total BIGINT, at STRING")
+    with pytest.raises(PySparkException, match="initial_state column 'at' is STRING"):
+        map_with_state(df, key="user", spec=counted.initial_state(initial, last_updated="at"),
+                       batch_time="ts").collect()
+    with pytest.raises(PySparkException, match="initial_state has no column 'seen'"):
+        map_with_state(df, key="user", spec=counted.initial_state(
+            initial.drop("at"), last_updated="seen"), batch_time="ts").collect()
+
