@@ -53,6 +53,9 @@ case class PartitionRunner(
    *                     the first batch's time as their update time
    * @param firstBatch   the number, in the query, of the timeline's first batch (from 1)
    * @param heapLimit    the most heap `stateMap` may hold, if it is on the heap
+   * @param readAhead    whether records may be read ahead of the one being run, for the map
+   *                     to prefetch their keys ([[ReadAheadRecords]]); not where each record's
+   *                     output must leave before the next record arrives (Real-Time Mode)
    * @param done         run once the output is exhausted, after the metrics are counted
    */
   def run(
@@ -63,7 +66,8 @@ case class PartitionRunner(
       timeline: BatchTimeline,
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
-      heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
+      heapLimit: Option[Long] = None,
+      readAhead: Boolean = true)(done: => Unit): Iterator[InternalRow] = {
     val lease = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
       keyOrdinals, keyTypes, TaskContext.get())
     val compiled = lease.function
@@ -80,7 +84,7 @@ case class PartitionRunner(
     }
     val numOutputRows = metrics.numOutputRows
     val replay = new BatchReplayIterator(records, batchTimeOf, timeline, firstBatch, updater,
-      timeouts, snapshot, () => numOutputRows += 1, lateRows)
+      timeouts, snapshot, () => numOutputRows += 1, lateRows, readAhead)
     PartitionRunner.onCompletion(replay) {
       metrics.numUpdatedStateRows += updater.updatedKeys
       // An idle key's state is removed when it times out: counted as a removal there.
