@@ -106,6 +106,12 @@ object ErrorCondition {
       "a stateful operator follows one that may emit rows older than the watermark (Spark's " +
         "correctness check)")
 
+  case object UnsupportedInRealTimeMode extends ErrorCondition(
+      "MAPWITHSTATE_UNSUPPORTED_IN_REAL_TIME_MODE", "0A000",
+      "a streaming query in Real-Time Mode (`trigger(realTime=...)`) has what cannot run " +
+        "record by record (a group function, order_by, initial_state) or keeps its state in the " +
+        "memory backend")
+
   case object StateSchemaChanged extends ErrorCondition("MAPWITHSTATE_STATE_SCHEMA_CHANGED",
       "XXKST", "a restarted query's key columns or state schema differ from its checkpoint's")
 
@@ -172,7 +178,8 @@ object ErrorCondition {
     InitialStateMismatch, PythonUdf, Generator, WindowFunction, Nondeterministic,
     AggregateInPerRecordFunction, Unevaluable,
     MissingAggregation, NestedAggregate, AggregateReadsContext, UnsupportedAggregate,
-    UnsupportedOutputMode, GlobalWatermarkLimit, StateSchemaChanged, BackendChanged,
+    UnsupportedOutputMode, GlobalWatermarkLimit, UnsupportedInRealTimeMode, StateSchemaChanged,
+    BackendChanged,
     TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, UntilBeforeLastBatch,
     PartitionStateTooLarge,
     LimitExceeded, InvalidConf, MalformedRequest, NotACheckpoint, AmbiguousOperator,

@@ -21,6 +21,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  *                    last batch the final state)
  * @param lateRows    with event-time timers, the ordinal of the records' event time: a record
  *                    at or before its batch's watermark is late and dropped (Spark's rule)
+ * @param readAhead   whether records may be read ahead of the one being run (see `input`)
  */
 class BatchReplayIterator(
     records: Iterator[InternalRow],
@@ -31,11 +32,13 @@ class BatchReplayIterator(
     timeouts: TimeoutPolicy,
     stateRows: Option[StateRowsAfterBatch.Rows],
     onOutput: () => Unit,
-    lateRows: Option[Int] = None) extends Iterator[InternalRow] {
+    lateRows: Option[Int] = None,
+    readAhead: Boolean = true) extends Iterator[InternalRow] {
 
-  // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]).
+  // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]) and
+  // the records may wait for the rest of their group.
   private val input: scala.collection.BufferedIterator[InternalRow] =
-    if (updater.prefetches) {
+    if (readAhead && updater.prefetches) {
       new ReadAheadRecords(records, ReadAheadRecords.GroupSize,
         (group, count) => updater.prefetch(group, count))
     } else {

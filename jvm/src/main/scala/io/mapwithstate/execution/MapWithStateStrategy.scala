@@ -16,13 +16,16 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * number in its query (see [[io.mapwithstate.plan.NumberStateOperators]]). Either operator gets
  * the node's [[FunctionKind]] as it is; a group function's aggregation step
  * ([[GroupAggregation]]) is planned below it. A per-record function's `order_by` becomes the
- * order the operator requires of its input ([[WithinBatchOrder]]).
+ * order the operator requires of its input ([[WithinBatchOrder]]). A batch of Real-Time Mode
+ * plans only what runs record by record ([[RealTimeMode]]).
  */
 object MapWithStateStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
     case m: MapWithState if m.child.isStreaming =>
       val batch = StreamingQueryGlue.plannedMicroBatch(SparkSession.active,
         MapWithStateStreamExec.operatorId(m.stateOperatorIndex))
+      val realTimeMode = batch.exists(_.realTimeMode)
+      if (realTimeMode) RealTimeMode.check(m)
       // The initial state seeds a query's first batch only; a restarted query continues from
       // its checkpoint, so later batches do not even read it.
       val firstBatch = batch.forall(_.stateInfo.storeVersion == 0)
@@ -34,7 +37,7 @@ object MapWithStateStrategy extends SparkStrategy {
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
         batch.exists(_.terminatingTrigger), in.records,
         m.initialState.filter(_ => firstBatch).map(planLater), m.eventTime, watermarkMs,
-        in.lateRows, in.withinBatchOrder) :: Nil
+        in.lateRows, in.withinBatchOrder, realTimeMode) :: Nil
     case m: MapWithState =>
       // Without batch_time a replay is one batch, which has no watermark: nothing is late.
       val watermark = for (bt <- m.batchTime; delay <- m.options.watermarkDelayMs)

@@ -61,6 +61,10 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * With `order_by`, each partition's records arrive sorted by it ([[WithinBatchOrder]]); the
  * reordering by key for a sorted store keeps each key's order.
  *
+ * In a long-running batch of Real-Time Mode ([[RealTimeMode]]) each record's output is handed
+ * on as the record is run: a task serves one partition, its records run in arrival order, none
+ * read ahead; the store still commits when the batch's input ends.
+ *
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.operatorId]] and `StreamingQueryGlue`); `initialState` is planned
  * only for a query's first batch.
@@ -85,7 +89,8 @@ case class MapWithStateStreamExec(
     eventTime: Option[Attribute] = None,
     batchWatermarkMs: Long = 0L,
     lateRowsMetric: Option[SQLMetric] = None,
-    withinBatchOrder: Seq[SortOrder] = Nil)
+    withinBatchOrder: Seq[SortOrder] = Nil,
+    realTimeMode: Boolean = false)
   extends MapWithStateExecBase with StateStoreWriter {
 
   /**
@@ -134,6 +139,7 @@ case class MapWithStateStreamExec(
    * the RDD's partitions and `outputPartitioning` must agree.
    */
   @transient private lazy val taskGroups: Array[Array[Int]] = stateInfo match {
+    case Some(info) if realTimeMode => StateTaskGroups.single(info.numPartitions)
     case Some(info) => StateTaskGroups.of(info.numPartitions, sparkContext, conf)
     case None => Array.empty
   }
@@ -293,14 +299,15 @@ case class MapWithStateStreamExec(
         val (records, initial) = parts.next()
         val stateMap = backend.stateMapOf(store, keySchema, stateType)
         // A one-batch timeline: the records' order across keys is free, and a sorted store's
-        // reads are cheaper in key order (the blocks one key's read loads hold the next keys).
+        // reads are cheaper in key order (the blocks one key's read loads hold the next keys);
+        // but not in a real-time batch, whose records cannot wait for the batch's last.
         val ordered =
-          if (backend.readsFasterInKeyOrder) {
+          if (backend.readsFasterInKeyOrder && !realTimeMode) {
             new KeyOrderedRecords(records, runner.keyOrdinals, runner.keyTypes)
           } else records
         runner.run(store.id.partitionId, stateMap,
           TaskFailureInjection.around(ordered, failureMarker), initial, timeline, _ => batchTime,
-          batchNumber, backend.heapLimitBytes) {
+          batchNumber, backend.heapLimitBytes, readAhead = !realTimeMode) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
           commitTimeMs += timeTakenMs {
             stateMap.flush()

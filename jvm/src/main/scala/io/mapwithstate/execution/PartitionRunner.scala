@@ -54,6 +54,9 @@ case class PartitionRunner(
    * @param initialStateRows initial-state rows (see [[loadInitialState]]), loaded first
    * @param firstBatch   the number, in the query, of the timeline's first batch (from 1)
    * @param heapLimit    the most heap `stateMap` may hold, if it is on the heap
+   * @param readAhead    whether records may be read ahead of the one being run, for the map
+   *                     to prefetch their keys ([[ReadAheadRecords]]); not where each record's
+   *                     output must leave before the next record arrives (Real-Time Mode)
    * @param done         run once the output is exhausted, after the metrics are counted
    */
   def run(
@@ -64,7 +67,8 @@ case class PartitionRunner(
       timeline: BatchTimeline,
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
-      heapLimit: Option[Long] = None)(done: => Unit): Iterator[InternalRow] = {
+      heapLimit: Option[Long] = None,
+      readAhead: Boolean = true)(done: => Unit): Iterator[InternalRow] = {
     val lease = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
       keyOrdinals, keyTypes, TaskContext.get())
     val compiled = lease.function
@@ -76,7 +80,7 @@ case class PartitionRunner(
 
     val numOutputRows = metrics.numOutputRows
     val replay = new BatchReplayIterator(records, batchTimeOf, timeline, firstBatch, updater,
-      timeouts, stateRows.map(_.open()), () => numOutputRows += 1, lateRows)
+      timeouts, stateRows.map(_.open()), () => numOutputRows += 1, lateRows, readAhead)
     PartitionRunner.onCompletion(replay) {
       metrics.numUpdatedStateRows += updater.updatedKeys
       // An idle key's state is removed when it times out: counted as a removal there.

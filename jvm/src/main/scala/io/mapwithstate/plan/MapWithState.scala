@@ -35,6 +35,13 @@ case class MapWithState(
 
   override def children: Seq[LogicalPlan] = child +: initialState.toSeq
 
+  /**
+   * Over a stream, a stateful operator, as Spark's own are: Spark asks this of the query's plan
+   * when it starts, and a Real-Time Mode query whose plan has none runs with asynchronous
+   * progress tracking, which refuses every operator that keeps state in the checkpoint.
+   */
+  override def isStateful: Boolean = child.isStreaming
+
   /** The function a user called for this node, as errors name it. */
   def functionName: String = kind.functionName
 

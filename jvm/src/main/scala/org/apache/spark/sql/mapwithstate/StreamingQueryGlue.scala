@@ -6,8 +6,13 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.streaming.RealTimeTrigger
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
-import org.apache.spark.sql.execution.streaming.runtime.{MicroBatchExecution, StreamExecution}
+import org.apache.spark.sql.execution.streaming.runtime.{
+  MicroBatchExecution,
+  RealTimeModeAllowlist,
+  StreamExecution
+}
 import org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink
 import org.apache.spark.sql.execution.streaming.state.{
   StateSchemaCompatibilityChecker,
@@ -35,16 +40,22 @@ import org.apache.spark.sql.types.StructType
  *    counts for a `foreachBatch` sink);
  *  - checking the state schema against the one recorded in the checkpoint, and reading that
  *    one back;
- *  - Spark's compression codecs by name, for the state files.
+ *  - Spark's compression codecs by name, for the state files;
+ *  - Real-Time Mode: whether the query runs under it, and admitting the streaming operator to
+ *    its operator allowlist (see [[admitToRealTimeMode]]).
  */
 object StreamingQueryGlue {
 
-  /** The micro-batch being planned on this thread: its state info and times. */
+  /**
+   * The micro-batch being planned on this thread: its state info and times, and whether it is a
+   * long-running batch of Real-Time Mode (`trigger(realTime=...)`).
+   */
   case class PlannedMicroBatch(
       stateInfo: StatefulOperatorStateInfo,
       batchTimestampMs: Long,
       terminatingTrigger: Boolean,
-      batchWatermarkMs: Long)
+      batchWatermarkMs: Long,
+      realTimeMode: Boolean)
 
   /**
    * The micro-batch of the streaming query that is planning on this thread, or None when no
@@ -72,7 +83,49 @@ object StreamingQueryGlue {
       execution.stateSchemaMetadatas.get(operatorId),
       execution.currentStateStoreCkptId.get(operatorId))
     Some(PlannedMicroBatch(info, execution.offsetSeqMetadata.batchTimestampMs,
-        execution.isTerminatingTrigger, execution.offsetSeqMetadata.batchWatermarkMs))
+        execution.isTerminatingTrigger, execution.offsetSeqMetadata.batchWatermarkMs,
+        query.trigger.isInstanceOf[RealTimeTrigger]))
+  }
+
+  /**
+   * Adds `operatorClass` to the physical operators Spark's Real-Time Mode accepts.
+   *
+   * Spark checks each real-time batch's physical plan against a fixed list of operator class
+   * names (`RealTimeModeAllowlist.allowedOperators`, transformWithState and streaming
+   * aggregation among them) and has no hook to extend it: the only other way past the check is
+   * `spark.sql.streaming.realTimeMode.allowlistCheck=false`, which lets every operator of the
+   * user's session through, in every query. So the plugin adds its one streaming operator's
+   * name to the list when its extensions are installed (before any query of the JVM is
+   * checked), and keeps the decision of *when* it is safe in its own planner, which refuses
+   * the shapes that cannot run record by record ([[io.mapwithstate.execution.RealTimeMode]]).
+   *
+   * Scala compiles the object's `val` to a static final field of its module class; a static
+   * final field cannot be set through reflection, so it is set the way Spark's own `Platform`
+   * writes memory, through `sun.misc.Unsafe`, with a volatile write. Idempotent and
+   * thread-safe. Returns false, changing nothing, if the field is not there (another Spark
+   * version): real-time queries with the operator then fail with Spark's allowlist error.
+   */
+  def admitToRealTimeMode(operatorClass: String): Boolean = synchronized {
+    val module = RealTimeModeAllowlist.getClass
+    val field =
+      try module.getDeclaredField("allowedOperators")
+      catch { case _: NoSuchFieldException => return false }
+    if (!java.lang.reflect.Modifier.isStatic(field.getModifiers) ||
+      field.getType != classOf[Set[_]]) {
+      return false
+    }
+    field.setAccessible(true)
+    val allowed = field.get(null).asInstanceOf[Set[String]]
+    if (!allowed.contains(operatorClass)) {
+      val unsafe = {
+        val theUnsafe = classOf[sun.misc.Unsafe].getDeclaredField("theUnsafe")
+        theUnsafe.setAccessible(true)
+        theUnsafe.get(null).asInstanceOf[sun.misc.Unsafe]
+      }
+      unsafe.putObjectVolatile(unsafe.staticFieldBase(field), unsafe.staticFieldOffset(field),
+        allowed + operatorClass)
+    }
+    true
   }
 
   /**

@@ -1,0 +1,305 @@
+"""map_with_state in Spark's Real-Time Mode (``trigger(realTime=...)``), Kafka to Kafka, against
+the session's real broker (tests/kafka.py) and a real server with Spark's Kafka connector.
+
+A real-time batch is long (the trigger's duration) and passes each record through as the source
+reads it; the state commits at the batch's end. What these tests show, as docs/kafka.md says:
+each record's output is readable from the output topic while its batch still runs (its commit
+not yet written); the state carries over from one long batch to the next and across a restart;
+a server killed during a real-time batch, restarted from its checkpoint, has every record's
+effect in the state once; and what cannot run record by record is refused with a clear error.
+
+Real-Time Mode runs every stage of a batch at once, each partition a task (here 2 topic
+partitions and 2 state partitions: 4 task slots), so the servers here have 6 (the reads of the
+output topic need the rest).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+import mapwithstate as mws
+from kafka import consume, deduplicated, produce, topic_name
+from mapwithstate import StateSpec, map_with_state
+from mapwithstate import functions as S
+from specs import map_running_count
+
+pytestmark = pytest.mark.slow
+
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MASTER = "local[6]"
+CONF = {"spark.sql.shuffle.partitions": "2"}
+# Long enough that a record's output read back well within it proves it left before the end.
+BATCH = "30 seconds"
+
+
+@pytest.fixture(scope="module")
+def rtm_server():
+    with mws.LocalConnectServer(master=MASTER, conf=CONF, packages=["kafka"]) as server:
+        yield server
+
+
+@pytest.fixture
+def rtm_spark(rtm_server, monkeypatch):
+    monkeypatch.setenv(_CONNECT_MODE, "1")
+    session = rtm_server.session()
+    yield session
+    session.stop()
+
+
+def make_topics(broker, *prefixes):
+    """New topics on the shared broker, made once more if the first try's tool dies starting:
+    forking it from this process, whose gRPC threads (the Connect client's) run, now and then
+    aborts the child before it runs (exit -6, gRPC's epoll error on its stderr)."""
+    names = tuple(topic_name(p) for p in prefixes)
+    for name in names:
+        try:
+            broker.create_topics(name)
+        except RuntimeError as e:
+            if "failed with code -6" not in str(e):
+                raise
+            broker.create_topics(name)
+    return names
+
+
+def running_total_spec(backend="rocksdb"):
+    """Per key: ``n`` records summing to ``total``; emits (key, n, total) for each record."""
+    n = F.coalesce(S.state("n"), F.lit(0))
+    total = F.coalesce(S.state("total"), F.lit(0))
+    return StateSpec.function(
+        "n BIGINT, total BIGINT",
+        update=F.struct((n + 1).alias("n"), (total + F.col("amount")).alias("total")),
+        emit=F.struct(F.col("key"), S.new_state("n").alias("n"),
+                      S.new_state("total").alias("total"))).backend(backend)
+
+
+def source(spark, bootstrap, topic):
+    return spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+        .option("subscribe", topic).option("startingOffsets", "earliest").load() \
+        .selectExpr("CAST(key AS STRING) AS key",
+                    "CAST(CAST(value AS STRING) AS BIGINT) AS amount")
+
+
+def start(spark, bootstrap, topics, checkpoint, spec=None, trigger=None):
+    """The pipeline: input topic -> map_with_state -> output topic, each output keyed
+    ``key/n`` (the same record if a re-executed batch writes it again)."""
+    out = map_with_state(source(spark, bootstrap, topics[0]), key="key",
+                         spec=spec or running_total_spec())
+    return out.select(F.concat_ws("/", "key", F.col("n").cast("string")).alias("key"),
+                      F.to_json(F.struct("n", "total")).alias("value")) \
+        .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+        .option("topic", topics[1]).option("checkpointLocation", checkpoint) \
+        .outputMode("update").trigger(**(trigger or {"realTime": BATCH})).start()
+
+
+def committed_batches(checkpoint):
+    commits = os.path.join(checkpoint, "commits")
+    return sorted(int(n) for n in os.listdir(commits) if n.isdigit()) \
+        if os.path.isdir(commits) else []
+
+
+def expected(records):
+    """key -> (n, total), and the outputs (``key/n`` -> {n, total}), the records run in order."""
+    state, outputs = {}, {}
+    for key, amount in records:
+        n, total = state.get(key, (0, 0))
+        state[key] = (n + 1, total + int(amount))
+        outputs[f"{key}/{n + 1}"] = {"n": n + 1, "total": total + int(amount)}
+    return state, outputs
+
+
+def read_outputs(spark, bootstrap, topic, count, timeout, query):
+    """The output topic's records, one per key, once there are `count` of them."""
+    def ready():
+        written = deduplicated(consume(spark, bootstrap, topic))
+        return written if len(written) >= count else None
+    written = wait_for(ready, timeout, f"{count} outputs", query)
+    return {k: json.loads(v) for k, v in written.items()}
+
+
+def wait_for(condition, timeout, what, query=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the query failed while waiting for {what}: "
+                                 f"{query.exception()}")
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.5)
+
+
+def records(keys, count, offset=0):
+    return [(keys[i % len(keys)], str(offset + i + 1)) for i in range(count)]
+
+
+def test_each_record_is_emitted_before_its_long_batch_ends_and_state_carries_over(
+        kafka_broker, rtm_spark, tmp_path):
+    spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
+    topics = make_topics(kafka_broker, "rtm-in", "rtm-out")
+    checkpoint = str(tmp_path / "checkpoint")
+    first = records(["a", "b", "c"], 6)
+    query = start(spark, bootstrap, topics, checkpoint)
+    try:
+        # Batch 0 is running (its commit is written at its end, 30 s after it started).
+        wait_for(lambda: query.status["isTriggerActive"], 60, "batch 0 to start", query)
+        produced = time.monotonic()
+        produce(spark, bootstrap, topics[0], first)
+        _, outputs = expected(first)
+        got = read_outputs(spark, bootstrap, topics[1], len(outputs), 25, query)
+        read_after = time.monotonic() - produced
+        assert committed_batches(checkpoint) == [], \
+            "the outputs were read only after the real-time batch had ended"
+        assert read_after < 25
+        assert got == outputs
+
+        # The batch's end commits the state: the next batch goes on from it (each output
+        # carries the key's state after its record).
+        wait_for(lambda: committed_batches(checkpoint), 60, "batch 0's commit", query)
+        second = records(["a", "d"], 4, offset=100)
+        produce(spark, bootstrap, topics[0], second)
+        _, outputs = expected(first + second)
+        assert read_outputs(spark, bootstrap, topics[1], len(outputs), 60, query) == outputs
+        wait_for(lambda: len(committed_batches(checkpoint)) >= 2, 60, "batch 1's commit", query)
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def test_classic_pyspark_runs_it_too(kafka_broker, tmp_path):
+    """The same pipeline from a classic session, in a process of its own (a classic session
+    needs the Kafka jars on its JVM's classpath when it starts)."""
+    topics = make_topics(kafka_broker, "rtm-classic-in", "rtm-classic-out")
+    checkpoint = str(tmp_path / "checkpoint")
+    script = textwrap.dedent(f"""
+        import json, sys, time
+        sys.path[:0] = [{os.path.join(ROOT, "tests")!r}, {os.path.join(ROOT, "python")!r}]
+        from pyspark.sql import SparkSession
+        import mapwithstate as mws
+        from kafka import consume, produce
+        import test_real_time as t
+        jars = [mws.jar_path()] + mws.package_jars("kafka")
+        builder = SparkSession.builder.master({MASTER!r}) \\
+            .config("spark.jars", ",".join(jars)) \\
+            .config("spark.sql.extensions", mws.SQL_EXTENSIONS_CLASS) \\
+            .config("spark.ui.enabled", "false") \\
+            .config("spark.driver.bindAddress", "127.0.0.1") \\
+            .config("spark.driver.host", "127.0.0.1")
+        for k, v in t.CONF.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        bootstrap, topics = {kafka_broker.bootstrap_servers!r}, {topics!r}
+        query = t.start(spark, bootstrap, topics, {checkpoint!r})
+        t.wait_for(lambda: query.status["isTriggerActive"], 60, "batch 0", query)
+        recs = t.records(["a", "b"], 5)
+        produce(spark, bootstrap, topics[0], recs)
+        _, outputs = t.expected(recs)
+        got = t.read_outputs(spark, bootstrap, topics[1], len(outputs), 25, query)
+        before_end = t.committed_batches({checkpoint!r}) == []
+        t.wait_for(lambda: t.committed_batches({checkpoint!r}), 60, "the commit", query)
+        more = t.records(["a", "c"], 2, offset=50)
+        produce(spark, bootstrap, topics[0], more)
+        _, all_outputs = t.expected(recs + more)
+        later = t.read_outputs(spark, bootstrap, topics[1], len(all_outputs), 60, query)
+        query.stop()
+        print(json.dumps({{"before_end": before_end, "error": str(query.exception() or ""),
+                          "outputs": got == outputs, "later": later == all_outputs}}))
+    """)
+    env = {k: v for k, v in os.environ.items()
+           if k not in (_CONNECT_MODE, "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == \
+        {"before_end": True, "error": "", "outputs": True, "later": True}
+
+
+@pytest.mark.parametrize("case", ["group function", "order_by", "memory", "initial_state"])
+def test_what_cannot_run_record_by_record_is_refused(kafka_broker, rtm_spark, tmp_path, case):
+    spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
+    topics = make_topics(kafka_broker, "rtm-refused-in", "rtm-refused-out")
+    records_in = source(spark, bootstrap, topics[0])
+    if case == "group function":
+        out = mws.map_groups_with_state(records_in.withColumnRenamed("key", "word"), "word",
+                                        map_running_count())
+        expected_text = "a group function is not supported"
+    elif case == "order_by":
+        out = map_with_state(records_in, key="key", spec=running_total_spec(), order_by="amount")
+        expected_text = "order_by is not supported"
+    elif case == "memory":
+        out = map_with_state(records_in, key="key", spec=running_total_spec("memory"))
+        expected_text = "the 'memory' backend is not supported"
+    else:
+        seed = spark.createDataFrame([("a", 1, 1)], "key STRING, n BIGINT, total BIGINT")
+        out = map_with_state(records_in, key="key",
+                             spec=running_total_spec().initial_state(seed))
+        expected_text = "initial_state is not supported"
+    query = out.select(F.to_json(F.struct("*")).alias("value")).writeStream.format("kafka") \
+        .option("kafka.bootstrap.servers", bootstrap).option("topic", topics[1]) \
+        .option("checkpointLocation", str(tmp_path / "checkpoint")) \
+        .outputMode("update").trigger(realTime=BATCH).start()
+    try:
+        query.awaitTermination(120)
+        error = query.exception()
+    except StreamingQueryException as e:
+        error = e
+    finally:
+        query.stop()
+    assert error is not None, f"{case}: the query ran"
+    assert "MAPWITHSTATE_UNSUPPORTED_IN_REAL_TIME_MODE" in str(error), str(error)
+    assert expected_text in str(error), str(error)
+
+
+def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
+        kafka_broker, monkeypatch, tmp_path):
+    monkeypatch.setenv(_CONNECT_MODE, "1")
+    bootstrap = kafka_broker.bootstrap_servers
+    topics = make_topics(kafka_broker, "rtm-kill-in", "rtm-kill-out")
+    checkpoint = str(tmp_path / "checkpoint")
+    first, second = records(["a", "b", "c"], 9), records(["a", "d"], 6, offset=100)
+    with mws.LocalConnectServer(master=MASTER, conf=CONF, packages=["kafka"]) as doomed:
+        spark = doomed.session()
+        query = start(spark, bootstrap, topics, checkpoint, trigger={"realTime": "20 seconds"})
+        produce(spark, bootstrap, topics[0], first)
+        # Batch 0 commits the first records' state; the next batch runs the second ones, and
+        # dies with the server before its end: their outputs are out, their state not committed.
+        wait_for(lambda: committed_batches(checkpoint), 90, "batch 0's commit", query)
+        before = committed_batches(checkpoint)
+        produce(spark, bootstrap, topics[0], second)
+        _, outputs = expected(first + second)
+        read_outputs(spark, bootstrap, topics[1], len(outputs), 25, query)
+        killed_after = committed_batches(checkpoint)
+        os.kill(doomed.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while doomed.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not doomed.running()
+    # The second records were run, but the batch that ran them never committed: the restarted
+    # query runs them again, on the state batch 0 committed.
+    assert killed_after == before, (before, killed_after)
+
+    # Restarted: the second records run again (writing the same outputs again, which the
+    # de-duplication by key checks are the same), then one more record per key, whose output
+    # shows the key's state: every record's effect once.
+    probes = [(key, "0") for key in "abcd"]
+    _, outputs = expected(first + second + probes)
+    with mws.LocalConnectServer(master=MASTER, conf=CONF, packages=["kafka"]) as server:
+        spark = server.session()
+        query = start(spark, bootstrap, topics, checkpoint, trigger={"realTime": "5 seconds"})
+        try:
+            wait_for(lambda: len(committed_batches(checkpoint)) > len(killed_after), 90,
+                     "a batch after the restart to commit", query)
+            produce(spark, bootstrap, topics[0], probes)
+            assert read_outputs(spark, bootstrap, topics[1], len(outputs), 60, query) == outputs
+        finally:
+            query.stop()
+        assert query.exception() is None
+        spark.stop()
