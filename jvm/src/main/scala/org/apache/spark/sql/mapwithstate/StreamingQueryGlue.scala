@@ -34,7 +34,9 @@ import org.apache.spark.sql.types.StructType
  *    an executor reaches it, the reports of partitions loaded and of commits (which Spark
  *    counts for a `foreachBatch` sink);
  *  - checking the state schema against the one recorded in the checkpoint;
- *  - Spark's compression codecs by name, for the state files.
+ *  - Spark's compression codecs by name, for the state files;
+ *  - the queries running in the application, for `repartition_state` to refuse their
+ *    checkpoints.
  */
 object StreamingQueryGlue {
 
@@ -86,6 +88,16 @@ object StreamingQueryGlue {
           "but is not among the active streaming queries")
       }
       (queryId, query)
+    }
+
+  /**
+   * The streaming queries running in any session of this application, each as its id and its
+   * resolved checkpoint root (`StreamExecution.resolvedCheckpointRoot`): what Spark itself
+   * consults to refuse a second run of one query.
+   */
+  def activeQueryCheckpoints(session: SparkSession): Seq[(UUID, String)] =
+    session.sharedState.activeStreamingQueries.values().toArray.toSeq.map {
+      case q: StreamExecution => (q.id, q.resolvedCheckpointRoot)
     }
 
   /**
