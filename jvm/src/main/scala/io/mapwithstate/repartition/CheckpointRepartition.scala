@@ -100,25 +100,33 @@ object CheckpointRepartition {
           s"$lastCommitted"))
     val oldPartitions = partitionsOf(committedEntry, checkpoint, lastCommitted)
 
+    val marked = isUnfinishedRepartition(fs, root, operators, lastPlanned, hadoopConf)
+    if (lastPlanned == lastCommitted + 1 && marked &&
+      partitionsOf(offsets.get(lastPlanned).get, checkpoint, lastPlanned) == oldPartitions) {
+      // Not the repartition's entry (which has another count): a restart of the query planned
+      // it, and the unfinished repartition refused to run it, so it never ran. Dropped, its
+      // input is planned again by the query's next batch.
+      offsets.purgeAfter(lastCommitted)
+    }
+    val lastEntry = offsets.getLatestBatchId().getOrElse(lastCommitted)
     val batch =
-      if (lastPlanned == lastCommitted) lastCommitted + 1
-      else if (lastPlanned == lastCommitted + 1 && isUnfinishedRepartition(fs, root, operators,
-          lastPlanned, hadoopConf)) {
-        val planned = partitionsOf(offsets.get(lastPlanned).get, checkpoint, lastPlanned)
+      if (lastEntry == lastCommitted) lastCommitted + 1
+      else if (lastEntry == lastCommitted + 1 && marked) {
+        val planned = partitionsOf(offsets.get(lastEntry).get, checkpoint, lastEntry)
         if (planned != numPartitions) {
           throw MapWithStateException(ErrorCondition.QueryActive,
             s"checkpoint $checkpoint holds an unfinished repartition into $planned " +
-              s"partitions (batch $lastPlanned): finish it first, with num_partitions=$planned")
+              s"partitions (batch $lastEntry): finish it first, with num_partitions=$planned")
         }
-        lastPlanned
+        lastEntry
       } else {
         throw MapWithStateException(ErrorCondition.QueryActive,
-          s"checkpoint $checkpoint: batch $lastPlanned is planned but not committed (the " +
+          s"checkpoint $checkpoint: batch $lastEntry is planned but not committed (the " +
             s"last committed is $lastCommitted): its query is running, or stopped in the " +
             "middle of a batch; stop it, or restart it to finish the batch and stop it, then " +
             "repartition")
       }
-    val resuming = batch == lastPlanned
+    val resuming = batch == lastEntry
     if (!resuming && oldPartitions == numPartitions) {
       cleanUp(fs, root, operators, numPartitions, hadoopConf)
       return Summary(operators, None, lastCommitted, oldPartitions, numPartitions)
