@@ -176,9 +176,11 @@ def test_a_running_query_and_a_batch_left_uncommitted_are_refused(spark, tmp_pat
     query = build(spark, read_inputs(RELEASE)).writeStream.format("noop") \
         .option("checkpointLocation", checkpoint).trigger(processingTime="1 second").start()
     try:
-        message = error_of(lambda: mws.repartition_state(spark, checkpoint, 4))
-        assert "MAPWITHSTATE_QUERY_ACTIVE" in message
-        assert f"belongs to streaming query {query.id}, running in this application" in message
+        with pytest.raises(PySparkException) as raised:
+            mws.repartition_state(spark, checkpoint, 4)
+        error = raised.value
+        assert (error.getCondition(), error.getSqlState()) == ("MAPWITHSTATE_QUERY_ACTIVE", "55006")
+        assert f"belongs to streaming query {query.id}, running in this application" in str(error)
     finally:
         query.stop()
     # Stopped in the middle of a batch (or running in another application): an offset log
@@ -189,6 +191,32 @@ def test_a_running_query_and_a_batch_left_uncommitted_are_refused(spark, tmp_pat
     assert "MAPWITHSTATE_QUERY_ACTIVE" in message
     assert f"batch {last} is planned but not committed" in message
     assert offset_entries(checkpoint)[last][1] == 2  # nothing written
+
+
+@pytest.mark.sessions("classic")
+def test_sparks_own_repartition_fails_on_these_operators_and_repartition_state_finishes_it(
+        spark, tmp_path):
+    # Spark's checkpointManager.repartition (classic only; pyspark has no binding yet) logs
+    # its batch first, then reads the state with Spark's state data source, which cannot.
+    checkpoint, _ = fixture("memory_event_time", tmp_path)
+    last = max(offset_entries(checkpoint))
+    jvm, session = spark.sparkContext._jvm, spark._jsparkSession
+    manager = jvm.org.apache.spark.sql.classic.StreamingCheckpointManager(
+        session, session.sessionState().conf())
+    with pytest.raises(Exception, match="STDS_FAILED_TO_READ_STATE_SCHEMA"):
+        manager.repartition(checkpoint, 4, True)
+    assert offset_entries(checkpoint)[last + 1][1] == 4  # its batch, left unfinished
+    message = error_of(lambda: mws.repartition_state(spark, checkpoint, 3))
+    assert f"unfinished repartition into 4 partitions (batch {last + 1})" in message
+    summary = mws.repartition_state(spark, checkpoint, 4)
+    assert (summary.batch_id, summary.old_partitions, summary.new_partitions) == (last + 1, 2, 4)
+    # The query continues as this session's run without any repartition does.
+    build, _ = QUERIES.QUERIES["memory_event_time"]
+    result = build(spark, read_inputs(RELEASE))
+    outputs = run_batches(spark, result, checkpoint, QUERIES.PART2_BATCHES, str(tmp_path / "o"))
+    reference, _ = fixture("memory_event_time", tmp_path / "reference")
+    assert outputs == run_batches(spark, result, reference, QUERIES.PART2_BATCHES,
+                                  str(tmp_path / "reference" / "o"))
 
 
 @pytest.mark.connect_only

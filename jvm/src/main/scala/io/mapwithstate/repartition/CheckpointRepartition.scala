@@ -101,8 +101,9 @@ object CheckpointRepartition {
     val oldPartitions = partitionsOf(committedEntry, checkpoint, lastCommitted)
 
     val marked = isUnfinishedRepartition(fs, root, operators, lastPlanned, hadoopConf)
-    if (lastPlanned == lastCommitted + 1 && marked &&
-      partitionsOf(offsets.get(lastPlanned).get, checkpoint, lastPlanned) == oldPartitions) {
+    val plannedCount = Option.when(lastPlanned == lastCommitted + 1)(lastPlanned)
+      .flatMap(offsets.get).map(partitionsOf(_, checkpoint, lastPlanned))
+    if (marked && plannedCount.contains(oldPartitions)) {
       // Not the repartition's entry (which has another count): a restart of the query planned
       // it, and the unfinished repartition refused to run it, so it never ran. Dropped, its
       // input is planned again by the query's next batch.
@@ -111,7 +112,11 @@ object CheckpointRepartition {
     val lastEntry = offsets.getLatestBatchId().getOrElse(lastCommitted)
     val batch =
       if (lastEntry == lastCommitted) lastCommitted + 1
-      else if (lastEntry == lastCommitted + 1 && marked) {
+      // Marked by this code, or an entry with another count after the last committed batch:
+      // Spark's criterion for a repartition batch (its own runner logs it first, and fails on
+      // these operators' state, leaving it for this one to finish).
+      else if (lastEntry == lastCommitted + 1 &&
+        (marked || plannedCount.exists(_ != oldPartitions))) {
         val planned = partitionsOf(offsets.get(lastEntry).get, checkpoint, lastEntry)
         if (planned != numPartitions) {
           throw MapWithStateException(ErrorCondition.QueryActive,
