@@ -20,7 +20,8 @@ def test_server_conf_names_the_plugin_classes(tmp_path):
         "spark.jars": str(jar),
         "spark.connect.extensions.relation.classes":
             "io.mapwithstate.connect.MapWithStateRelationPlugin,"
-            "io.mapwithstate.connect.StateReaderRelationPlugin",
+            "io.mapwithstate.connect.StateReaderRelationPlugin,"
+            "io.mapwithstate.connect.StateRepartitionRelationPlugin",
         "spark.sql.extensions": "io.mapwithstate.MapWithStateExtensions",
         "spark.sql.streaming.checkpointFileManagerClass":
             "io.mapwithstate.state.LocalCheckpointFileManager",
@@ -34,6 +35,7 @@ def test_the_built_jar_holds_the_plugin_classes():
     names = set(zipfile.ZipFile(mws.jar_path()).namelist())
     assert "io/mapwithstate/connect/MapWithStateRelationPlugin.class" in names
     assert "io/mapwithstate/connect/StateReaderRelationPlugin.class" in names
+    assert "io/mapwithstate/connect/StateRepartitionRelationPlugin.class" in names
     assert "io/mapwithstate/connect/BoundedErrorTrailers.class" in names
     assert "io/mapwithstate/MapWithStateExtensions.class" in names
     assert "io/mapwithstate/proto/MapWithState.class" in names

@@ -19,6 +19,7 @@ from mapwithstate import functions
 from mapwithstate.groups import map_groups_with_state
 from mapwithstate.pyfunc import CompileError, state_function
 from mapwithstate.relation import map_with_state
+from mapwithstate.repartition import repartition_state
 from mapwithstate.server import (
     RELATION_PLUGIN_CLASS,
     SQL_EXTENSIONS_CLASS,
@@ -41,6 +42,7 @@ __all__ = [
     "map_groups_with_state",
     "read_state",
     "read_state_changes",
+    "repartition_state",
     "functions",
     "local_session",
     "LocalConnectServer",

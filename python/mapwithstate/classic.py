@@ -12,7 +12,8 @@ needs the plugin jar on the driver (``spark.jars`` / ``--jars``) and
              .getOrCreate())
     map_with_state(spark.createDataFrame(...), key="word", spec=spec).show()
 
-``mapwithstate._request.run`` and ``mapwithstate.state_reader`` dispatch here; this module is
+``mapwithstate._request.run``, ``mapwithstate.state_reader`` and ``mapwithstate.repartition``
+dispatch here; this module is
 not public API.
 """
 
@@ -24,10 +25,12 @@ from pyspark.sql.types import StructType
 from mapwithstate.spec import COLUMNS, SETTINGS, StateSpec
 
 if TYPE_CHECKING:
+    from pyspark.sql import Row
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.session import SparkSession
 
     from mapwithstate._request import ColumnOrName, Request, Until
+    from mapwithstate.proto.state_repartition_pb2 import RepartitionState as RepartitionMessage
     from mapwithstate.state_reader import ReadMessage
 
 __all__: List[str] = []
@@ -138,6 +141,19 @@ def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
             operator_id,
         )
     return DataFrame(jdf, spark)
+
+
+def repartition_state(spark: "SparkSession", message: "RepartitionMessage") -> "Row":
+    """The repartition of ``message`` (as the Connect door sends it) through the JVM API
+    ``io.mapwithstate.StateRepartitioner``, which runs the same rewrite; its summary row."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a classic session has a JVM"
+    api = jvm_api(jvm, "StateRepartitioner")
+    jdf = api.repartition(spark._jsparkSession, message.checkpoint, message.num_partitions)
+    (summary,) = DataFrame(jdf, spark).collect()
+    return summary
 
 
 def jvm_api(jvm: JavaObject, name: str) -> JavaObject:

@@ -28,11 +28,12 @@ __all__ = [
     "SQL_EXTENSIONS_CLASS",
 ]
 
-#: The Connect relation plugins (map_with_state, and the state reader), comma-separated as
-#: ``spark.connect.extensions.relation.classes`` takes them.
+#: The Connect relation plugins (map_with_state, the state reader and repartition_state),
+#: comma-separated as ``spark.connect.extensions.relation.classes`` takes them.
 RELATION_PLUGIN_CLASS = (
     "io.mapwithstate.connect.MapWithStateRelationPlugin,"
-    "io.mapwithstate.connect.StateReaderRelationPlugin"
+    "io.mapwithstate.connect.StateReaderRelationPlugin,"
+    "io.mapwithstate.connect.StateRepartitionRelationPlugin"
 )
 #: The gRPC interceptor that keeps error trailers readable by a default client:
 #: ``spark.connect.grpc.interceptor.classes``.
@@ -127,6 +128,7 @@ def server_conf(jar: Optional[str] = None) -> Dict[str, str]:
         export SPARK_CONNECT_AUTHENTICATE_TOKEN=...   # a long random string
         relations=io.mapwithstate.connect.MapWithStateRelationPlugin
         relations=$relations,io.mapwithstate.connect.StateReaderRelationPlugin
+        relations=$relations,io.mapwithstate.connect.StateRepartitionRelationPlugin
         files=io.mapwithstate.state.LocalCheckpointFileManager
         errors=io.mapwithstate.connect.BoundedErrorTrailers
         sbin/start-connect-server.sh --jars mapwithstate-assembly-0.1.0.jar \\

@@ -14,7 +14,7 @@ from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
 
 from mapwithstate import classic
-from mapwithstate.proto import state_reader_pb2
+from mapwithstate.proto import state_reader_pb2, state_repartition_pb2
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -25,15 +25,17 @@ if TYPE_CHECKING:
     SparkSession = Union[ConnectSession, ClassicSession]
 
 ReadMessage = Union[state_reader_pb2.ReadState, state_reader_pb2.ReadStateChanges]
+#: The plugin's messages that are relations of their own (no input).
+ExtensionMessage = Union[ReadMessage, state_repartition_pb2.RepartitionState]
 
 __all__ = ["read_state", "read_state_changes"]
 
 
-class _StateReaderPlan(LogicalPlan):
-    """A leaf plan node: packs a ``ReadState`` or ``ReadStateChanges`` into
-    ``Relation.extension``."""
+class ExtensionPlan(LogicalPlan):
+    """A leaf plan node: packs one of the plugin's messages (``ReadState``,
+    ``ReadStateChanges``, ``RepartitionState``) into ``Relation.extension``."""
 
-    def __init__(self, message: ReadMessage) -> None:
+    def __init__(self, message: ExtensionMessage) -> None:
         super().__init__(None)
         self._message = message
 
@@ -129,16 +131,22 @@ def read_state_changes(
 def _dataframe(spark: "SparkSession", message: ReadMessage) -> "DataFrame":
     """The read of ``message``: a plugin relation on Spark Connect, the JVM API on classic."""
     from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
 
     if classic.is_classic_session(spark):
         return classic.read_state(spark, message)
+    return DataFrame(ExtensionPlan(message), session=connect_session(spark))
+
+
+def connect_session(spark: object) -> "ConnectSession":
+    """``spark`` as the Spark Connect session it must be when it is not a classic one."""
+    from pyspark.sql.connect.session import SparkSession
+
     if not isinstance(spark, SparkSession):
         raise TypeError(
             f"spark must be a SparkSession (Spark Connect or classic), got {type(spark).__name__} "
             "(use mapwithstate.local_session() or SparkSession.builder...)"
         )
-    return DataFrame(_StateReaderPlan(message), session=spark)
+    return spark
 
 
 def _check_checkpoint(checkpoint: str) -> None:

@@ -172,6 +172,12 @@ object ErrorCondition {
   case object CheckpointTooNew extends ErrorCondition("MAPWITHSTATE_CHECKPOINT_TOO_NEW", "XXKST",
       "the checkpoint was written by a newer mapwithstate, in a format this one cannot read")
 
+  // Rewriting a checkpoint (repartition_state).
+
+  case object QueryActive extends ErrorCondition("MAPWITHSTATE_QUERY_ACTIVE", "55006",
+      "the checkpoint's query is running, or stopped in the middle of a micro-batch: a " +
+        "checkpoint is rewritten only while its query is stopped between batches")
+
   /** Every condition, in the order of the documentation's table. */
   val all: Seq[ErrorCondition] = Seq(InvalidArgument, ConflictingArguments, InvalidStateSchema,
     AnalysisFailed, ReservedColumnName, DuplicateColumn, TypeMismatch, NewStateBeforeUpdate,
@@ -183,5 +189,5 @@ object ErrorCondition {
     TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, UntilBeforeLastBatch,
     PartitionStateTooLarge,
     LimitExceeded, InvalidConf, MalformedRequest, NotACheckpoint, AmbiguousOperator,
-    BatchUnavailable, CheckpointUnreadable, CheckpointTooNew)
+    BatchUnavailable, CheckpointUnreadable, CheckpointTooNew, QueryActive)
 }

@@ -59,16 +59,24 @@ object StateReader {
   def plan(session: classic.SparkSession, request: StateReadRequest): LogicalPlan =
     request.relation(session.sessionState.newHadoopConf())
 
-  private def dataFrame(spark: SparkSession, request: StateReadRequest): DataFrame = {
+  private def dataFrame(spark: SparkSession, request: StateReadRequest): DataFrame =
+    classicDataFrame(spark, "reads the state")(plan(_, request))
+
+  /**
+   * The DataFrame of the plan `build` makes in `spark`, which must be a classic session (a
+   * Spark Connect client, which `does` what is asked through the Connect plugin, is refused).
+   */
+  private[mapwithstate] def classicDataFrame(spark: SparkSession, does: String)(
+      build: classic.SparkSession => LogicalPlan): DataFrame = {
     val session = spark match {
       case s: classic.SparkSession => s
       case null => throw MapWithStateException(ErrorCondition.InvalidArgument,
           "spark: a SparkSession is needed, got null")
       case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
           s"spark must be a classic SparkSession, got ${other.getClass.getName} (a Spark Connect " +
-            "client reads the state through the Connect plugin instead)")
+            s"client $does through the Connect plugin instead)")
     }
-    val built = plan(session, request)
+    val built = build(session)
     new classic.Dataset[Row](session, built, Encoders.row(built.schema))
   }
 

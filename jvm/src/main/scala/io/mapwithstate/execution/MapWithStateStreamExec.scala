@@ -277,14 +277,27 @@ case class MapWithStateStreamExec(
     }
   }
 
+  /**
+   * The query's number of this micro-batch: the one that makes store version v + 1 is batch
+   * number v + 1, less the batches before it that `repartition_state` made (which ran no input;
+   * only an idle timeout's scan cadence counts batches, so only it reads them).
+   */
+  private def batchNumber(info: StatefulOperatorStateInfo): Long = timeoutPolicy match {
+    case _: TimeoutPolicy.Idle =>
+      val operatorDir = new Path(info.checkpointLocation, info.operatorId.toString)
+      val made = OperatorMetadata.repartitionBatches(operatorDir,
+        session.sessionState.newHadoopConf())
+      info.storeVersion + 1 - made.count(_ < info.storeVersion)
+    case _ => info.storeVersion + 1
+  }
+
   override protected def doExecute(): RDD[InternalRow] = {
     val info = getStateInfo
     val batchTime = TimeUnit.MILLISECONDS.toMicros(batchTimestampMs)
     // Spark's watermark for this micro-batch, when the input has one (0 before it first moves).
     val timeline = BatchTimeline.single(batchTime).copy(watermarks =
       eventTime.map(_ => Array(TimeUnit.MILLISECONDS.toMicros(batchWatermarkMs))))
-    // The micro-batch that makes store version v + 1 is the query's batch number v + 1.
-    val batchNumber = info.storeVersion + 1
+    val batchNumber = this.batchNumber(info)
     val runner = partitionRunner()
     val backend = this.backend
     val (keySchema, stateType) = (this.keySchema, function.stateType)

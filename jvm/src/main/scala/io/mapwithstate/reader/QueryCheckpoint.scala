@@ -105,20 +105,7 @@ object QueryCheckpoint {
    */
   def resolve(location: String, hadoopConf: Configuration,
       operatorId: Option[Long] = None): QueryCheckpoint = {
-    if (location == null || location.isEmpty) {
-      throw MapWithStateException(ErrorCondition.InvalidArgument,
-        "checkpoint is empty: the checkpointLocation of a streaming " +
-          "query that ran map_with_state")
-    }
-    val (fs, root) =
-      try {
-        val path = new Path(location)
-        val fs = path.getFileSystem(hadoopConf)
-        (fs, fs.makeQualified(path))
-      } catch {
-        case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
-            s"checkpoint $location cannot be opened: ${e.getMessage}", e)
-      }
+    val (fs, root) = open(location, hadoopConf)
     def children(dir: Path): Seq[String] =
       (try fs.listStatus(dir).toSeq
       catch { case _: FileNotFoundException => Nil })
@@ -161,6 +148,26 @@ object QueryCheckpoint {
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
     QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
       commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf))
+  }
+
+  /**
+   * The file system of the checkpoint at `location` and its qualified root, or an error saying
+   * why there is none (an empty location, one that cannot be opened).
+   */
+  def open(location: String, hadoopConf: Configuration): (FileSystem, Path) = {
+    if (location == null || location.isEmpty) {
+      throw MapWithStateException(ErrorCondition.InvalidArgument,
+        "checkpoint is empty: the checkpointLocation of a streaming " +
+          "query that ran map_with_state")
+    }
+    try {
+      val path = new Path(location)
+      val fs = path.getFileSystem(hadoopConf)
+      (fs, fs.makeQualified(path))
+    } catch {
+      case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
+          s"checkpoint $location cannot be opened: ${e.getMessage}", e)
+    }
   }
 
   /**

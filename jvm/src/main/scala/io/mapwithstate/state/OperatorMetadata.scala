@@ -7,6 +7,7 @@ import java.util.Properties
 import io.mapwithstate.{ErrorCondition, MapWithStateException, PluginVersion}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, LocalFileSystem, Path}
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 
 /**
  * What a map_with_state checkpoint records about its operator beyond Spark's state schema, in
@@ -36,6 +37,7 @@ object OperatorMetadata {
   val PluginVersionKey = "pluginVersion"
   val FormatVersionKey = "formatVersion"
   val StateFileVersionKey = "stateFileVersion"
+  val RepartitionBatchesKey = "repartitionBatches"
 
   /** The version of the checkpoint's layout and of this file that this code writes and reads. */
   val FormatVersion: Int = 1
@@ -50,6 +52,7 @@ object OperatorMetadata {
     val file = new Path(operatorDir, FileName)
     val metadata = read(fs, file)
     metadata.foreach(checkVersions(operatorDir, _))
+    RepartitionMarker.checkFinished(operatorDir, hadoopConf)
     val recorded = metadata.map(_.getProperty(BackendKey, StateBackend.MemoryName))
       .orElse {
         val hasState = fs.exists(operatorDir) && fs.listStatus(operatorDir)
@@ -88,6 +91,47 @@ object OperatorMetadata {
       checkVersions(operatorDir, metadata)
       metadata.getProperty(TimeSlotKey, UpdateTimes)
     }.getOrElse(UpdateTimes)
+  }
+
+  /** The backend recorded for the state in `operatorDir` (the heap's when none is). */
+  def backend(operatorDir: Path, hadoopConf: Configuration): String = {
+    val metadata = read(fileSystem(operatorDir, hadoopConf), new Path(operatorDir, FileName))
+    metadata.foreach(checkVersions(operatorDir, _))
+    metadata.map(_.getProperty(BackendKey, StateBackend.MemoryName))
+      .getOrElse(StateBackend.MemoryName)
+  }
+
+  /**
+   * The micro-batches of the state in `operatorDir` that `repartition_state` made (none when it
+   * never ran): batches that read no input and that the operator never ran, which the
+   * operators' batch numbering skips (an idle timeout scans every `checkpoint_interval`-th
+   * batch of the query's input, repartitioned or not).
+   */
+  def repartitionBatches(operatorDir: Path, hadoopConf: Configuration): Seq[Long] =
+    read(fileSystem(operatorDir, hadoopConf), new Path(operatorDir, FileName)).toSeq
+      .flatMap(_.getProperty(RepartitionBatchesKey, "").split(",").toSeq)
+      .flatMap(_.trim.toLongOption)
+
+  /** Records `batchId` among the [[repartitionBatches]] of `operatorDir` (once). */
+  def recordRepartitionBatch(operatorDir: Path, batchId: Long, hadoopConf: Configuration)
+      : Unit = {
+    val fs = fileSystem(operatorDir, hadoopConf)
+    val file = new Path(operatorDir, FileName)
+    val properties = read(fs, file).getOrElse(new Properties())
+    val batches = repartitionBatches(operatorDir, hadoopConf)
+    if (!batches.contains(batchId)) {
+      properties.setProperty(RepartitionBatchesKey, (batches :+ batchId).mkString(","))
+      val out = CheckpointFileManager.create(operatorDir, hadoopConf)
+        .createAtomic(file, overwriteIfPossible = true)
+      val writer = new OutputStreamWriter(out, UTF_8)
+      try properties.store(writer, "map_with_state operator metadata")
+      catch {
+        case e: Throwable =>
+          out.cancel()
+          throw e
+      }
+      writer.close()
+    }
   }
 
   /** Refuses the checkpoint `metadata` describes when it is of a format this code cannot read. */

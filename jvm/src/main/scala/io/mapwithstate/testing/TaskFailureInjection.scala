@@ -25,7 +25,7 @@ object TaskFailureInjection {
     else Option(conf.getConfString(MarkerConf, null)).filter(_.nonEmpty)
 
   /** Spark's own test switch (`Utils.isTesting`, which is private to Spark). */
-  private def isTesting: Boolean =
+  private[testing] def isTesting: Boolean =
     sys.env.contains("SPARK_TESTING") || sys.props.contains("spark.testing")
 
   /** `records`, failing once at the second record when `marker` is set and does not exist. */

@@ -42,7 +42,9 @@ import org.apache.spark.sql.types.StructType
  *    one back;
  *  - Spark's compression codecs by name, for the state files;
  *  - Real-Time Mode: whether the query runs under it, and admitting the streaming operator to
- *    its operator allowlist (see [[admitToRealTimeMode]]).
+ *    its operator allowlist (see [[admitToRealTimeMode]]);
+ *  - the queries running in the application, for `repartition_state` to refuse their
+ *    checkpoints.
  */
 object StreamingQueryGlue {
 
@@ -140,6 +142,16 @@ object StreamingQueryGlue {
           "but is not among the active streaming queries")
       }
       (queryId, query)
+    }
+
+  /**
+   * The streaming queries running in any session of this application, each as its id and its
+   * resolved checkpoint root (`StreamExecution.resolvedCheckpointRoot`): what Spark itself
+   * consults to refuse a second run of one query.
+   */
+  def activeQueryCheckpoints(session: SparkSession): Seq[(UUID, String)] =
+    session.sharedState.activeStreamingQueries.values().toArray.toSeq.map {
+      case q: StreamExecution => (q.id, q.resolvedCheckpointRoot)
     }
 
   /**
