@@ -303,3 +303,36 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
             query.stop()
         assert query.exception() is None
         spark.stop()
+
+
+@mws.state_function("n BIGINT")
+def counted_until_idle(key, amount, state):
+    """Counts a key's records; when the key has been idle for its timeout, emits -n."""
+    if state.timing_out:
+        return {"key": key, "n": -state.n, "total": 0}
+    state.update(n=(state.n or 0) + 1)
+    return {"key": key, "n": state.n, "total": 0}
+
+
+def test_an_idle_timeout_fires_at_the_end_of_a_long_batch(kafka_broker, rtm_spark, tmp_path):
+    """Timeouts are checked when a batch's records end, against the batch's time (its start),
+    as in micro-batches: a key idle past its timeout times out at the end of the first batch
+    that starts after its deadline and scans (every checkpoint_interval-th batch: here each),
+    never within the batch that last updated it."""
+    spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
+    topics = make_topics(kafka_broker, "rtm-idle-in", "rtm-idle-out")
+    checkpoint = str(tmp_path / "checkpoint")
+    spec = counted_until_idle.timeout("2 seconds").checkpoint_interval(1).backend("rocksdb")
+    query = start(spark, bootstrap, topics, checkpoint, spec=spec,
+                  trigger={"realTime": "10 seconds"})
+    try:
+        wait_for(lambda: query.status["isTriggerActive"], 60, "batch 0 to start", query)
+        produce(spark, bootstrap, topics[0], [("k", "1")])
+        assert read_outputs(spark, bootstrap, topics[1], 1, 25, query) == \
+            {"k/1": {"n": 1, "total": 0}}
+        timed_out = read_outputs(spark, bootstrap, topics[1], 2, 90, query)
+        committed_when_seen = committed_batches(checkpoint)
+    finally:
+        query.stop()
+    assert timed_out == {"k/1": {"n": 1, "total": 0}, "k/-1": {"n": -1, "total": 0}}
+    assert committed_when_seen, "the timeout fired within the batch that updated the key"
