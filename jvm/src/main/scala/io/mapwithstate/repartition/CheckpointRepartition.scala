@@ -133,6 +133,7 @@ object CheckpointRepartition {
       }
     val resuming = batch == lastEntry
     if (!resuming && oldPartitions == numPartitions) {
+      abandon(fs, root, operators, lastCommitted, hadoopConf)
       cleanUp(fs, root, operators, numPartitions, hadoopConf)
       return Summary(operators, None, lastCommitted, oldPartitions, numPartitions)
     }
@@ -236,6 +237,30 @@ object CheckpointRepartition {
     throw MapWithStateException(ErrorCondition.QueryActive,
       s"checkpoint $checkpoint: $log/$batch appeared while repartitioning: another query or " +
         "repartition is writing this checkpoint")
+
+  /**
+   * Undoes what a repartition abandoned before its batch was logged wrote (its mark names a
+   * batch after `lastCommitted`): the version after that batch in every partition, which a
+   * query running that batch would otherwise find there, and the batch among the
+   * repartitions'.
+   */
+  private def abandon(fs: FileSystem, root: Path, operators: Seq[Long], lastCommitted: Long,
+      hadoopConf: org.apache.hadoop.conf.Configuration): Unit =
+    operators.foreach { op =>
+      val dir = operatorDir(root, op)
+      RepartitionMarker.read(dir, hadoopConf).filter(_ > lastCommitted).foreach { batch =>
+        val version = s"${batch + 1}."
+        fs.listStatus(dir).toSeq
+          .filter(s => s.isDirectory && s.getPath.getName.toIntOption.isDefined)
+          .flatMap(partition => fs.listStatus(partition.getPath).toSeq)
+          .filter { file =>
+            val name = file.getPath.getName
+            name.startsWith(version) || name.startsWith(s".$version")
+          }
+          .foreach(file => fs.delete(file.getPath, false))
+        OperatorMetadata.forgetRepartitionBatch(dir, batch, hadoopConf)
+      }
+    }
 
   /** Removes the marks, then the partitions beyond `numPartitions`. */
   private def cleanUp(fs: FileSystem, root: Path, operators: Seq[Long], numPartitions: Int,

@@ -114,13 +114,21 @@ object OperatorMetadata {
 
   /** Records `batchId` among the [[repartitionBatches]] of `operatorDir` (once). */
   def recordRepartitionBatch(operatorDir: Path, batchId: Long, hadoopConf: Configuration)
-      : Unit = {
+      : Unit = updateRepartitionBatches(operatorDir, hadoopConf)(b => (b :+ batchId).distinct)
+
+  /** Removes `batchId` from the [[repartitionBatches]] of `operatorDir` (an abandoned one). */
+  def forgetRepartitionBatch(operatorDir: Path, batchId: Long, hadoopConf: Configuration)
+      : Unit = updateRepartitionBatches(operatorDir, hadoopConf)(_.filterNot(_ == batchId))
+
+  private def updateRepartitionBatches(operatorDir: Path, hadoopConf: Configuration)(
+      update: Seq[Long] => Seq[Long]): Unit = {
     val fs = fileSystem(operatorDir, hadoopConf)
     val file = new Path(operatorDir, FileName)
     val properties = read(fs, file).getOrElse(new Properties())
     val batches = repartitionBatches(operatorDir, hadoopConf)
-    if (!batches.contains(batchId)) {
-      properties.setProperty(RepartitionBatchesKey, (batches :+ batchId).mkString(","))
+    val updated = update(batches)
+    if (updated != batches) {
+      properties.setProperty(RepartitionBatchesKey, updated.mkString(","))
       val out = CheckpointFileManager.create(operatorDir, hadoopConf)
         .createAtomic(file, overwriteIfPossible = true)
       val writer = new OutputStreamWriter(out, UTF_8)
