@@ -49,6 +49,12 @@ final case class QueryCheckpoint(
   def versionOf(batchId: Option[Long], hadoopConf: Configuration): Long = {
     val batch = batchId.getOrElse(lastCommittedBatch)
     checkCommitted("batch_id", batch)
+    lastRepartition(hadoopConf).filter(batch < _).foreach { repartition =>
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"batch_id: the state after batch $batch of $location was written in the " +
+          s"partitions repartition_state replaced at batch $repartition; the oldest batch " +
+          s"readable is $repartition")
+    }
     val version = batch + 1
     val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestLoadableVersion).max
     if (version < oldest) {
@@ -71,6 +77,12 @@ final case class QueryCheckpoint(
       throw MapWithStateException(ErrorCondition.InvalidArgument,
         s"start_batch $start is after end_batch $last")
     }
+    lastRepartition(hadoopConf).filter(start <= _).foreach { repartition =>
+      throw MapWithStateException(ErrorCondition.BatchUnavailable,
+        s"start_batch: the changes of batch $start of $location were written in the " +
+          s"partitions repartition_state replaced at batch $repartition (which changes no " +
+          s"key); the oldest batch whose changes are readable is ${repartition + 1}")
+    }
     val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestDeltaVersion).max
     if (start + 1 < oldest) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
@@ -80,6 +92,15 @@ final case class QueryCheckpoint(
     }
     (start, last)
   }
+
+  /**
+   * The last committed batch that `repartition_state` made, if any: the state of the batches
+   * before it is in another number of partitions than [[numPartitions]], so this reader,
+   * reading these partitions, would miss or misplace keys of it.
+   */
+  private def lastRepartition(hadoopConf: Configuration): Option[Long] =
+    OperatorMetadata.repartitionBatches(stateDirectory, hadoopConf)
+      .filter(_ <= lastCommittedBatch).maxOption
 
   private def checkCommitted(argument: String, batch: Long): Unit = {
     if (batch < 0) throw MapWithStateException(ErrorCondition.InvalidArgument,
