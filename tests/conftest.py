@@ -77,10 +77,24 @@ def kafka_broker(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def kafka_server():
-    """A local Connect server with Spark's Kafka connector (``packages=["kafka"]``)."""
-    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS},
+    """A local Connect server with Spark's Kafka connector (``packages=["kafka"]``).
+
+    It has 6 task slots, for the Real-Time Mode tests (tests/test_real_time.py): a real-time
+    batch runs every stage at once, each partition a task, and the reads of its output topic
+    need slots beside them."""
+    with mws.LocalConnectServer(master="local[6]",
+                                conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS},
                                 packages=["kafka"]) as s:
         yield s
+
+
+@pytest.fixture
+def kafka_spark(kafka_server, monkeypatch):
+    """A session on the Kafka-enabled server, pyspark making Connect Columns."""
+    monkeypatch.setenv(_CONNECT_MODE, "1")
+    session = kafka_server.session()
+    yield session
+    session.stop()
 
 
 @pytest.fixture(scope="session")

@@ -4,15 +4,14 @@
 ``kafka_2.13`` Maven artifact, kept apart from Spark's jars) in KRaft mode as one process that is
 both broker and controller: ``kafka-storage format`` on a fresh log directory, then
 ``java -cp ... kafka.Kafka server.properties``, listening on loopback only. The JVM is killed
-when the process that started it dies (``PR_SET_PDEATHSIG``), so no broker outlives pytest.
+when the process that started it dies (``PR_SET_PDEATHSIG``, set by util-linux's ``setpriv``),
+so no broker outlives pytest.
 
 Records go in and out through Spark's own Kafka source and sink (the connector the server loads
 with ``packages=["kafka"]``), so the tests need no Python Kafka client.
 """
 import base64
-import ctypes
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,7 +21,11 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKER_CLASSPATH = os.path.join(ROOT, ".tools", "kafka-broker", "classpath")
 _LOOPBACK = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
+# Kafka's JVMs are started through this, which sets the parent-death signal and execs java: a
+# `preexec_fn` doing the same made Python fork the test process, whose gRPC threads (the
+# Connect client's) now and then aborted the child before it ran (exit -6, gRPC's epoll
+# error on its stderr); without one, the child is started by vfork, which runs no fork handler.
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 
 
 def _free_port() -> int:
@@ -38,12 +41,6 @@ def _cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: be killed when the parent dies, however it dies."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class KafkaBroker:
@@ -113,14 +110,14 @@ class KafkaBroker:
         return path
 
     def _java_command(self, main_class: str, *args: str) -> List[str]:
-        return ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
+        return [*_DIE_WITH_PARENT, "java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
                 "-Djava.net.preferIPv4Stack=true",
                 "-Dlog4j2.configurationFile=" + os.path.join(self.work_dir, "log4j2.properties"),
                 "-cp", self._classpath, main_class, *args]
 
     def _java(self, main_class: str, *args: str) -> None:
         done = subprocess.run(self._java_command(main_class, *args), capture_output=True,
-                              text=True, timeout=120, preexec_fn=_die_with_parent)
+                              text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{main_class} {' '.join(args)} failed with code "
                                f"{done.returncode}:\n{done.stdout}\n{done.stderr}")
@@ -129,8 +126,7 @@ class KafkaBroker:
         with open(os.path.join(self.work_dir, "broker.out"), "wb") as out:
             self._process = subprocess.Popen(
                 self._java_command("kafka.Kafka", properties), stdout=out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_die_with_parent)
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
