@@ -59,12 +59,12 @@ def assert_same(spark, spec, rows, ddl, key="k", groups=False, **kw):
     return expected
 
 
-def assert_same_failure(spark, spec, rows, ddl, exception, line, key="k", groups=False):
+def assert_same_failure(spark, spec, rows, ddl, exception, line, key="k", groups=False, **kw):
     """Python raises ``exception``; the query fails naming it, the function and its line."""
     with pytest.raises(exception):
-        replay(spec, rows, key=key, batch_time="t")
+        replay(spec, rows, key=key, batch_time="t", **kw)
     with pytest.raises(Exception) as failure:
-        server_rows(spark, spec, rows, ddl, key, groups)
+        server_rows(spark, spec, rows, ddl, key, groups, **kw)
     message = str(failure.value)
     assert exception.__name__ in message
     assert f"state function {spec.python.__name__}" in message
@@ -532,7 +532,91 @@ def test_explain_gives_the_columns_as_sql(spark):
     df = spark.createDataFrame([("a", 1, T0)], "k STRING, v BIGINT, t TIMESTAMP")
     explained = branches.explain(df, "k")
     assert set(explained) == {"update", "remove", "emit"}
-    assert "__mws_state" in explained["update"] and "raise_error" in explained["update"]
+    assert "__mws_state" in explained["update"] and "raise_error" in explained["remove"]
+    # The checks are made once a call, in the first Column the operator evaluates (remove).
+    assert "raise_error" not in explained["update"]
+
+
+# --- what the compiled Columns cost: Python's semantics without extra work -------------------
+
+@mws.state_function("f DOUBLE, n BIGINT, s STRING, b BOOLEAN")
+def or_defaults(k, f, n, s, b, state):
+    state.update(f=f or 0.0, n=n or 0, s=s or "", b=b or False)
+    return {"k": k, "f": f or 0.0, "n": (n or 0) + 1, "s": s or "", "b": b or False,
+            "negative_zero": f or -0.0, "five": n or 5}
+
+
+def test_or_with_the_false_value_of_its_type_is_a_coalesce(spark):
+    values = [(None, None, None, None), (0.0, 0, "", False), (-0.0, -3, "é", True),
+              (math.nan, 7, "x", None), (-math.inf, None, "", True), (2.5, 0, None, False)]
+    rows = [{"k": f"k{i}", "f": f, "n": n, "s": s, "b": b, "t": T0}
+            for i, (f, n, s, b) in enumerate(values)]
+    out = assert_same(spark, or_defaults, rows,
+                      "k STRING, f DOUBLE, n BIGINT, s STRING, b BOOLEAN, t TIMESTAMP")
+    # -0.0 or 0.0 is 0.0; -0.0 or -0.0 is -0.0 (normal() keeps the sign).
+    assert {r["k"]: (r["f"], r["negative_zero"]) for r in out}["k2"] == ("0.0", "-0.0")
+    df = spark.createDataFrame([], "k STRING, f DOUBLE, n BIGINT, s STRING, b BOOLEAN")
+    update = or_defaults.explain(df, "k")["update"]
+    # No truthiness test (CASE WHEN coalesce(NOT (n = 0), false) ..., length(s) > 0, ...).
+    assert "CASE WHEN coalesce(" not in update and "length(" not in update, update
+    assert update.count("coalesce(") == 5, update
+
+
+@mws.state_function("n BIGINT")
+def running_count(key, state):
+    n = (state.n or 0) + 1
+    state.update(n=n)
+    return {"key": key, "count": n}
+
+
+def test_the_running_count_compiles_to_the_column_specs_work(spark):
+    df = spark.createDataFrame([], "key BIGINT")
+    explained = running_count.explain(df, "key")
+    assert set(explained) == {"update", "emit"}
+    # One overflow check per call, in update; emit checks only a call that times out of an idle
+    # timeout (which evaluates emit alone), and otherwise reads the count from the new state.
+    assert explained["update"].count("raise_error") == 1
+    assert "coalesce(CAST(__mws_state.n AS BIGINT), CAST(0 AS BIGINT))" in explained["update"]
+    assert "CASE WHEN __mws_is_timing_out THEN CASE WHEN" in explained["emit"]
+    assert "ELSE __mws_new_state.n END AS count" in explained["emit"]
+    rows = [{"key": 1, "t": at(0)}, {"key": 1, "t": at(0)}, {"key": 2, "t": at(1)},
+            {"key": 1, "t": at(1)}]
+    out = assert_same(spark, running_count.timeout("1 hour"), rows, "key BIGINT, t TIMESTAMP",
+                      key="key")
+    assert sorted((r["key"], r["count"]) for r in out) == [(1, 1), (1, 2), (1, 3), (2, 1)]
+
+
+@mws.state_function("d BIGINT")
+def divides_when_timing_out(k, d, state):
+    if state.timing_out:
+        return {"k": k, "q": 10 // state.d}
+    state.update(d=d)
+
+
+def test_a_check_of_a_call_timing_out_of_an_idle_timeout_fails_the_query(spark):
+    # Such a call evaluates emit alone: the check must be there too.
+    rows = [{"k": "a", "d": 0, "t": at(0)}, {"k": "b", "d": 1, "t": at(60)}]
+    assert_same_failure(spark, divides_when_timing_out.timeout("30 seconds").checkpoint_interval(1),
+                        rows, "k STRING, d BIGINT, t TIMESTAMP", ZeroDivisionError,
+                        line_of(divides_when_timing_out.python, "10 // state.d"),
+                        batch_interval="10 seconds")
+
+
+@mws.state_function("n BIGINT")
+def removes_or_divides(k, v, state):
+    if v == 0:
+        state.remove()
+        return None
+    state.update(n=100 // (v + 1))
+    return {"k": k, "n": state.n}
+
+
+def test_a_check_of_a_function_that_removes_fails_the_query(spark):
+    # remove is evaluated first, and update not at all where it holds: the checks are in remove.
+    rows = [{"k": "a", "v": 3, "t": at(0)}, {"k": "a", "v": 0, "t": at(1)},
+            {"k": "b", "v": -1, "t": at(1)}]
+    assert_same_failure(spark, removes_or_divides, rows, "k STRING, v BIGINT, t TIMESTAMP",
+                        ZeroDivisionError, line_of(removes_or_divides.python, "100 // (v + 1)"))
 
 
 # --- plan size -------------------------------------------------------------------------------

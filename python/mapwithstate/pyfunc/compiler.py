@@ -11,7 +11,7 @@ check that fails the query with the function's name, file, line and Python's exc
 import ast
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -199,12 +199,12 @@ def compile_function(
             else (present.column)
         )
         keep = c_and(changed, kept)
-        update = F.when(c_column(keep), F.struct(*stored))
+        update = F.struct(*stored) if keep is True else F.when(c_column(keep), F.struct(*stored))
         gone = c_and(changed, c_not(kept))
         remove = None if gone is False else c_column(gone)
     if sets_timer:
         timeout_at = _fold([(e.guard, e.path.timer_left) for e in exits]).column
-    emit = _emit(ctx, tree, interpreter.emits, generator)
+    emit = _emit(ctx, tree, interpreter.emits, generator, state)
 
     failures = ctx.failures
     if failures:
@@ -212,12 +212,7 @@ def compile_function(
         check = F.when(c_column(first_cond), F.raise_error(F.lit(first_message)))
         for cond, message in more:
             check = check.when(c_column(cond), F.raise_error(F.lit(message)))
-        ok = check.isNull()
-        update, remove, emit, timeout_at = (
-            None if c is None else F.when(ok, c) for c in (update, remove, emit, timeout_at)
-        )
-        if emit is None and update is None and remove is None:
-            remove = F.when(ok, F.lit(False))
+        update, remove, emit, timeout_at = _checked(check, update, remove, emit, timeout_at)
     update, remove, emit, timeout_at = (
         None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
     )
@@ -225,6 +220,35 @@ def compile_function(
     if bindings.limit and any(c is not None and len(str(c)) > bindings.limit for c in outputs):
         raise PlanTooLarge()
     return CompiledFunction(update, remove, emit, timeout_at)
+
+
+def _checked(
+    check: Column,
+    update: Optional[Column],
+    remove: Optional[Column],
+    emit: Optional[Column],
+    timeout_at: Optional[Column],
+) -> Tuple[Optional[Column], ...]:
+    """The four Columns with the function's runtime checks (``check``: null where none fails,
+    else it raises) made once per call, before anything else of the call is evaluated.
+
+    The operator evaluates a call's Columns in one order (``CompiledStateFunction``):
+    ``remove``, then ``update`` unless the key was removed, then ``emit``, then
+    ``timeout_at``; a key timing out of an idle timeout evaluates ``emit`` alone. So the
+    checks go into the first of them the function has, which every call evaluates first, and,
+    for the idle timeout's calls, into ``emit`` where ``is_timing_out`` holds. A check that
+    fails raises, so ``F.when(ok, c)`` is ``c`` wherever the call goes on."""
+    ok = check.isNull()
+    columns = [remove, update, emit, timeout_at]
+    if all(c is None for c in columns[:3]):
+        columns[0] = F.lit(False)
+    first = next(i for i, c in enumerate(columns) if c is not None)
+    columns[first] = F.when(ok, columns[first])
+    if first < 2 and emit is not None:
+        timing_out_ok = F.when(S.is_timing_out(), check).isNull()
+        columns[2] = F.when(timing_out_ok, emit)
+    remove, update, emit, timeout_at = columns
+    return update, remove, emit, timeout_at
 
 
 def _bind(
@@ -334,7 +358,7 @@ def _fold_cond(choices: List[Any]) -> Cond:
 
 
 def _emit(
-    ctx: Context, tree: ast.FunctionDef, emits: List[Emit], generator: bool
+    ctx: Context, tree: ast.FunctionDef, emits: List[Emit], generator: bool, state: T.StructType
 ) -> Optional[Column]:
     if not emits:
         return None
@@ -380,7 +404,13 @@ def _emit(
                 if py_type.kind != "none"
                 else Value(F.lit(None).cast("string"), py_type, True)
             )
-            columns.append(value.column.alias(name))
+            field = _held_by_state(emit, value, py_type, state)
+            column = value.column
+            if field is not None:
+                # Where the call is not timing out of an idle timeout (whose key is removed
+                # whatever the function does), the value is in the new state already.
+                column = F.when(S.is_timing_out(), column).otherwise(S.new_state(field))
+            columns.append(column.alias(name))
         structs.append((emit.guard, F.struct(*columns)))
     if generator:
         rows = [F.when(c_column(g), s) if g is not True else s for g, s in structs]
@@ -396,3 +426,27 @@ def _emit(
             else result.when(c_column(guard), struct)
         )
     return result
+
+
+def _held_by_state(emit: Emit, value: Value, py_type: PyType, state: T.StructType) -> Optional[str]:
+    """The state field that holds ``value`` (an output column's, as stored) once the call
+    returns ``emit``'s row, if one does exactly: the call keeps a state, the field's value is
+    the same expression, and the field has the Spark type of ``py_type``'s output column.
+    Emitting it then reads the stored state (``new_state``) rather than computing the value a
+    second time, as a Column spec's ``emit`` does; a yielded row may precede later updates, so
+    only a returned row does."""
+    path = emit.path
+    if path is None or value.is_const or value.type != py_type:
+        return None
+    if not (path.present.is_const and path.present.const is True):
+        return None
+    text = str(value.column)
+    for state_field in state.fields:
+        held = path.fields[state_field.name]
+        if (
+            held.type == py_type
+            and state_field.dataType == to_spark(py_type)
+            and str(held.column) == text
+        ):
+            return state_field.name
+    return None

@@ -40,11 +40,13 @@ class Exit:
 
 @dataclass
 class Emit:
-    """A row the function emits (``return {...}`` or ``yield {...}``) under ``guard``."""
+    """A row the function emits (``return {...}`` or ``yield {...}``) under ``guard``; for a
+    ``return``, ``path`` is the key's state as the call leaves it."""
 
     guard: Cond
     record: Record
     line: int
+    path: Optional[PathState] = None
 
 
 @dataclass
@@ -289,7 +291,7 @@ class Interpreter:
                         "yield the rows; a bare return ends the generator",
                     )
             elif isinstance(value, Record):
-                self.emits.append(Emit(self.ctx.guard, value, node.lineno))
+                self.emits.append(Emit(self.ctx.guard, value, node.lineno, self.path.copy()))
             elif not (isinstance(value, Value) and value.type.kind == "none"):
                 raise self.ctx.refuse(
                     node,

@@ -9,6 +9,7 @@ guard, so it fires only where Python would raise.
 """
 
 import ast
+import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
@@ -598,6 +599,9 @@ def boolean(
     from mapwithstate.pyfunc.paths import merge_values
 
     for value, cond in zip(reversed(values[:-1]), reversed(conds[:-1]), strict=False):
+        if isinstance(op, ast.Or) and _is_falsy_default(value, result):
+            result = Value(_or_default(value, result), value.type, False)
+            continue
         if isinstance(op, ast.Or):
             # `a or b` gives `a` only where `a` is true, so never a None there.
             merged = merge_values(
@@ -609,3 +613,24 @@ def boolean(
         assert merged is not None
         result = merged
     return result
+
+
+def _is_falsy_default(value: Value, default: Value) -> bool:
+    """Whether ``value or default`` is ``coalesce``: ``default`` is the one false value of
+    ``value``'s type (``x or 0`` for an int, ``s or ""`` for a str), so that where ``value``
+    is false but not ``None`` it already equals ``default``. A float's false values are
+    ``0.0`` and ``-0.0``, which :func:`_or_default` makes ``0.0``."""
+    if value.is_const or not default.is_const or value.type != default.type:
+        return False
+    kind, const = value.type.kind, default.const
+    if kind == "float":
+        return const == 0.0 and math.copysign(1.0, const) > 0
+    return kind in ("int", "bool", "str", "timedelta") and not const
+
+
+def _or_default(value: Value, default: Value) -> Column:
+    """``value or default`` for a ``default`` that :func:`_is_falsy_default` accepts: one
+    ``coalesce``, not a truthiness test. For a float, adding ``0.0`` turns ``-0.0`` into
+    ``0.0`` (IEEE 754) and leaves every other value, NaN included, as it is."""
+    column = value.column + F.lit(0.0) if value.type.kind == "float" else value.column
+    return F.coalesce(column, default.column)
