@@ -110,7 +110,10 @@ class ConnectPipeline:
         return self.query.exception()
 
     def batches(self):
-        return [(p["batchId"], p["timestamp"], p["durationMs"]) for p in self.query.recentProgress]
+        """Each batch: its id, start, the driver's durations, the state's commit time (ms)."""
+        return [(p["batchId"], p["timestamp"], p["durationMs"],
+                 [op.get("commitTimeMs") for op in p.get("stateOperators", [])])
+                for p in self.query.recentProgress]
 
     def stop(self):
         self.query.stop()
@@ -250,7 +253,8 @@ def run_mode(spark, broker, mode, args, work):
         .select((F.col("sent") - F.col("produced")).alias("ms"), "produced", "key", "value")
     if args.trace:
         for batch in batches:
-            print(f"  {mode} batch {batch[0]} started {batch[1]}: {batch[2]}")
+            print(f"  {mode} batch {batch[0]} started {batch[1]}: {batch[2]}, state commit "
+                  f"{batch[3]} ms")
         by_second = out.groupBy(F.floor(F.col("produced") / 1000).alias("second")).agg(
             F.count("*").alias("n"), F.percentile_approx("ms", 0.5).alias("p50"),
             F.max("ms").alias("max")).orderBy("second")
@@ -279,6 +283,8 @@ def main() -> None:
                         help="Real-Time Mode's batch duration (its checkpoint interval)")
     parser.add_argument("--shuffle-wait-ms", type=int, default=50,
                         help=f"{SHUFFLE_WAIT} of the servers (Spark's default: 50)")
+    parser.add_argument("--server-java-options", default="",
+                        help="the Connect server JVM's options, e.g. -agentpath: for a profiler")
     parser.add_argument("--trace", action="store_true",
                         help="print each batch's progress and each second's latencies")
     args = parser.parse_args()
@@ -287,6 +293,8 @@ def main() -> None:
     broker = KafkaBroker(os.path.join(work, "broker"))
     try:
         conf = {**SERVER_CONF, SHUFFLE_WAIT: str(args.shuffle_wait_ms)}
+        if args.server_java_options:
+            conf["spark.driver.extraJavaOptions"] = args.server_java_options
         with mws.LocalConnectServer(master="local[8]", packages=["kafka"], conf=conf) as server:
             spark = server.session()
             print("| mode | rate (records/s) | outputs | distinct | p50 ms | p99 ms | max ms |")
