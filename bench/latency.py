@@ -1,23 +1,29 @@
-"""L1, latency: end-to-end latency of map_with_state from Kafka to Kafka, per record, in Spark's
-Real-Time Mode and in micro-batches (issue 43).
+"""L1, latency: end-to-end latency of a running count per key from Kafka to Kafka, per record,
+in Spark's Real-Time Mode and in micro-batches (issue 43): map_with_state, transformWithState
+(Scala) and transformWithStateInPandas.
 
 A producer (a streaming query of Spark's rate source writing to the input topic) writes
-``--rate`` records a second over ``--keys`` keys; the pipeline (a running count per key,
-``.backend("rocksdb")``) reads them and writes one output per record, carrying the input
-record's Kafka timestamp. A record's latency is its output's Kafka timestamp (set by Spark's
-Kafka producer as it sends the output) minus its input's (set as the producer sent it): produce
-to output sent, which is when a consumer can read it, give or take the broker's append. Records
-of the first ``--warmup`` seconds are left out; p50, p99 and max are over the rest.
+``--rate`` records a second over ``--keys`` keys; each pipeline (``--modes``, see ``MODES``)
+reads them and writes one output per record, carrying the input record's Kafka timestamp, on
+Spark's RocksDB store. A record's latency is its output's Kafka timestamp (set by Spark's Kafka
+producer as it sends the output) minus its input's (set as the producer sent it): produce to
+output sent, which is when a consumer can read it, give or take the broker's append. The
+measured window starts ``--warmup`` seconds after the pipeline's first output (a new pipeline's
+first batch is cold, and its first records wait for it) and lasts ``--seconds``.
 
-    dev/fetch-kafka
-    .venv/bin/python -m bench.latency --rate 1000 --seconds 60 --modes realtime,microbatch
+    dev/fetch-kafka && dev/sbt bench/package
+    .venv/bin/python -m bench.latency --rate 10000 --seconds 45 --warmup 60 \
+        --batch "5 minutes" --shuffle-wait-ms 5 --modes realtime,tws-realtime
 
-It starts its own broker (tests/kafka.py) and a local Connect server with 6 task slots (Real-Time
-Mode runs every stage at once: the input topic's 2 partitions and 2 state partitions). Nothing
-here is asserted; on a shared machine, quote it with the machine's load.
+It starts its own broker (tests/kafka.py) and a local Connect server with 8 task slots
+(Real-Time Mode starts every stage at once, the input topic's 2 partitions and 2 state
+partitions, and fails if any of them finds no free slot: the producer and the read-backs hold
+some); transformWithState runs in a spark-submit of its own with as many. Nothing here is
+asserted; on a shared machine, quote it with the machine's load.
 """
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,19 +31,37 @@ import warnings
 
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
+import pandas as pd  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql.streaming.stateful_processor import (  # noqa: E402
+    StatefulProcessor, StatefulProcessorHandle)
+from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
 import mapwithstate as mws  # noqa: E402
 from mapwithstate import StateSpec, map_with_state  # noqa: E402
 from mapwithstate import functions as S  # noqa: E402
+from bench import jvm_systems  # noqa: E402
+from bench.connect_systems import ROCKSDB_PROVIDER  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tests"))
 from kafka import KafkaBroker, topic_name  # noqa: E402
 
-#: How each mode triggers the pipeline.
-TRIGGERS = {"realtime": {"realTime": "30 seconds"},
-            "microbatch": {"processingTime": "0 seconds"}}
+#: Settings for latency rather than throughput, as Spark's own Real-Time Mode benchmark
+#: (RTMKafkaKafkaBenchmark) takes them: the source's fetch returns after 10 ms without data
+#: (Kafka's default waits 500 ms), and a query polls its source every 10 ms.
+SOURCE_OPTIONS = {"kafka.fetch.max.wait.ms": "10",
+                  "kafka.max.partition.fetch.bytes": str(10 << 20)}
+SERVER_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.pollingDelay": "10ms"}
+#: How long Real-Time Mode's pipelined shuffle holds a partly filled buffer before sending it
+#: (Spark's default: 50 ms); a server setting, see docs/kafka.md.
+SHUFFLE_WAIT = "spark.shuffle.streaming.networkBufferMaxWaitTimeMs"
+
+
+def trigger(mode: str, args) -> dict:
+    """How `mode` triggers the pipeline."""
+    return {"realtime": {"realTime": args.batch},
+            "microbatch": {"processingTime": "0 seconds"}}[mode]
 
 
 def running_count() -> StateSpec:
@@ -48,12 +72,175 @@ def running_count() -> StateSpec:
     ).backend("rocksdb")
 
 
+def outputs(spark, bootstrap: str, topic: str):
+    """The output topic's records: when each input was produced and its output sent (ms)."""
+    return spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+        .option("subscribe", topic).option("startingOffsets", "earliest").load() \
+        .select(F.get_json_object(F.col("value").cast("string"), "$.produced")
+                .cast("long").alias("produced"),
+                F.unix_millis("timestamp").alias("sent"), F.col("key"), F.col("value"))
+
+
+def wait_for_first_output(spark, bootstrap: str, topic: str, pipeline, timeout: float = 300):
+    """Waits until the pipeline has written an output: from then on it runs, warm or not."""
+    deadline = time.time() + timeout
+    while outputs(spark, bootstrap, topic).limit(1).count() == 0:
+        if pipeline.failure() is not None or time.time() > deadline:
+            raise RuntimeError(f"no output from the pipeline: {pipeline.failure()}")
+        time.sleep(1)
+
+
+def kafka_source(spark, bootstrap: str, topic: str):
+    """The input topic's records as (key, produced): the key and its Kafka timestamp."""
+    return spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+        .options(**SOURCE_OPTIONS).option("subscribe", topic) \
+        .option("startingOffsets", "earliest").load() \
+        .select(F.col("key").cast("string").alias("key"),
+                F.col("timestamp").alias("produced"))
+
+
+def kafka_sink(outputs_df, bootstrap: str, topic: str, checkpoint: str, trigger_: dict):
+    return outputs_df.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
+        .option("topic", topic).option("checkpointLocation", checkpoint) \
+        .outputMode("update").trigger(**trigger_).start()
+
+
+class ConnectPipeline:
+    """A pipeline run as a query of the Connect server."""
+
+    def __init__(self, query):
+        self.query = query
+
+    def failure(self):
+        return self.query.exception()
+
+    def batches(self):
+        """Each batch: its id, start, the driver's durations, the state's commit time (ms)."""
+        return [(p["batchId"], p["timestamp"], p["durationMs"],
+                 [op.get("commitTimeMs") for op in p.get("stateOperators", [])])
+                for p in self.query.recentProgress]
+
+    def stop(self):
+        self.query.stop()
+
+
+def ours(spark, bootstrap, source, sink, checkpoint, trigger_, args):
+    """map_with_state's running count (the Column spec, on RocksDB)."""
+    counted = map_with_state(kafka_source(spark, bootstrap, source), key="key",
+                             spec=running_count()) \
+        .select(F.col("key"), F.to_json(F.struct(
+            F.col("n"), F.unix_millis("produced").alias("produced"))).alias("value"))
+    return ConnectPipeline(kafka_sink(counted, bootstrap, sink, checkpoint, trigger_))
+
+
+class PandasRunningCount(StatefulProcessor):
+    """transformWithStateInPandas's running count: a ``ValueState`` per key, one output per
+    record with the same JSON value as ours."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._count = handle.getValueState("count", StructType([StructField("n", LongType())]))
+
+    def handleInputRows(self, key, rows, timerValues):  # type: ignore[override]
+        n = self._count.get()[0] if self._count.exists() else 0
+        for pdf in rows:
+            counts = n + pd.RangeIndex(1, len(pdf) + 1)
+            n += len(pdf)
+            yield pd.DataFrame({
+                "key": key[0],
+                "value": [f'{{"n":{c},"produced":{p}}}'
+                          for c, p in zip(counts, pdf["produced_ms"], strict=True)]})
+        self._count.update((n,))
+
+    def close(self) -> None:
+        pass
+
+
+def tws_pandas(spark, bootstrap, source, sink, checkpoint, trigger_, args):
+    """transformWithStateInPandas's running count, on Spark's RocksDB store (it takes no
+    other), run by the server's Python workers."""
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    records = kafka_source(spark, bootstrap, source) \
+        .select("key", F.unix_millis("produced").alias("produced_ms"))
+    counted = records.groupBy("key").transformWithStateInPandas(
+        PandasRunningCount(), "key STRING, value STRING", "Update", "None")
+    try:
+        return ConnectPipeline(kafka_sink(counted, bootstrap, sink, checkpoint, trigger_))
+    finally:
+        spark.conf.unset("spark.sql.streaming.stateStore.providerClass")
+
+
+class SubmittedPipeline:
+    """transformWithState's running count in Scala (bench/jvm's TransformWithStateLatency),
+    run by pyspark's spark-submit on a classic session of its own, with as many task slots."""
+
+    def __init__(self, bootstrap, source, sink, checkpoint, trigger_, shuffle_wait_ms, log):
+        import pyspark
+
+        home = os.path.dirname(os.path.abspath(pyspark.__file__))
+        mode = (f"realtime:{trigger_['realTime']}" if "realTime" in trigger_
+                else "microbatch")
+        command = [os.path.join(home, "bin", "spark-submit"), "--master", "local[6]",
+                   "--driver-memory", "1g", "--conf", "spark.sql.shuffle.partitions=2",
+                   "--conf", "spark.sql.streaming.pollingDelay=10ms",
+                   "--conf", "spark.ui.enabled=false",
+                   "--conf", f"{SHUFFLE_WAIT}={shuffle_wait_ms}",
+                   "--conf", "spark.driver.bindAddress=127.0.0.1",
+                   "--conf", "spark.driver.host=127.0.0.1",
+                   "--jars", ",".join(mws.package_jars("kafka")),
+                   "--class", "io.mapwithstate.bench.TransformWithStateLatency", jvm_systems.jar(),
+                   bootstrap, source, sink, checkpoint, mode, "3600"]
+        env = {**os.environ, "SPARK_HOME": home}
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        self._log = log
+        with open(log, "wb") as out:
+            self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=env,
+                                             cwd=os.path.dirname(log))
+
+    def failure(self):
+        code = self._process.poll()
+        return None if code is None else f"spark-submit exited {code}, see {self._log}"
+
+    def batches(self):
+        return []  # in its log
+
+    def stop(self):
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def tws_scala(spark, bootstrap, source, sink, checkpoint, trigger_, args):
+    return SubmittedPipeline(bootstrap, source, sink, checkpoint, trigger_, args.shuffle_wait_ms,
+                             os.path.join(os.path.dirname(checkpoint), "spark-submit.log"))
+
+
+#: The pipelines L1 compares: (who runs the running count, how it is triggered).
+MODES = {
+    "realtime": (ours, "realtime"),
+    "microbatch": (ours, "microbatch"),
+    "tws-realtime": (tws_scala, "realtime"),
+    "tws-microbatch": (tws_scala, "microbatch"),
+    "tws-pandas-microbatch": (tws_pandas, "microbatch"),
+}
+
+
 def run_mode(spark, broker, mode, args, work):
-    """Runs `mode` for `args.seconds`: (outputs measured, distinct ones, [p50, p99], max in
-    ms); an output written twice (a re-run batch's) counts once in `distinct`."""
+    """Runs `mode` for `args.seconds` after its first output: (outputs measured, distinct ones,
+    [p50, p99], max in ms); an output written twice (a re-run batch's) counts once in
+    `distinct`. Only the outputs written by 5 s after the producer stops count: fewer than
+    `rate` x `seconds` means the pipeline fell behind (none: by more than the window). With
+    `args.trace`, prints each batch and each second's latencies."""
     bootstrap = broker.bootstrap_servers
     source, sink = topic_name("latency-in"), topic_name("latency-out")
     broker.create_topics(source, sink)
+    os.makedirs(os.path.join(work, mode))
+    start, how = MODES[mode]
+    pipeline = start(spark, bootstrap, source, sink, os.path.join(work, mode, "q"),
+                     trigger(how, args), args)
     producer = spark.readStream.format("rate").option("rowsPerSecond", args.rate) \
         .option("numPartitions", 1).load() \
         .select((F.col("value") % args.keys).cast("string").alias("key"),
@@ -61,48 +248,61 @@ def run_mode(spark, broker, mode, args, work):
         .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
         .option("topic", source).option("checkpointLocation", os.path.join(work, mode, "p")) \
         .trigger(processingTime="50 milliseconds").start()
-    records = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
-        .option("subscribe", source).option("startingOffsets", "earliest").load() \
-        .select(F.col("key").cast("string").alias("key"),
-                F.col("timestamp").alias("produced"))
-    pipeline = map_with_state(records, key="key", spec=running_count()) \
-        .select(F.col("key"), F.to_json(F.struct(
-            F.col("n"), F.unix_millis("produced").alias("produced"))).alias("value")) \
-        .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
-        .option("topic", sink).option("checkpointLocation", os.path.join(work, mode, "q")) \
-        .outputMode("update").trigger(**TRIGGERS[mode]).start()
+    wait_for_first_output(spark, bootstrap, sink, pipeline)
     started = time.time()
-    time.sleep(args.seconds)
+    time.sleep(args.warmup + args.seconds)
     producer.stop()
     time.sleep(5)  # the last records through
+    batches = pipeline.batches()
     pipeline.stop()
-    out = spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
-        .option("subscribe", sink).option("startingOffsets", "earliest").load() \
-        .select(F.get_json_object(F.col("value").cast("string"), "$.produced")
-                .cast("long").alias("produced"),
-                F.unix_millis("timestamp").alias("sent"), F.col("key"), F.col("value")) \
+    out = outputs(spark, bootstrap, sink) \
         .where(F.col("produced") >= int((started + args.warmup) * 1000)) \
-        .select((F.col("sent") - F.col("produced")).alias("ms"), F.col("key"), F.col("value"))
-    row = out.agg(F.count("*").alias("n"), F.count_distinct("key", "value").alias("distinct"),
-                  F.percentile_approx("ms", [0.5, 0.99], 10000).alias("p"),
-                  F.max("ms").alias("max")).first()
-    return row.n, row.distinct, row.p, row.max
+        .select((F.col("sent") - F.col("produced")).alias("ms"), "produced", "key", "value")
+    if args.trace:
+        for batch in batches:
+            print(f"  {mode} batch {batch[0]} started {batch[1]}: {batch[2]}, state commit "
+                  f"{batch[3]} ms")
+        by_second = out.groupBy(F.floor(F.col("produced") / 1000).alias("second")).agg(
+            F.count("*").alias("n"), F.percentile_approx("ms", 0.5).alias("p50"),
+            F.max("ms").alias("max")).orderBy("second")
+        for r in by_second.collect():
+            print(f"  {time.strftime('%H:%M:%S', time.gmtime(r.second))}: {r.n} records, "
+                  f"p50 {r.p50} ms, max {r.max} ms")
+    # Exact percentiles over the measured records, here: percentile_approx beside a distinct
+    # count merges a quantile summary per row on the server, minutes for a minute's records.
+    measured = out.select("ms", "key", "value").toPandas()
+    if measured.empty:  # it fell behind by more than the window: nothing of it came out
+        return 0, 0, [None, None], None
+    p50, p99 = measured["ms"].quantile([0.5, 0.99], interpolation="higher")
+    distinct = len(measured.drop_duplicates(["key", "value"]))
+    return len(measured), distinct, [int(p50), int(p99)], int(measured["ms"].max())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=1000, help="records a second")
     parser.add_argument("--keys", type=int, default=100_000)
-    parser.add_argument("--seconds", type=int, default=60, help="how long each mode runs")
-    parser.add_argument("--warmup", type=int, default=15, help="seconds left out at the start")
+    parser.add_argument("--seconds", type=int, default=60, help="how long each mode is measured")
+    parser.add_argument("--warmup", type=int, default=15,
+                        help="seconds left out after the pipeline's first output")
     parser.add_argument("--modes", default="realtime,microbatch")
+    parser.add_argument("--batch", default="30 seconds",
+                        help="Real-Time Mode's batch duration (its checkpoint interval)")
+    parser.add_argument("--shuffle-wait-ms", type=int, default=50,
+                        help=f"{SHUFFLE_WAIT} of the servers (Spark's default: 50)")
+    parser.add_argument("--server-java-options", default="",
+                        help="the Connect server JVM's options, e.g. -agentpath: for a profiler")
+    parser.add_argument("--trace", action="store_true",
+                        help="print each batch's progress and each second's latencies")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="mws-latency-")
     os.makedirs(os.path.join(work, "broker"))
     broker = KafkaBroker(os.path.join(work, "broker"))
     try:
-        with mws.LocalConnectServer(master="local[6]", packages=["kafka"],
-                                    conf={"spark.sql.shuffle.partitions": "2"}) as server:
+        conf = {**SERVER_CONF, SHUFFLE_WAIT: str(args.shuffle_wait_ms)}
+        if args.server_java_options:
+            conf["spark.driver.extraJavaOptions"] = args.server_java_options
+        with mws.LocalConnectServer(master="local[8]", packages=["kafka"], conf=conf) as server:
             spark = server.session()
             print("| mode | rate (records/s) | outputs | distinct | p50 ms | p99 ms | max ms |")
             print("|---|---|---|---|---|---|---|")
