@@ -229,8 +229,8 @@ class StateSpec:
         (by name and in order, as ``update`` of :meth:`function`), over the **old** state —
         :func:`~mapwithstate.functions.state` names a field of the schema the checkpoint
         holds — and the key columns; a null struct removes the key. It replaces the automatic
-        conversion of :doc:`evolving-state`, so renames, splits, recomputed fields and any
-        type change work.
+        conversion of a compatible change (see "Changing the state schema" in the docs), so
+        renames, splits, recomputed fields and any type change work.
 
         Applied on the server once per key, in the first micro-batch after the restart and
         before the key's first call in the new schema; each key keeps its timer and idle
