@@ -11,7 +11,8 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-from mapwithstate import StateSpec, map_groups_with_state, map_with_state, read_state
+from mapwithstate import (StateSpec, map_groups_with_state, map_with_state, read_state,
+                          read_state_changes)
 from mapwithstate import functions as S
 from specs import group_count, running_count
 from streams import Stream, counts
@@ -191,6 +192,13 @@ def test_an_added_field_is_null_for_old_keys_and_the_counts_go_on(spark, tmp_pat
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("a", 2), ("c", 1), ("a", 3),
                                            ("b", 2))
     assert [v for v, _ in history(stream)] == [2]
+    if spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory":
+        # The converting batch (1) wrote the whole state: a change feed starts after it.
+        with pytest.raises(Exception, match="the oldest batch whose changes are readable is 2"):
+            read_state_changes(spark, stream.checkpoint, start_batch=0).collect()
+        changes = read_state_changes(spark, stream.checkpoint, start_batch=2).collect()
+        assert sorted((r["word"], r["n"], r["tag"]) for r in changes) == [
+            ("a", 3, "old"), ("b", 2, "old")]
 
 
 def collections_count(n_type, order):
