@@ -221,6 +221,7 @@ def collections_count(n_type, order):
                       .cast("bigint").alias("n")))
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_a_group_function_widens_nested_fields_and_reorders(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "a", "b")
@@ -233,6 +234,7 @@ def test_a_group_function_widens_nested_fields_and_reorders(spark, tmp_path):
     assert stream.results(spark) == counts(("a", 2), ("b", 1), ("a", 3), ("b", 2))
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_a_dropped_field_goes_and_the_rest_goes_on(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b")
@@ -267,6 +269,7 @@ def timed_count(state_schema):
     ).timeout_domain("event_time")
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_timers_set_before_the_change_fire_after_it(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add_events(("a", 100), ("b", 104))
@@ -291,6 +294,7 @@ def test_timers_set_before_the_change_fire_after_it(spark, tmp_path):
 
 
 @pytest.mark.memory_only  # read_state reads the heap backend's files
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_idle_clocks_are_kept(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b")
@@ -307,6 +311,7 @@ def test_idle_clocks_are_kept(spark, tmp_path):
     assert after["b"] == before["b"] and after["a"] > before["a"]
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_a_restart_that_fails_before_its_first_commit_leaves_the_old_query_going(
         spark, tmp_path):
     stream = Stream(str(tmp_path))
@@ -361,6 +366,7 @@ def test_a_migration_renames_and_recomputes_once_over_three_restarts(spark, tmp_
     assert [v for v, _ in history(stream)] == [2]
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_a_failing_migration_names_the_key_and_the_old_query_goes_on(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b")
@@ -379,6 +385,7 @@ def test_a_failing_migration_names_the_key_and_the_old_query_goes_on(spark, tmp_
     assert history(stream) == []
 
 
+@pytest.mark.connect_only  # classic plans through the same JVM code
 def test_a_migration_naming_a_field_the_old_state_lacks_lists_its_fields(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a")
