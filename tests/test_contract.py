@@ -26,12 +26,13 @@ def test_each_function_refers_to_its_reserved_column():
 
 
 def test_the_settings_table_covers_the_spec_message():
-    """Every field of the StateSpec message is the schema, a Column, the initial state or a
-    row of the settings table both serializers iterate, so none can be forgotten by one."""
+    """Every field of the StateSpec message is the schema, a Column, the initial state, the
+    migration or a row of the settings table both serializers iterate, so none can be
+    forgotten by one."""
     from mapwithstate.proto import state_spec_pb2
     from mapwithstate.spec import COLUMNS, SETTINGS
 
     fields = {f.name for f in state_spec_pb2.StateSpec.DESCRIPTOR.fields}
     special = {"state_schema_ddl", "state_schema_type", "initial_state", "initial_state_timeout_at",
-               "initial_state_last_updated"}
+               "initial_state_last_updated", "migrate"}
     assert fields == special | set(COLUMNS) | set(SETTINGS)

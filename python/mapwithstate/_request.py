@@ -62,6 +62,8 @@ class Request:
             column = getattr(self.spec, name)
             if column is not None:
                 yield f"spec.{name}", column
+        if self.spec.migration is not None:
+            yield "spec.migrate", self.spec.migration
 
 
 def run(

@@ -204,6 +204,8 @@ def _java_spec(jvm: JavaObject, spec: StateSpec) -> JavaObject:
     else:
         schema = spec.state_schema
     java = jvm.io.mapwithstate.StateSpec.function(schema, *columns)
+    if spec.migration is not None:
+        java = java.migrate(java_column(jvm, spec.migration, "spec.migrate"))
     if spec.initial is not None:
         if not is_classic_dataframe(spec.initial.df):
             raise TypeError(

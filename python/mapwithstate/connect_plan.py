@@ -126,6 +126,8 @@ def spec_message(spec: StateSpec, client: "SparkConnectClient") -> state_spec_pb
         column = getattr(spec, name)
         if column is not None:
             getattr(message, name).CopyFrom(connect_column(column, f"spec.{name}").to_plan(client))
+    if spec.migration is not None:
+        message.migrate.CopyFrom(connect_column(spec.migration, "spec.migrate").to_plan(client))
     if spec.initial is not None:
         initial = spec.initial.df
         assert is_connect_dataframe(initial), "checked by dataframe()"

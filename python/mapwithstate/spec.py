@@ -86,6 +86,8 @@ class StateSpec:
     initial: Optional[InitialState] = None
     #: The plain-valued settings made so far, by their names in ``SETTINGS``.
     settings: Mapping[str, SettingValue] = field(default_factory=lambda: MappingProxyType({}))
+    #: How a restart converts the checkpoint's state from an older schema (:meth:`migrate`).
+    migration: Optional[Column] = None
 
     @staticmethod
     def function(
@@ -220,6 +222,38 @@ class StateSpec:
         if not isinstance(name, str):
             raise TypeError(f"backend must be a str, got {type(name).__name__}")
         return self._with("backend", name)
+
+    def migrate(self, update: Column) -> "StateSpec":
+        """How a query restarted from its checkpoint with a changed ``state_schema`` turns each
+        key's old state into the new: ``update``, a struct Column with the new state's fields
+        (by name and in order, as ``update`` of :meth:`function`), over the **old** state —
+        :func:`~mapwithstate.functions.state` names a field of the schema the checkpoint
+        holds — and the key columns; a null struct removes the key. It replaces the automatic
+        conversion of a compatible change (see "Changing the state schema" in the docs), so
+        renames, splits, recomputed fields and any type change work.
+
+        Applied on the server once per key, in the first micro-batch after the restart and
+        before the key's first call in the new schema; each key keeps its timer and idle
+        clock. Once that batch is committed the state is in the new schema: a later restart
+        with the same schema ignores ``migrate`` (nothing to migrate), so the migration runs
+        exactly once however often the query restarts. A migration that fails on a key fails
+        the query naming the key, and leaves the checkpoint as the old query left it. A field
+        the old schema does not have is refused at ``start()``, listing the old fields.
+
+        >>> from pyspark.sql import functions as F
+        >>> from mapwithstate import StateSpec, functions as S
+        >>> spec = StateSpec.function(  # the state was "count BIGINT"
+        ...     "total BIGINT, doubled BIGINT",
+        ...     update=F.struct((F.coalesce(S.state("total"), F.lit(0)) + 1).alias("total"),
+        ...                     (F.coalesce(S.state("total"), F.lit(0)) * 2 + 2).alias("doubled")),
+        ... ).migrate(F.struct(S.state("count").alias("total"),
+        ...                    (S.state("count") * 2).alias("doubled")))
+        >>> spec.migration is not None
+        True
+        """
+        if not isinstance(update, Column):
+            raise TypeError(f"migrate must be a Column, got {type(update).__name__}")
+        return replace(self, migration=update)
 
     def _with(self, name: str, value: SettingValue) -> "StateSpec":
         assert name in SETTINGS, name

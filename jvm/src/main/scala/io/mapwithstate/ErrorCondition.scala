@@ -113,7 +113,13 @@ object ErrorCondition {
         "memory backend")
 
   case object StateSchemaChanged extends ErrorCondition("MAPWITHSTATE_STATE_SCHEMA_CHANGED",
-      "XXKST", "a restarted query's key columns or state schema differ from its checkpoint's")
+      "XXKST",
+      "a restarted query's key columns differ from its checkpoint's, or its state schema differs " +
+        "in a way the schema-evolution rules cannot carry over")
+
+  case object MigrationFailed extends ErrorCondition("MAPWITHSTATE_MIGRATION_FAILED", "22000",
+      "a restart's StateSpec.migrate failed on a key's old state (the message names the key); " +
+        "the batch did not commit, and the checkpoint is as the old query left it")
 
   case object BackendChanged extends ErrorCondition("MAPWITHSTATE_BACKEND_CHANGED", "XXKST",
       "a restarted query asks for another state backend than its checkpoint's")
@@ -185,7 +191,7 @@ object ErrorCondition {
     AggregateInPerRecordFunction, Unevaluable,
     MissingAggregation, NestedAggregate, AggregateReadsContext, UnsupportedAggregate,
     UnsupportedOutputMode, GlobalWatermarkLimit, UnsupportedInRealTimeMode, StateSchemaChanged,
-    BackendChanged,
+    BackendChanged, MigrationFailed,
     TimerAlreadyDue, InitialStateDuplicateKey, NullBatchTime, UntilBeforeLastBatch,
     PartitionStateTooLarge,
     LimitExceeded, InvalidConf, MalformedRequest, NotACheckpoint, AmbiguousOperator,

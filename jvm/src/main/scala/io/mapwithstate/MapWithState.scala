@@ -131,7 +131,8 @@ object MapWithState {
         timeoutDomain = spec.timeoutDomainSetting,
         initialStateTimeoutAt = spec.initialStateTimeoutAt,
         backend = spec.backendSetting,
-        initialStateLastUpdated = spec.initialStateLastUpdated),
+        initialStateLastUpdated = spec.initialStateLastUpdated,
+        migrate = spec.migration.map(session.expression)),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {

@@ -38,7 +38,8 @@ final class StateSpec private (
     val timeoutDomainSetting: Option[String],
     val initialStateTimeoutAt: Option[String],
     val backendSetting: Option[String] = None,
-    val initialStateLastUpdated: Option[String] = None) extends Serializable {
+    val initialStateLastUpdated: Option[String] = None,
+    val migration: Option[Column] = None) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
@@ -48,10 +49,11 @@ final class StateSpec private (
       timeoutDomainSetting: Option[String] = timeoutDomainSetting,
       initialStateTimeoutAt: Option[String] = initialStateTimeoutAt,
       backendSetting: Option[String] = backendSetting,
-      initialStateLastUpdated: Option[String] = initialStateLastUpdated): StateSpec =
+      initialStateLastUpdated: Option[String] = initialStateLastUpdated,
+      migration: Option[Column] = migration): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
       timeoutSetting, checkpointIntervalSetting, timeoutAt, timeoutDomainSetting,
-      initialStateTimeoutAt, backendSetting, initialStateLastUpdated)
+      initialStateTimeoutAt, backendSetting, initialStateLastUpdated, migration)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -101,6 +103,24 @@ final class StateSpec private (
   def timeoutDomain(domain: String): StateSpec = {
     require(domain != null, "timeoutDomain: the domain is null")
     copy(timeoutDomainSetting = Some(domain))
+  }
+
+  /**
+   * How a streaming query restarted from its checkpoint with a changed state schema turns each
+   * key's old state into the new: `update`, a struct Column with the new state's fields over
+   * the key columns and the OLD state (`functions.state("f")` names a field of the schema the
+   * checkpoint holds); null removes the key. It replaces the automatic conversion of a
+   * compatible change, so renames, splits, recomputed fields and any type change work. Applied
+   * once per key, in the first micro-batch after the restart, timers and idle clocks kept; a
+   * restart whose schema is unchanged ignores it (the state is already in that schema).
+   * {{{
+   *   StateSpec.function("total BIGINT", update = ...)
+   *     .migrate(struct(state("count").as("total")))   // the state was "count BIGINT"
+   * }}}
+   */
+  def migrate(update: Column): StateSpec = {
+    require(update != null, "migrate: the Column is null")
+    copy(migration = Some(update))
   }
 
   /** Spreads the state over `n` partitions (default: `spark.sql.shuffle.partitions`). */

@@ -123,7 +123,8 @@ object MapWithStateRelationPlugin {
           if (spec.hasInitialStateTimeoutAt) Some(spec.getInitialStateTimeoutAt) else None,
         backend = if (spec.hasBackend) Some(spec.getBackend) else None,
         initialStateLastUpdated =
-          if (spec.hasInitialStateLastUpdated) Some(spec.getInitialStateLastUpdated) else None),
+          if (spec.hasInitialStateLastUpdated) Some(spec.getInitialStateLastUpdated) else None,
+        migrate = opt(spec.hasMigrate, spec.getMigrate)),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>

@@ -5,13 +5,20 @@ import java.util.concurrent.TimeUnit
 import scala.util.control.NonFatal
 
 import io.mapwithstate.MapWithStateException
-import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, StateFunction}
+import io.mapwithstate.plan.{
+  FunctionKind,
+  MapWithStateOptions,
+  StateFunction,
+  StateMigrationResolver
+}
 import io.mapwithstate.state.{
   OperatorMetadata,
   StateBackend,
   StateMap,
   StateSchemaEvolution,
-  StoreBackedStateMap
+  StateSchemaHistory,
+  StoreBackedStateMap,
+  StoredStateConversion
 }
 import io.mapwithstate.testing.TaskFailureInjection
 import org.apache.hadoop.conf.Configuration
@@ -188,37 +195,83 @@ case class MapWithStateStreamExec(
       stateSchemaVersion: Int): List[StateSchemaValidationResult] = {
     // First: a switched backend has another value schema too, and this error says why.
     val info = getStateInfo
-    OperatorMetadata.recordOrCheck(
-      new Path(info.checkpointLocation, info.operatorId.toString), options.backend,
+    val operatorDir = new Path(info.checkpointLocation, info.operatorId.toString)
+    OperatorMetadata.recordOrCheck(operatorDir, options.backend,
       timeoutPolicy match {
         case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
         case _ => OperatorMetadata.UpdateTimes
       }, hadoopConf)
-    val results =
+    def sparkCheck(valueSchema: StructType, stored: Option[StructType]) =
       try {
         StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,
-          backend.storeValueSchema(function.stateType), stateSchemaVersion)
+          valueSchema, stateSchemaVersion)
       } catch {
-        case NonFatal(e) => throw stateSchemaChanged(info, hadoopConf, Some(e))
+        case NonFatal(e) => throw stateSchemaChanged(info, hadoopConf, stored, Some(e))
       }
     // Spark's check matches fields by position, not by name: a state whose fields were renamed
     // or reordered (same types in the same places) passes it, and would be read by position.
-    // Only a schema whose stored rows are the same bits by name may go on (unless the session
-    // turned Spark's check off, which this one follows).
-    val recordedState =
+    // The state goes on in the current schema only as the evolution rules carry it over, by
+    // name (unless the session turned Spark's check off, which this one follows).
+    val recorded =
       if (!conf.isStateSchemaCheckEnabled) None
-      else {
-        StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
-          .map { case (_, value) => backend.stateTypeOf(value) }
-      }
-    recordedState.foreach { recorded =>
-      StateSchemaEvolution.plan(recorded, function.stateType) match {
-        case Right(conversion) if conversion.identity =>
-        case _ => throw stateSchemaChanged(info, hadoopConf, None)
-      }
+      else StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
+    recorded match {
+      case None => sparkCheck(backend.storeValueSchema(function.stateType), None)
+      case Some((_, recordedValue)) =>
+        val stored = storedStateType(info, operatorDir, backend.stateTypeOf(recordedValue),
+          hadoopConf)
+        // The spec's migration, when the schema changed, replaces the rules' conversion; an
+        // unchanged schema is already migrated (or never needed it).
+        val conversion = options.migrate.filter(_ => stored != function.stateType) match {
+          case Some(migrate) =>
+            Some(StateMigrationResolver.resolve(session, keys, stored, function.stateType,
+                migrate))
+          case None =>
+            StateSchemaEvolution.plan(stored, function.stateType) match {
+              case Left(_) => throw stateSchemaChanged(info, hadoopConf, Some(stored), None)
+              case Right(c) => Option.when(!c.identity)(StoredStateConversion.of(c, keySchema))
+            }
+        }
+        // Spark's file keeps the first schema: its check compares the key columns.
+        val results = sparkCheck(recordedValue, Some(stored))
+        if (stored != function.stateType) {
+          StateSchemaHistory.write(operatorDir,
+            StateSchemaHistory.read(operatorDir, hadoopConf) :+
+              StateSchemaHistory.Entry(info.storeVersion + 1, function.stateType),
+            hadoopConf)
+        }
+        conversion.foreach { c =>
+          MapWithStateStreamExec.conversions.put(conversionKey(info), (info.storeVersion, c))
+        }
+        results
     }
-    results
   }
+
+  /**
+   * The state type of the version this run's first batch loads: from the checkpoint's schema
+   * history ([[StateSchemaHistory]], less a conversion that never committed), where `first`
+   * is the one Spark recorded.
+   */
+  private def storedStateType(
+      info: StatefulOperatorStateInfo,
+      operatorDir: Path,
+      first: StructType,
+      hadoopConf: Configuration): StructType = {
+    StateSchemaHistory.stateTypeAt(
+      StateSchemaHistory.committed(operatorDir, info.storeVersion, hadoopConf),
+      info.storeVersion, first)
+  }
+
+  private def conversionKey(info: StatefulOperatorStateInfo): (String, Long, String) =
+    (info.checkpointLocation, info.operatorId, info.queryRunId.toString)
+
+  /**
+   * The conversion of the state this micro-batch loads, when it is the first after a restart
+   * with a changed state schema (decided by [[validateAndMaybeEvolveStateSchema]]).
+   */
+  private def conversionOf(info: StatefulOperatorStateInfo): Option[StoredStateConversion] =
+    Option(MapWithStateStreamExec.conversions.get(conversionKey(info)))
+      .filter(_._1 == info.storeVersion).map(_._2)
 
   /**
    * The refusal of a restart whose key columns or state schema differ from those recorded in
@@ -228,17 +281,20 @@ case class MapWithStateStreamExec(
   private def stateSchemaChanged(
       info: StatefulOperatorStateInfo,
       hadoopConf: Configuration,
+      stored: Option[StructType],
       sparkError: Option[Throwable]): MapWithStateException = {
     val recorded = StreamingQueryGlue.recordedStateSchema(info, hadoopConf)
     new MapWithStateException(io.mapwithstate.ErrorCondition.StateSchemaChanged,
       "map_with_state: the key columns or the state schema differ from those this query's " +
         s"checkpoint (${info.checkpointLocation}) was written with: now keys " +
         s"${keySchema.simpleString} and state ${function.stateType.simpleString}" +
-        recorded.map { case (keys, value) => changes(keys, backend.stateTypeOf(value)) }
-          .getOrElse("") +
-        "; keep them, or start the query on a new checkpoint, migrating the old state into it " +
-        "with read_state and StateSpec.initial_state (the recipe 'Migrating state between " +
-        "checkpoints')" +
+        recorded.map { case (keys, value) =>
+          changes(keys, stored.getOrElse(backend.stateTypeOf(value)))
+        }.getOrElse("") +
+        "; keep them, or give the StateSpec a migrate(...) that makes the new state from the " +
+        "old (StateSpec.migrate: renames, recomputed fields, any type change), or start the " +
+        "query on a new checkpoint, migrating the old state into it with read_state and " +
+        "StateSpec.initial_state (the recipe 'Migrating state between checkpoints')" +
         sparkError.map(e => s" (${MapWithStateException.withoutSchemaCheckAdvice(e)})")
           .getOrElse(""),
       sparkError.orNull)
@@ -246,8 +302,7 @@ case class MapWithStateStreamExec(
 
   /**
    * What the checkpoint's key columns `oldKeys` and state `oldState` differ in from the
-   * current ones, for the refusal's message: each field the rules refuse, or, when they refuse
-   * none, that the state is not converted on restart.
+   * current ones, for the refusal's message: each field the rules refuse.
    */
   private def changes(oldKeys: StructType, oldState: StructType): String = {
     val keys =
@@ -255,10 +310,9 @@ case class MapWithStateStreamExec(
       else Seq(s"the key columns were ${oldKeys.simpleString} (keys cannot change)")
     val fields = StateSchemaEvolution.plan(oldState, function.stateType).left
       .getOrElse(Nil).map(_.describe)
-    s"; the checkpoint's state is ${oldState.simpleString}, and " + (
-      if (keys.isEmpty && fields.isEmpty) {
-        "a restart does not convert the state to a changed schema (matched by name) yet"
-      } else s"a restart cannot carry over: ${(keys ++ fields).mkString("; ")}")
+    s"; the checkpoint's state is ${oldState.simpleString}" + (
+      if (keys.isEmpty && fields.isEmpty) ""
+      else s", and a restart cannot carry over: ${(keys ++ fields).mkString("; ")}")
   }
 
   /**
@@ -306,7 +360,7 @@ case class MapWithStateStreamExec(
     val commitTimeMs = longMetric("commitTimeMs")
 
     StateTaskRDD(recordsAndInitialState(), session, info, backend, keySchema, stateType,
-      taskGroups) {
+      taskGroups, conversionOf(info)) {
       (store, parts) =>
         val started = System.nanoTime()
         val (records, initial) = parts.next()
@@ -357,6 +411,15 @@ object MapWithStateStreamExec {
    * from far above them cannot collide, and stay the same across restarts.
    */
   val FirstOperatorId: Long = 1000L
+
+  /**
+   * On the driver, the conversion of each query run's first micro-batch after a restart with a
+   * changed state schema, by checkpoint, operator and run: decided when Spark validates the
+   * schema, before the batch is planned, and read when it runs (its state version says which).
+   */
+  private val conversions =
+    new java.util.concurrent.ConcurrentHashMap[(String, Long, String),
+      (Long, StoredStateConversion)]()
 
   /**
    * The state operator id of a query's map_with_state number `index` (its

@@ -2,7 +2,7 @@ package io.mapwithstate.execution
 
 import scala.reflect.ClassTag
 
-import io.mapwithstate.state.{DeferredCloses, StateBackend}
+import io.mapwithstate.state.{DeferredCloses, StateBackend, StoredStateConversion}
 import org.apache.spark.{NarrowDependency, Partition, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -36,7 +36,8 @@ import org.apache.spark.util.SerializableConfiguration
  * The Hadoop configuration the stores are opened with is a broadcast made once per query run
  * ([[HadoopConfBroadcasts]]) rather than once per micro-batch. And it never looks for a read
  * store opened earlier in the task (Spark's `StateStoreThreadLocalTracker`): each member opens
- * exactly one store.
+ * exactly one store. In the first micro-batch after a restart with a changed state schema,
+ * each store opens with its state converted (`conversion`, see [[StateBackend.openStore]]).
  *
  * When Spark counts the micro-batch's store commits (`reportCommits`, see
  * `StreamingQueryGlue.tracksStoreCommits`), each member's commit is reported once its output
@@ -54,7 +55,8 @@ private[execution] class StateTaskRDD[T: ClassTag, U: ClassTag](
     storeConf: StateStoreConf,
     hadoopConf: Broadcast[SerializableConfiguration],
     reportCommits: Boolean,
-    @transient storeLocation: StateStoreProviderId => Option[String])
+    @transient storeLocation: StateStoreProviderId => Option[String],
+    conversion: Option[StoredStateConversion])
   extends RDD[U](data.context,
     Seq(new NarrowDependency[T](data) {
       override def getParents(partitionId: Int): Seq[Int] = groups(partitionId).toSeq
@@ -101,7 +103,7 @@ private[execution] class StateTaskRDD[T: ClassTag, U: ClassTag](
     val id = providerId(partition)
     val input = firstParent[T].iterator(partition, context)
     val store = backend.openStore(id, info, keySchema, stateType, storeConf,
-      hadoopConf.value.value, closes)
+      hadoopConf.value.value, closes, conversion)
     // Completion listeners run last-registered first: the abort, then the unload.
     if (storeConf.unloadOnCommit) {
       context.addTaskCompletionListener[Unit](_ => backend.unloadStore(id))
@@ -135,14 +137,15 @@ private[execution] object StateTaskRDD {
       backend: StateBackend,
       keySchema: StructType,
       stateType: StructType,
-      groups: Array[Array[Int]])(
+      groups: Array[Array[Int]],
+      conversion: Option[StoredStateConversion] = None)(
       f: (StateStore, Iterator[T]) => Iterator[U]): RDD[U] =
     new StateTaskRDD(data, groups, f, info, backend, keySchema, stateType,
       storeConf(session, backend),
       HadoopConfBroadcasts.of(data.sparkContext, info.queryRunId,
         session.sessionState.newHadoopConf()),
       StreamingQueryGlue.tracksStoreCommits(session),
-      StreamingQueryGlue.storeLocations(session))
+      StreamingQueryGlue.storeLocations(session), conversion)
 
   /**
    * The store conf of `backend`'s stores: from a copy of the session's SQL conf naming its

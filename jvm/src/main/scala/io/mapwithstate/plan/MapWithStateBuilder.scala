@@ -353,7 +353,8 @@ class MapWithStateBuilder(session: SparkSession) {
         "checkpoint_interval"),
       batchIntervalMs = request.batchIntervalMs,
       outputKind = request.outputKind,
-      backend = StateBackend.checkName(spec.backend.getOrElse(MapWithStateConf.backend(conf))))
+      backend = StateBackend.checkName(spec.backend.getOrElse(MapWithStateConf.backend(conf))),
+      migrate = spec.migrate)
   }
 
   /**

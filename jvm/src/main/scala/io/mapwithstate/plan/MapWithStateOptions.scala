@@ -39,6 +39,9 @@ object InitialStateKind {
  * @param untilMicros        batch replays only: `until`, the time of the timeline's last batch
  *                           (see [[io.mapwithstate.execution.BatchTimeline.of]])
  * @param initialState       how the initial state's rows start their keys, if there are any
+ * @param migrate            a streaming query's `StateSpec.migrate`, as sent: resolved only on
+ *                           a restart with a changed state schema, against the schema the
+ *                           checkpoint holds ([[StateMigrationResolver]])
  */
 case class MapWithStateOptions(
     numPartitions: Int,
@@ -50,7 +53,8 @@ case class MapWithStateOptions(
     watermarkDelayMs: Option[Long] = None,
     backend: String = io.mapwithstate.state.StateBackend.MemoryName,
     untilMicros: Option[Long] = None,
-    initialState: InitialStateKind = InitialStateKind.Seeded)
+    initialState: InitialStateKind = InitialStateKind.Seeded,
+    migrate: Option[org.apache.spark.sql.catalyst.expressions.Expression] = None)
 
 /** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
 sealed abstract class TimerDomain(val name: String) extends Serializable

@@ -44,4 +44,5 @@ case class StateSpecRequest(
     timeoutDomain: Option[String] = None,
     initialStateTimeoutAt: Option[String] = None,
     backend: Option[String] = None,
-    initialStateLastUpdated: Option[String] = None)
+    initialStateLastUpdated: Option[String] = None,
+    migrate: Option[Expression] = None)

@@ -72,7 +72,7 @@ class StateFunctionResolver(session: SparkSession) {
 
     val resolvedUpdate = update.map { e =>
       refuseNewState(e, "update")
-      castToState(analyzeOne(e, beforeRecord, "update"), stateType)
+      castToState(analyzeOne(e, beforeRecord, "update"), stateType, "update")
     }
     val resolvedRemove = remove.map { e =>
       refuseNewState(e, "remove")
@@ -133,16 +133,18 @@ class StateFunctionResolver(session: SparkSession) {
   }
 
   /**
-   * `update` must be a struct with the state's fields, by name and in order; a field may be of
-   * a type that safely widens to the state's (an INT for a BIGINT), never one that narrows.
+   * `update` (or `what`, as errors name it) must be a struct with the state's fields, by name
+   * and in order; a field may be of a type that safely widens to the state's (an INT for a
+   * BIGINT), never one that narrows.
    */
-  private def castToState(update: Expression, stateType: StructType): Expression = {
+  private[plan] def castToState(update: Expression, stateType: StructType, what: String)
+      : Expression = {
     val schema = stateType.toDDL
     val fields = update.dataType match {
       case s: StructType => s.fields
       case other =>
         throw MapWithStateException(ErrorCondition.TypeMismatch,
-          s"update must be a struct with the state's fields ($schema), but it is ${other.sql}: " +
+          s"$what must be a struct with the state's fields ($schema), but it is ${other.sql}: " +
             update.sql)
     }
     val resolver = session.sessionState.conf.resolver
@@ -151,13 +153,13 @@ class StateFunctionResolver(session: SparkSession) {
       if (i >= fields.length || !resolver(fields(i).name, field.name)) {
         val found = if (names.isEmpty) "no fields" else names.mkString("fields ", ", ", "")
         throw MapWithStateException(ErrorCondition.TypeMismatch,
-          s"update must be a struct with the state's fields ($schema), in that order: " +
-            s"field '${field.name}' is missing at position ${i + 1} (update has $found)")
+          s"$what must be a struct with the state's fields ($schema), in that order: " +
+            s"field '${field.name}' is missing at position ${i + 1} ($what has $found)")
       }
     }
     if (fields.length > stateType.length) {
       throw MapWithStateException(ErrorCondition.TypeMismatch,
-        s"update has field '${fields(stateType.length).name}', which is not in the state " +
+        s"$what has field '${fields(stateType.length).name}', which is not in the state " +
           s"schema ($schema)")
     }
     val needsCast = fields.zip(stateType.fields).exists { case (from, to) =>
@@ -167,7 +169,7 @@ class StateFunctionResolver(session: SparkSession) {
       if (!DataTypeUtils.sameType(from.dataType, to.dataType) &&
         !Cast.canUpCast(from.dataType, to.dataType)) {
         throw MapWithStateException(ErrorCondition.TypeMismatch,
-          s"update's field '${to.name}' is ${from.dataType.sql}, which cannot be safely cast to " +
+          s"$what's field '${to.name}' is ${from.dataType.sql}, which cannot be safely cast to " +
             s"the state's ${to.dataType.sql}; cast it explicitly")
       }
     }

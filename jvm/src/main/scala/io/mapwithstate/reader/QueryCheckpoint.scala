@@ -6,7 +6,12 @@ import scala.util.control.NonFatal
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import io.mapwithstate.execution.MapWithStateStreamExec
-import io.mapwithstate.state.{OperatorMetadata, StateCheckpointFiles, StateFileListing}
+import io.mapwithstate.state.{
+  OperatorMetadata,
+  StateCheckpointFiles,
+  StateFileListing,
+  StateSchemaHistory
+}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker
@@ -32,7 +37,16 @@ final case class QueryCheckpoint(
     keySchema: StructType,
     valueSchema: StructType,
     lastCommittedBatch: Long,
-    timeSlot: String = OperatorMetadata.UpdateTimes) {
+    timeSlot: String = OperatorMetadata.UpdateTimes,
+    schemaHistory: Seq[StateSchemaHistory.Entry] = Nil) {
+
+  /**
+   * This checkpoint read in the state type of `version` ([[StateSchemaHistory]]: a restart with
+   * a changed state schema converted the state from the version its entry names on), where
+   * [[valueSchema]] is the first one, as Spark recorded it.
+   */
+  def inStateTypeOf(version: Long): QueryCheckpoint =
+    copy(valueSchema = StateSchemaHistory.stateTypeAt(schemaHistory, version, valueSchema))
 
   def stateDirectory: Path = new Path(new Path(location, "state"), operatorId.toString)
 
@@ -83,6 +97,16 @@ final case class QueryCheckpoint(
           s"partitions repartition_state replaced at batch $repartition (which changes no " +
           s"key); the oldest batch whose changes are readable is ${repartition + 1}")
     }
+    // The first batch of a restart with a changed state schema wrote the whole state in the
+    // new one (a snapshot): a range of changes holds batches of one schema, after it.
+    schemaHistory.map(_.fromVersion).filter(v => start + 1 <= v && v <= last + 1).maxOption
+      .foreach { converted =>
+        throw MapWithStateException(ErrorCondition.BatchUnavailable,
+          s"start_batch: batch ${converted - 1} of $location converted the state to another " +
+            s"state schema (a restart with a changed state_schema), so the changes of batches " +
+            s"$start to $last are not in one schema; the oldest batch whose changes are " +
+            s"readable is $converted (read_state reads each batch in its own schema)")
+      }
     val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestDeltaVersion).max
     if (start + 1 < oldest) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
@@ -168,7 +192,8 @@ object QueryCheckpoint {
     val (keySchema, valueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
     QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
-      commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf))
+      commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf),
+      StateSchemaHistory.read(stateDir, hadoopConf).filter(_.fromVersion <= commits.last + 1))
   }
 
   /**

@@ -16,14 +16,16 @@ sealed trait StateReadRequest {
   /** The plan of the read, after resolving the checkpoint and checking the batches. */
   final def relation(hadoopConf: Configuration): StateReadRelation = {
     val resolved = QueryCheckpoint.resolve(checkpoint, hadoopConf, operatorId)
-    val read = this match {
+    // Each batch is read in the state schema it was written in.
+    val (atVersion, read) = this match {
       case StateReadRequest.State(_, batchId, _) =>
-        StateRead.At(resolved.versionOf(batchId, hadoopConf))
+        val version = resolved.versionOf(batchId, hadoopConf)
+        (resolved.inStateTypeOf(version), StateRead.At(version))
       case StateReadRequest.Changes(_, startBatch, endBatch, _) =>
         val (first, last) = resolved.changeRange(startBatch, endBatch, hadoopConf)
-        StateRead.Changes(first, last)
+        (resolved.inStateTypeOf(first + 1), StateRead.Changes(first, last))
     }
-    StateReadRelation(resolved, read)
+    StateReadRelation(atVersion, read)
   }
 }
 

@@ -14,7 +14,7 @@ import io.mapwithstate.state.{
   PartitionStateRewrite,
   RepartitionMarker,
   StateBackend,
-  StoreBackedStateMap
+  StateSchemaHistory
 }
 import io.mapwithstate.testing.RepartitionInterruption
 import org.apache.hadoop.fs.{FileSystem, Path}
@@ -283,14 +283,16 @@ object CheckpointRepartition {
     val hadoopConf = session.sessionState.newHadoopConf()
     val backendName = OperatorMetadata.backend(dir, hadoopConf)
     val (keySchema, valueSchema) = readSchema(dir, hadoopConf)
-    val rewriter: PartitionStateRewrite = StateBackend.of(backendName, queryConf) match {
+    val backend = StateBackend.of(backendName, queryConf)
+    // The state's type at the version read, which the version written keeps.
+    val stateType = StateSchemaHistory.stateTypeAt(StateSchemaHistory.read(dir, hadoopConf),
+      readVersion, backend.stateTypeOf(valueSchema))
+    val rewriter: PartitionStateRewrite = backend match {
       case _: StateBackend.Memory =>
-        PartitionStateRewrite.Memory(keySchema, valueSchema,
+        PartitionStateRewrite.Memory(keySchema, stateType,
           queryConf.getConf(SQLConf.STATE_STORE_COMPRESSION_CODEC),
           hadoopConf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap)
       case rocks: StateBackend.RocksDB =>
-        val stateType = StructType(valueSchema.filterNot(
-            _.name == StoreBackedStateMap.UpdateTimeColumn))
         PartitionStateRewrite.RocksDB(keySchema, stateType,
           queryConf.getAllConfs ++ rocks.storeSqlConfs +
             (SQLConf.STATE_STORE_PROVIDER_CLASS.key -> rocks.providerClassName))

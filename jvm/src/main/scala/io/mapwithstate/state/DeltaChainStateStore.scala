@@ -17,7 +17,9 @@ import org.apache.spark.sql.types.StructType
  * [[DeltaChainStateMap]] layered over the committed `version`, which [[commit]] makes
  * `version + 1` and [[abort]] drops (the committed version underneath is untouched, so a
  * retried task starts from exactly the same state). Its commit's delta file is made durable
- * in place, or by `closes` when its task defers them.
+ * in place, or by `closes` when its task defers them. A store whose committed version is in
+ * another state schema (`snapshotOnCommit`: its map holds every key, converted) commits a
+ * snapshot instead, so that no version of the new schema rests on a file of the old one.
  *
  * The StateStore methods give the state rows without update times, for Spark's generic
  * tooling; the mapWithState operators work on [[stateMap]] directly ([[StateMapStore]]). Rows
@@ -28,7 +30,8 @@ class DeltaChainStateStore private[state] (
     override val id: StateStoreId,
     override val version: Long,
     override val stateMap: DeltaChainStateMap,
-    private[state] val closes: Option[DeferredCloses]) extends StateMapStore {
+    private[state] val closes: Option[DeferredCloses],
+    private[state] val snapshotOnCommit: Boolean = false) extends StateMapStore {
 
   private sealed trait Status
   private case object Updating extends Status

@@ -142,6 +142,31 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       closes: Option[DeferredCloses]): DeltaChainStateStore =
     openStore(version, uniqueId, closes, loadEmpty = false)
 
+  /**
+   * The store of the version after `version`, whose committed state was written in another
+   * state type (`conversion.storedStateType`, a restart with a changed state schema): that
+   * version is loaded from the files as that type and every key converted into a new map of
+   * this provider's type, whose commit writes a snapshot (never a delta over a version of
+   * the old type). The old version's files stay as they were, for the old query.
+   */
+  def getConvertedStore(
+      version: Long,
+      closes: Option[DeferredCloses],
+      conversion: StoredStateConversion): DeltaChainStateStore = {
+    val stored = StateVersionLoader.load(files, version, keyNumFields,
+      conversion.storedStateType.length, deltaChainThreshold)
+    val convert = conversion.converter()
+    val map = emptyMap()
+    stored.getAll().foreach { entry =>
+      if (entry.state == null) map.put(entry.key, null, entry.updateTime)
+      else {
+        val state = convert(entry.key, entry.state)
+        if (state != null) map.put(entry.key, state, entry.updateTime)
+      }
+    }
+    new DeltaChainStateStore(this, storeId, version, map, closes, snapshotOnCommit = true)
+  }
+
   private def openStore(
       version: Long,
       uniqueId: Option[String],
@@ -215,6 +240,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private[state] def commit(store: DeltaChainStateStore): Long = {
     val newVersion = store.version + 1
     val map = store.stateMap
+    if (store.snapshotOnCommit) return commitSnapshot(store, newVersion)
     // In a task over several partitions, the delta's fsync and rename run while the task goes
     // on to the next partition; the task ends once they are done (see DeferredCloses).
     val bytes = files.write(files.deltaFile(newVersion), store.closes)(out =>
@@ -228,6 +254,20 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
     compactInBackground(newVersion, map)
     if (due) StateBackgroundWorker.execute(() => writeDueSnapshot())
+    newVersion
+  }
+
+  /** [[commit]] of a store whose whole map is written as the version's snapshot. */
+  private def commitSnapshot(store: DeltaChainStateStore, newVersion: Long): Long = {
+    val map = store.stateMap
+    val bytes = files.write(files.snapshotFile(newVersion), store.closes)(out =>
+      StateMapSerde.writeSnapshot(map, out))
+    synchronized {
+      remember(newVersion, map)
+      lastSnapshotVersion = newVersion
+      lastSnapshotBytes = bytes
+      deltaBytesSinceSnapshot.clear()
+    }
     newVersion
   }
 

@@ -62,7 +62,10 @@ sealed trait StateBackend extends Serializable {
    * executor keeps loaded, or loaded from the checkpoint. `storeConf` is a copy of the
    * session's naming [[providerClassName]], with [[storeOptions]] and [[storeSqlConfs]]. A
    * store that writes a file on commit makes it durable before its commit returns, or, given
-   * `closes`, hands that to them (the task waits for them before its output counts).
+   * `closes`, hands that to them (the task waits for them before its output counts). Given
+   * a `conversion` (the version was written in another state type: the first micro-batch
+   * after a restart with a changed state schema), the store's state has every key converted
+   * to `stateType`, and its commit writes every key in it.
    */
   def openStore(
       id: StateStoreProviderId,
@@ -71,7 +74,8 @@ sealed trait StateBackend extends Serializable {
       stateType: StructType,
       storeConf: StateStoreConf,
       hadoopConf: Configuration,
-      closes: Option[DeferredCloses]): StateStore
+      closes: Option[DeferredCloses],
+      conversion: Option[StoredStateConversion] = None): StateStore
 
   /**
    * Runs the maintenance of `id`'s provider on this executor and unloads it, as a task does
@@ -148,7 +152,8 @@ object StateBackend {
         stateType: StructType,
         storeConf: StateStoreConf,
         hadoopConf: Configuration,
-        closes: Option[DeferredCloses]): StateStore = {
+        closes: Option[DeferredCloses],
+        conversion: Option[StoredStateConversion]): StateStore = {
       val provider = ExecutorStateProviders.get(id, SparkEnv.get, StoreCoordinator.ofExecutor,
         storeConf.maintenanceInterval) {
         val made = new DeltaChainStateStoreProvider
@@ -157,7 +162,10 @@ object StateBackend {
           hadoopConf, useMultipleValuesPerKey = false, stateSchemaProvider = None)
         made
       }
-      provider.getStore(info.storeVersion, checkpointId(info, id), closes)
+      conversion match {
+        case Some(c) => provider.getConvertedStore(info.storeVersion, closes, c)
+        case None => provider.getStore(info.storeVersion, checkpointId(info, id), closes)
+      }
     }
 
     override def unloadStore(id: StateStoreProviderId): Unit =
@@ -207,7 +215,8 @@ object StateBackend {
 
     /**
      * Spark's `StateStore.get`, which keeps the executor's providers loaded; its commits
-     * upload their own files, so `closes` has nothing to take.
+     * upload their own files, so `closes` has nothing to take. A conversion rewrites every
+     * value in the store before the operator sees it ([[StoreBackedStateMap.convertStored]]).
      */
     override def openStore(
         id: StateStoreProviderId,
@@ -216,11 +225,19 @@ object StateBackend {
         stateType: StructType,
         storeConf: StateStoreConf,
         hadoopConf: Configuration,
-        closes: Option[DeferredCloses]): StateStore =
-      StateStore.get(id, keySchema, storeValueSchema(stateType),
+        closes: Option[DeferredCloses],
+        conversion: Option[StoredStateConversion]): StateStore = {
+      val store = StateStore.get(id, keySchema, storeValueSchema(stateType),
         NoPrefixKeyStateEncoderSpec(keySchema), info.storeVersion, checkpointId(info, id),
         info.stateSchemaMetadata, usesColumnFamilies, storeConf, hadoopConf,
         useMultipleValuesPerKey = false)
+      conversion.foreach { c =>
+        val map = new StoreBackedStateMap(store, keySchema, stateType)
+        map.convertStored(c)
+        map.flush()
+      }
+      store
+    }
 
     override def unloadStore(id: StateStoreProviderId): Unit =
       StateStore.doMaintenanceAndUnload(id)

@@ -145,6 +145,40 @@ final class StoreBackedStateMap(
     remember(key, exists = false, StateMap.NoTime)
   }
 
+  /**
+   * Rewrites every value of the store, which the version it was opened at holds in an older
+   * state type (`conversion.storedStateType`, a restart with a changed state schema), as a
+   * value of this map's state type: each key keeps its time, a key holding only a timer keeps
+   * it, and a key whose conversion gives no state is removed. Reads the stored bytes as rows
+   * of the older type; called before anything else reads or writes the map.
+   */
+  def convertStored(conversion: StoredStateConversion): Unit = {
+    val storedFields = conversion.storedStateType.length
+    val stored = new UnsafeRow(storedFields + 1)
+    val storedState = UnsafeProjection.create(conversion.storedStateType.fields.toSeq
+        .zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, nullable = true) })
+    val convert = conversion.converter()
+    val all = store.iterator()
+    try all.foreach { pair =>
+        val value = pair.value
+        stored.pointTo(value.getBaseObject, value.getBaseOffset, value.getSizeInBytes)
+        val storedTime = stored.getLong(storedFields)
+        val key = pair.key.copy()
+        val state =
+          if (StoreBackedStateMap.marksNoState(storedTime)) noState
+          else convert(key, storedState(stored))
+        if (state == null) {
+          store.remove(key)
+          addedKeys -= 1
+        } else {
+          time.setLong(0, storedTime)
+          store.put(key, toValue(joined(state, time)))
+        }
+      }
+    finally all.close()
+    lastKey = null
+  }
+
   /** The keys of the version being written: the committed count, plus this version's. */
   def keyCount: Long = committedKeys + addedKeys
 
