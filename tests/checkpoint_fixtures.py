@@ -29,6 +29,14 @@ LAST_UPDATED_BATCH = "last_updated_batch"
 SINK_LOG_COMPACT_INTERVAL = "spark.sql.streaming.fileSink.log.compactInterval"
 
 
+def operator_metadata(checkpoint, operator=1000):
+    """The path and the ``_mapwithstate`` properties of one operator of the checkpoint."""
+    path = os.path.join(checkpoint, "state", str(operator), "_mapwithstate")
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    return path, dict(line.split("=", 1) for line in lines)
+
+
 def releases():
     """The releases with a fixture, oldest first."""
     return sorted(os.listdir(FIXTURES), key=lambda v: tuple(int(p) for p in v.split(".")))

@@ -16,7 +16,8 @@ import pytest
 
 import mapwithstate as mws
 from mapwithstate import map_with_state
-from checkpoint_fixtures import FIXTURES, continue_query, load_queries, releases
+from checkpoint_fixtures import (FIXTURES, continue_query, load_queries, operator_metadata,
+                                 releases)
 from specs import running_count
 from streams import Stream
 
@@ -44,14 +45,6 @@ def test_a_release_checkpoint_continues_exactly(spark, tmp_path, release, name):
     for run, (got, want) in enumerate(zip(actual["outputs"], expected["outputs"], strict=True)):
         assert got == want, f"run {run} of part 2 after {release}'s checkpoint"
     assert actual["state"] == expected["state"]
-
-
-def operator_metadata(checkpoint):
-    """The ``_mapwithstate`` properties of the checkpoint's one operator."""
-    path = os.path.join(checkpoint, "state", "1000", "_mapwithstate")
-    with open(path) as f:
-        lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    return path, dict(line.split("=", 1) for line in lines)
 
 
 def test_a_checkpoint_records_the_plugin_and_format_versions_it_was_written_with(spark, tmp_path):

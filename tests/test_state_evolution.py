@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from mapwithstate import (StateSpec, map_groups_with_state, map_with_state, read_state,
                           read_state_changes)
 from mapwithstate import functions as S
+from checkpoint_fixtures import operator_metadata
 from specs import group_count, running_count
 from streams import Stream, counts
 
@@ -137,10 +138,15 @@ def test_with_sparks_schema_check_off_a_swap_is_read_by_position_as_spark_reads_
 # Carried over: each allowed change continues with every key's state converted.
 
 def history(stream, operator=1000):
-    """The (from_version, state type JSON) entries of the checkpoint's schema history."""
+    """The (from_version, state type JSON) entries of the checkpoint's schema history; checks
+    that the checkpoint's format says whether it has one (2 with, 1 without: a plugin that
+    knows no history refuses a converted checkpoint rather than misread it)."""
     path = os.path.join(stream.checkpoint, "state", str(operator), "_schemas")
+    _, metadata = operator_metadata(stream.checkpoint, operator)
     if not os.path.exists(path):
+        assert metadata["formatVersion"] == "1", metadata
         return []
+    assert metadata["formatVersion"] == "2", metadata
     with open(path) as f:
         lines = f.read().splitlines()
     assert lines[0] == "v1" and lines[-1].startswith("crc32 "), lines

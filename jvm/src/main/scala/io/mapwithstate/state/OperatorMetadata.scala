@@ -25,6 +25,9 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *    ([[StateMapSerde.FormatVersion]]). A checkpoint of a newer format than this code knows is
  *    refused, on restart and by the reader, naming both plugins' versions — rather than read
  *    wrong. A file without them predates them: format 1, state files of version 2 or older.
+ *    Format 2 is format 1 with a state schema history ([[StateSchemaHistory]]): a checkpoint
+ *    is of format 2 exactly while it has one, so that a plugin that knows no history refuses
+ *    the state a restart converted, rather than read its rows in the first schema.
  *
  * A checkpoint with partition state but no record predates it: heap state with update times.
  */
@@ -39,8 +42,11 @@ object OperatorMetadata {
   val StateFileVersionKey = "stateFileVersion"
   val RepartitionBatchesKey = "repartitionBatches"
 
-  /** The version of the checkpoint's layout and of this file that this code writes and reads. */
-  val FormatVersion: Int = 1
+  /** The newest version of the checkpoint's layout and of this file that this code reads. */
+  val FormatVersion: Int = 2
+
+  /** The format of a checkpoint without a state schema history, as every one starts. */
+  val FormatWithoutSchemaHistory: Int = 1
 
   /**
    * On a query's (re)start, on the driver: records `backend` and `timeSlot` for the state in
@@ -72,7 +78,7 @@ object OperatorMetadata {
       properties.setProperty(BackendKey, backend)
       properties.setProperty(TimeSlotKey, timeSlot)
       properties.setProperty(PluginVersionKey, PluginVersion.current)
-      properties.setProperty(FormatVersionKey, FormatVersion.toString)
+      properties.setProperty(FormatVersionKey, FormatWithoutSchemaHistory.toString)
       properties.setProperty(StateFileVersionKey, StateMapSerde.FormatVersion.toString)
       fs.mkdirs(operatorDir)
       val out = new OutputStreamWriter(fs.create(file, false), UTF_8)
@@ -122,24 +128,44 @@ object OperatorMetadata {
 
   private def updateRepartitionBatches(operatorDir: Path, hadoopConf: Configuration)(
       update: Seq[Long] => Seq[Long]): Unit = {
-    val fs = fileSystem(operatorDir, hadoopConf)
-    val file = new Path(operatorDir, FileName)
-    val properties = read(fs, file).getOrElse(new Properties())
     val batches = repartitionBatches(operatorDir, hadoopConf)
     val updated = update(batches)
     if (updated != batches) {
-      properties.setProperty(RepartitionBatchesKey, updated.mkString(","))
-      val out = CheckpointFileManager.create(operatorDir, hadoopConf)
-        .createAtomic(file, overwriteIfPossible = true)
-      val writer = new OutputStreamWriter(out, UTF_8)
-      try properties.store(writer, "map_with_state operator metadata")
-      catch {
-        case e: Throwable =>
-          out.cancel()
-          throw e
-      }
-      writer.close()
+      rewrite(operatorDir, hadoopConf)(_.setProperty(RepartitionBatchesKey, updated.mkString(",")))
     }
+  }
+
+  /**
+   * Records whether the state in `operatorDir` has a state schema history (called by
+   * [[StateSchemaHistory.write]]): its format is then [[FormatVersion]], else
+   * [[FormatWithoutSchemaHistory]].
+   */
+  def recordSchemaHistory(operatorDir: Path, hasHistory: Boolean, hadoopConf: Configuration)
+      : Unit = {
+    val format = if (hasHistory) FormatVersion else FormatWithoutSchemaHistory
+    val recorded = read(fileSystem(operatorDir, hadoopConf), new Path(operatorDir, FileName))
+      .map(_.getProperty(FormatVersionKey, "1").trim)
+    if (!recorded.contains(format.toString)) {
+      rewrite(operatorDir, hadoopConf)(_.setProperty(FormatVersionKey, format.toString))
+    }
+  }
+
+  /** Replaces the record of `operatorDir` (atomically) with its properties after `change`. */
+  private def rewrite(operatorDir: Path, hadoopConf: Configuration)(
+      change: Properties => Unit): Unit = {
+    val file = new Path(operatorDir, FileName)
+    val properties = read(fileSystem(operatorDir, hadoopConf), file).getOrElse(new Properties())
+    change(properties)
+    val out = CheckpointFileManager.create(operatorDir, hadoopConf)
+      .createAtomic(file, overwriteIfPossible = true)
+    val writer = new OutputStreamWriter(out, UTF_8)
+    try properties.store(writer, "map_with_state operator metadata")
+    catch {
+      case e: Throwable =>
+        out.cancel()
+        throw e
+    }
+    writer.close()
   }
 
   /** Refuses the checkpoint `metadata` describes when it is of a format this code cannot read. */

@@ -111,14 +111,21 @@ object StateSchemaHistory {
 
   private val StateFile = raw"(\d+)(?:_[^.]*)?\.(?:delta|snapshot|zip|changelog)".r
 
-  /** Replaces the history of `operatorDir` with `entries` (none: removes the file). */
+  /**
+   * Replaces the history of `operatorDir` with `entries` (none: removes the file), and records
+   * the checkpoint's format that goes with it ([[OperatorMetadata.recordSchemaHistory]]): the
+   * format first when a history begins, the file last when it ends, so that at no moment a
+   * history is there and the format says there is none.
+   */
   def write(operatorDir: Path, entries: Seq[Entry], hadoopConf: Configuration): Unit = {
     val file = new Path(operatorDir, FileName)
     if (entries.isEmpty) {
       val fs = fileSystem(operatorDir, hadoopConf)
       if (fs.exists(file)) fs.delete(file, false)
+      OperatorMetadata.recordSchemaHistory(operatorDir, hasHistory = false, hadoopConf)
       return
     }
+    OperatorMetadata.recordSchemaHistory(operatorDir, hasHistory = true, hadoopConf)
     val body = s"v$FormatVersion" +: entries.map(e => s"${e.fromVersion} ${e.stateType.json}")
     val out = CheckpointFileManager.create(operatorDir, hadoopConf)
       .createAtomic(file, overwriteIfPossible = true)
