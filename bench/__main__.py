@@ -17,7 +17,7 @@ import warnings
 from collections import defaultdict
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
@@ -28,10 +28,11 @@ from bench import connect_systems, data, jvm_systems, report, tasktime, threadti
 from bench.rss import high_water_bytes  # noqa: E402
 from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP,  # noqa: E402
                            OURS_ORDERED, OURS_PYTHON, OURS_ROCKSDB, PANDAS, PANDAS_PYTHON,
-                           PER_RECORD, SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON, TWS_PYTHON)
+                           PER_RECORD, SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON,
+                           TWS_PANDAS_SUM, TWS_PANDAS_TIMERS, TWS_PYTHON)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
-from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
+from bench.scenarios import WARMUP, Scenario, Suite, TimerLoad, suite  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.md")
 #: Every run's per-batch numbers, for looking into a table's figures (spikes, warm-up).
@@ -69,8 +70,12 @@ SCALED_DOWN_RUNNERS = {
     PANDAS.name: connect_systems.apply_in_pandas_with_state,
     PANDAS_PYTHON.name: connect_systems.python_in_pandas,
     TWS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=False),
-    TWS_PANDAS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=True)}
-assert set(SCALED_DOWN_RUNNERS) == {s.name for s in SCALED_DOWN}
+    TWS_PANDAS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=True),
+    TWS_PANDAS_SUM.name: connect_systems.tws_pandas_count_sum}
+#: S4's Connect systems: their runners also take the scenario's timer step and timed keys.
+TIMER_RUNNERS = {TIMERS_OURS.name: connect_systems.ours_timers,
+                 TWS_PANDAS_TIMERS.name: connect_systems.tws_pandas_timers}
+assert set(SCALED_DOWN_RUNNERS) | {TWS_PANDAS_TIMERS.name} == {s.name for s in SCALED_DOWN}
 #: S6 grows state for a long time on a small heap; its queries may run this long.
 BIG_STATE_MAX_SECONDS = 3600
 #: S6's Connect systems, each on a server of its own (its peak memory is the system's).
@@ -153,13 +158,10 @@ def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) ->
     directory = _data(plan.warm_up)
     names = {s.name for scenario in scenarios for s in scenario.systems}
     timers = next((s.timers for s in scenarios if s.timers), None)
-    runners = {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS}
-    if timers:
-        runners[TIMERS_OURS.name] = lambda spark_, d, c: connect_systems.ours_timers(
-            spark_, d, c, timers.step_ms, timers.timed_keys)
-    for name in (n for n in runners if n in names):
+    for name in (n for n in {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS, **TIMER_RUNNERS}
+                 if n in names):
         _log(f"warm-up: {name}")
-        outcome = runners[name](spark, directory, _dir(work, "warm-up", name))
+        outcome = _connect_runner(name, timers)(spark, directory, _dir(work, "warm-up", name))
         if outcome.batches is None:
             _log(f"warm-up of {name} failed: {outcome.note}")
 
@@ -178,20 +180,15 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
-            if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
+            if system.runs_on == "connect" and system not in SCALED_DOWN:
                 _log(f"{tag}: {system.name}")
                 with threads[system.name].measuring() if system.name in threads else nullcontext():
-                    runs[system.name].append(CONNECT_RUNNERS[system.name](
+                    runs[system.name].append(_connect_runner(system.name, scenario.timers)(
                         spark, directory, _dir(work, tag, system.name)))
-            elif system.name == TIMERS_OURS.name and scenario.timers:
-                _log(f"{tag}: {system.name}")
-                with threads[system.name].measuring():
-                    runs[system.name].append(connect_systems.ours_timers(
-                        spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
-                        scenario.timers.timed_keys))
         for system in (s for s in scenario.systems if s in SCALED_DOWN and pandas_directory):
             _log(f"{tag}: {system.name} (scaled down)")
-            runs[system.name].append(SCALED_DOWN_RUNNERS[system.name](
+            pandas_timers = pandas_scenario.timers if pandas_scenario else None
+            runs[system.name].append(_connect_runner(system.name, pandas_timers)(
                 spark, pandas_directory, _dir(work, tag, system.name)))
         jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
@@ -238,6 +235,17 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
                                    expired_column=expired)
             + "\n" + report.targets(lines))
+
+
+def _connect_runner(name: str, timers: Optional[TimerLoad]) -> Callable[[Any, str, str], Outcome]:
+    """The Connect system ``name``'s runner, ``(spark, input directory, checkpoint)``; S4's
+    with the scenario's ``timers``."""
+    if name in TIMER_RUNNERS:
+        if timers is None:
+            raise ValueError(f"{name} runs only in a scenario with timers (S4)")
+        return lambda spark, directory, checkpoint: TIMER_RUNNERS[name](
+            spark, directory, checkpoint, timers.step_ms, timers.timed_keys)
+    return {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS}[name]
 
 
 def _others_wall_over_cpu(scenario: Scenario, event_logs: List[str],
