@@ -75,7 +75,8 @@ SCALED_DOWN_RUNNERS = {
 #: S4's Connect systems: their runners also take the scenario's timer step and timed keys.
 TIMER_RUNNERS = {TIMERS_OURS.name: connect_systems.ours_timers,
                  TWS_PANDAS_TIMERS.name: connect_systems.tws_pandas_timers}
-assert set(SCALED_DOWN_RUNNERS) | {TWS_PANDAS_TIMERS.name} == {s.name for s in SCALED_DOWN}
+SCALED_DOWN_NAMES = {s.name for s in SCALED_DOWN}
+assert set(SCALED_DOWN_RUNNERS) | {TWS_PANDAS_TIMERS.name} == SCALED_DOWN_NAMES
 #: S6 grows state for a long time on a small heap; its queries may run this long.
 BIG_STATE_MAX_SECONDS = 3600
 #: S6's Connect systems, each on a server of its own (its peak memory is the system's).
@@ -205,20 +206,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
             runs[system].append(outcome)
     raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
 
-    rows: List[report.Row] = []
-    for phase_index, phase in enumerate(scenario.phases):
-        for system in (s.name for s in scenario.systems):
-            if system in SCALED_DOWN_RUNNERS:
-                if pandas_scenario is None:
-                    if phase_index == 0:
-                        rows.append(report.Row(system, phase.label, None,
-                                               "not run (too slow for this state size)"))
-                    continue
-                source, scale = pandas_scenario, plan.pandas_scale
-            else:
-                source, scale = scenario, 1.0
-            rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
-                             len(source.batches), scale))
+    rows = _rows(scenario, pandas_scenario, plan.pandas_scale, runs)
     lines = _targets(scenario, rows)
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
@@ -235,6 +223,27 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
                                    expired_column=expired)
             + "\n" + report.targets(lines))
+
+
+def _rows(scenario: Scenario, pandas_scenario: Optional[Scenario], pandas_scale: float,
+          runs: Dict[str, List[Outcome]]) -> List[report.Row]:
+    """A scenario's table rows, phase by phase in its systems' order; the scaled-down systems'
+    figures come from their own (``pandas_scenario``'s) batches of the same phase."""
+    rows: List[report.Row] = []
+    for phase_index, phase in enumerate(scenario.phases):
+        for system in (s.name for s in scenario.systems):
+            if system in SCALED_DOWN_NAMES:
+                if pandas_scenario is None:
+                    if phase_index == 0:
+                        rows.append(report.Row(system, phase.label, None,
+                                               "not run (too slow for this state size)"))
+                    continue
+                source, scale = pandas_scenario, pandas_scale
+            else:
+                source, scale = scenario, 1.0
+            rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
+                             len(source.batches), scale))
+    return rows
 
 
 def _connect_runner(name: str, timers: Optional[TimerLoad]) -> Callable[[Any, str, str], Outcome]:

@@ -9,6 +9,7 @@ import pytest
 
 from bench import report, tasktime, threadtime
 from bench.measure import figures, per_file
+from bench.outcome import Outcome
 from bench.scenarios import WARMUP, suite
 from bench.systems import (JVM_STREAMING, OURS, OURS_PYTHON, PYTHON_PEERS, SCALED_DOWN, TWS,
                            TWS_PANDAS_PYTHON, TWS_PANDAS_SUM, TWS_PANDAS_TIMERS, TWS_SUM,
@@ -213,3 +214,20 @@ def test_transform_with_state_target_is_checked_on_the_run_and_shown_in_the_tabl
     assert table[5].startswith("| transformWithState, TimerValues timers, RocksDB store |")
     assert table[5].endswith("| 7.00 | n/a | 3 |")
     assert "0.01× (scaled down)" in table[6] and table[6].endswith("| 90.00† | n/a | – |")
+
+
+def test_scaled_down_systems_rows_are_of_their_own_input_and_marked():
+    from bench.__main__ import _rows
+
+    plan = suite(True, 1000)
+    s4 = next(s for s in plan.streaming if s.name == "S4")
+    small = next(s for s in plan.pandas if s.name == "S4")
+    runs = {s.name: [Outcome([(10, 100, 1, 1)] * len(s4.batches))] for s in s4.systems}
+    runs[TWS_PANDAS_TIMERS.name] = [Outcome([(1, 900, 1, 0)] * len(small.batches))]
+    rows = _rows(s4, small, plan.pandas_scale, runs)
+    assert len(rows) == len(s4.systems) * len(s4.phases)
+    pandas = [r for r in rows if r.system == TWS_PANDAS_TIMERS.name]
+    assert [r.scaled for r in pandas] == [plan.pandas_scale] * 3
+    assert all(r.figures is not None and r.figures.records_per_s == pytest.approx(1 / 0.9)
+               for r in pandas)
+    assert all(r.scaled == 1.0 for r in rows if r.system != TWS_PANDAS_TIMERS.name)
