@@ -2,7 +2,8 @@
 suite in one command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
-the stateless floor as a comparison, applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
+the stateless floor as a comparison, applyInPandasWithState, transformWithStateInPandas,
+groupBy), runs the Scala systems through spark-submit, interleaving
 the systems round by round (A B A B …) so that drift on a shared machine hits them alike,
 and prints one markdown table per scenario, also written to bench/results/latest.md."""
 import argparse
@@ -416,7 +417,8 @@ def _log(message: str) -> None:
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small version (minutes per scenario)")
     parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
     parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all but "
                                        "S6, which runs only when named)")

@@ -1,6 +1,7 @@
 """The systems a Python user runs through Spark Connect: ours (``map_with_state``),
-``applyInPandasWithState`` with ``ProcessingTimeTimeout``, and for B1 Spark's own
-``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
+``applyInPandasWithState`` with ``ProcessingTimeTimeout``, ``transformWithState`` and
+``transformWithStateInPandas`` (the Python state function per record in S1 and S2, vectorized
+processors in S4 and S5), and for B1 Spark's own ``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
 like the JVM systems (bench/jvm_systems.py)."""
 import glob
 import os
