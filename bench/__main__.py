@@ -2,7 +2,8 @@
 suite in one command (S6 only when named).
 
 Generates missing data, starts one local Connect server with the plugin (ours,
-the stateless floor as a comparison, applyInPandasWithState, groupBy), runs the Scala systems through spark-submit, interleaving
+the stateless floor as a comparison, applyInPandasWithState, transformWithStateInPandas,
+groupBy), runs the Scala systems through spark-submit, interleaving
 the systems round by round (A B A B …) so that drift on a shared machine hits them alike,
 and prints one markdown table per scenario, also written to bench/results/latest.md."""
 import argparse
@@ -17,7 +18,7 @@ import warnings
 from collections import defaultdict
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
@@ -28,10 +29,11 @@ from bench import connect_systems, data, jvm_systems, report, tasktime, threadti
 from bench.rss import high_water_bytes  # noqa: E402
 from bench.systems import (FLOOR, FLOOR_CONNECT, GROUP_BY, GROUPS, OURS, OURS_HEAP,  # noqa: E402
                            OURS_ORDERED, OURS_PYTHON, OURS_ROCKSDB, PANDAS, PANDAS_PYTHON,
-                           PER_RECORD, SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON, TWS_PYTHON)
+                           PER_RECORD, SCALED_DOWN, TIMERS_OURS, TWS_PANDAS_PYTHON,
+                           TWS_PANDAS_SUM, TWS_PANDAS_TIMERS, TWS_PYTHON)
 from bench.measure import Figures, figures, per_file  # noqa: E402
 from bench.outcome import Outcome  # noqa: E402
-from bench.scenarios import WARMUP, Scenario, Suite, suite  # noqa: E402
+from bench.scenarios import WARMUP, Scenario, Suite, TimerLoad, suite  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "latest.md")
 #: Every run's per-batch numbers, for looking into a table's figures (spikes, warm-up).
@@ -69,8 +71,13 @@ SCALED_DOWN_RUNNERS = {
     PANDAS.name: connect_systems.apply_in_pandas_with_state,
     PANDAS_PYTHON.name: connect_systems.python_in_pandas,
     TWS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=False),
-    TWS_PANDAS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=True)}
-assert set(SCALED_DOWN_RUNNERS) == {s.name for s in SCALED_DOWN}
+    TWS_PANDAS_PYTHON.name: connect_systems.python_in_transform_with_state(pandas=True),
+    TWS_PANDAS_SUM.name: connect_systems.tws_pandas_count_sum}
+#: S4's Connect systems: their runners also take the scenario's timer step and timed keys.
+TIMER_RUNNERS = {TIMERS_OURS.name: connect_systems.ours_timers,
+                 TWS_PANDAS_TIMERS.name: connect_systems.tws_pandas_timers}
+SCALED_DOWN_NAMES = {s.name for s in SCALED_DOWN}
+assert set(SCALED_DOWN_RUNNERS) | {TWS_PANDAS_TIMERS.name} == SCALED_DOWN_NAMES
 #: S6 grows state for a long time on a small heap; its queries may run this long.
 BIG_STATE_MAX_SECONDS = 3600
 #: S6's Connect systems, each on a server of its own (its peak memory is the system's).
@@ -153,13 +160,10 @@ def _warm_up_server(spark, plan: Suite, scenarios: List[Scenario], work: str) ->
     directory = _data(plan.warm_up)
     names = {s.name for scenario in scenarios for s in scenario.systems}
     timers = next((s.timers for s in scenarios if s.timers), None)
-    runners = {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS}
-    if timers:
-        runners[TIMERS_OURS.name] = lambda spark_, d, c: connect_systems.ours_timers(
-            spark_, d, c, timers.step_ms, timers.timed_keys)
-    for name in (n for n in runners if n in names):
+    for name in (n for n in {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS, **TIMER_RUNNERS}
+                 if n in names):
         _log(f"warm-up: {name}")
-        outcome = runners[name](spark, directory, _dir(work, "warm-up", name))
+        outcome = _connect_runner(name, timers)(spark, directory, _dir(work, "warm-up", name))
         if outcome.batches is None:
             _log(f"warm-up of {name} failed: {outcome.note}")
 
@@ -178,20 +182,15 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     for round_ in range(scenario.rounds):
         tag = f"{scenario.name} round {round_ + 1}/{scenario.rounds}"
         for system in scenario.systems:
-            if system.runs_on == "connect" and system.name in CONNECT_RUNNERS:
+            if system.runs_on == "connect" and system not in SCALED_DOWN:
                 _log(f"{tag}: {system.name}")
                 with threads[system.name].measuring() if system.name in threads else nullcontext():
-                    runs[system.name].append(CONNECT_RUNNERS[system.name](
+                    runs[system.name].append(_connect_runner(system.name, scenario.timers)(
                         spark, directory, _dir(work, tag, system.name)))
-            elif system.name == TIMERS_OURS.name and scenario.timers:
-                _log(f"{tag}: {system.name}")
-                with threads[system.name].measuring():
-                    runs[system.name].append(connect_systems.ours_timers(
-                        spark, directory, _dir(work, tag, system.name), scenario.timers.step_ms,
-                        scenario.timers.timed_keys))
         for system in (s for s in scenario.systems if s in SCALED_DOWN and pandas_directory):
             _log(f"{tag}: {system.name} (scaled down)")
-            runs[system.name].append(SCALED_DOWN_RUNNERS[system.name](
+            pandas_timers = pandas_scenario.timers if pandas_scenario else None
+            runs[system.name].append(_connect_runner(system.name, pandas_timers)(
                 spark, pandas_directory, _dir(work, tag, system.name)))
         jvm_names = tuple(s.name for s in scenario.systems if s.runs_on == "jvm")
         _log(f"{tag}: {', '.join(jvm_names)} (spark-submit)")
@@ -208,20 +207,7 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
             runs[system].append(outcome)
     raw.update({system: [o.batches or o.note for o in outcomes] for system, outcomes in runs.items()})
 
-    rows: List[report.Row] = []
-    for phase_index, phase in enumerate(scenario.phases):
-        for system in (s.name for s in scenario.systems):
-            if system in SCALED_DOWN_RUNNERS:
-                if pandas_scenario is None:
-                    if phase_index == 0:
-                        rows.append(report.Row(system, phase.label, None,
-                                               "not run (too slow for this state size)"))
-                    continue
-                source, scale = pandas_scenario, plan.pandas_scale
-            else:
-                source, scale = scenario, 1.0
-            rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
-                             len(source.batches), scale))
+    rows = _rows(scenario, pandas_scenario, plan.pandas_scale, runs)
     lines = _targets(scenario, rows)
     phase = scenario.phases[0]
     lines.append(report.check(f"ours: stateful stage's task wall time ÷ task CPU time ({phase.label})",
@@ -238,6 +224,38 @@ def _streaming(spark, scenario: Scenario, pandas_scenario: Optional[Scenario], p
     return (report.streaming_table(f"{scenario.name}: {scenario.title}", rows, scenario.reference,
                                    expired_column=expired)
             + "\n" + report.targets(lines))
+
+
+def _rows(scenario: Scenario, pandas_scenario: Optional[Scenario], pandas_scale: float,
+          runs: Dict[str, List[Outcome]]) -> List[report.Row]:
+    """A scenario's table rows, phase by phase in its systems' order; the scaled-down systems'
+    figures come from their own (``pandas_scenario``'s) batches of the same phase."""
+    rows: List[report.Row] = []
+    for phase_index, phase in enumerate(scenario.phases):
+        for system in (s.name for s in scenario.systems):
+            if system in SCALED_DOWN_NAMES:
+                if pandas_scenario is None:
+                    if phase_index == 0:
+                        rows.append(report.Row(system, phase.label, None,
+                                               "not run (too slow for this state size)"))
+                    continue
+                source, scale = pandas_scenario, pandas_scale
+            else:
+                source, scale = scenario, 1.0
+            rows.append(_row(system, phase.label, source.phases[phase_index].batches, runs[system],
+                             len(source.batches), scale))
+    return rows
+
+
+def _connect_runner(name: str, timers: Optional[TimerLoad]) -> Callable[[Any, str, str], Outcome]:
+    """The Connect system ``name``'s runner, ``(spark, input directory, checkpoint)``; S4's
+    with the scenario's ``timers``."""
+    if name in TIMER_RUNNERS:
+        if timers is None:
+            raise ValueError(f"{name} runs only in a scenario with timers (S4)")
+        return lambda spark, directory, checkpoint: TIMER_RUNNERS[name](
+            spark, directory, checkpoint, timers.step_ms, timers.timed_keys)
+    return {**CONNECT_RUNNERS, **SCALED_DOWN_RUNNERS}[name]
 
 
 def _others_wall_over_cpu(scenario: Scenario, event_logs: List[str],
@@ -399,7 +417,8 @@ def _log(message: str) -> None:
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small version (minutes per scenario)")
     parser.add_argument("--keys", type=int, help="S1's state size (default 1M; 50k with --quick)")
     parser.add_argument("--only", help="comma-separated scenarios, e.g. S2,B1 (default: all but "
                                        "S6, which runs only when named)")

@@ -1,6 +1,7 @@
 """The systems a Python user runs through Spark Connect: ours (``map_with_state``),
-``applyInPandasWithState`` with ``ProcessingTimeTimeout``, and for B1 Spark's own
-``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
+``applyInPandasWithState`` with ``ProcessingTimeTimeout``, ``transformWithState`` and
+``transformWithStateInPandas`` (the Python state function per record in S1 and S2, vectorized
+processors in S4 and S5), and for B1 Spark's own ``groupBy().agg()``. All share one local Connect server that loads the plugin, configured
 like the JVM systems (bench/jvm_systems.py)."""
 import glob
 import os
@@ -15,7 +16,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 
-from bench import python_function
+from bench import pandas_processors, python_function
 from bench.measure import Batch
 from bench.outcome import Outcome
 
@@ -204,26 +205,56 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 
 def python_in_transform_with_state(pandas: bool) -> Callable[..., Outcome]:
     """transformWithState (``pandas``: transformWithStateInPandas) with a StatefulProcessor
-    calling the Python state function ours compiles, per record. The session's store is
-    Spark's RocksDB one while the query runs (those operators refuse any other)."""
+    calling the Python state function ours compiles, per record (no idle timeout:
+    ``timeMode="None"``)."""
+    def build(source: DataFrame) -> DataFrame:
+        grouped = source.groupBy("key")
+        operator = (grouped.transformWithStateInPandas if pandas
+                    else grouped.transformWithState)
+        processor = (python_function.PandasProcessor() if pandas
+                     else python_function.RowProcessor())
+        return operator(processor, python_function.OUTPUT_SCHEMA, "Update", "None")
+
     def run(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
-        def build(source: DataFrame) -> DataFrame:
-            grouped = source.groupBy("key")
-            operator = (grouped.transformWithStateInPandas if pandas
-                        else grouped.transformWithState)
-            processor = (python_function.PandasProcessor() if pandas
-                         else python_function.RowProcessor())
-            return operator(processor, python_function.OUTPUT_SCHEMA, "Update", "None")
-        provider = "spark.sql.streaming.stateStore.providerClass"
-        previous = spark.conf.get(provider)
-        spark.conf.set(provider, ROCKSDB_PROVIDER)
-        try:
-            return Outcome(_stream(spark, directory, checkpoint, "update", build))
-        except Exception as e:  # noqa: BLE001
-            return Outcome.failed(e)
-        finally:
-            spark.conf.set(provider, previous)
+        return _on_rocksdb(spark, lambda: _stream(spark, directory, checkpoint, "update", build))
     return run
+
+
+def tws_pandas_count_sum(spark: SparkSession, directory: str, checkpoint: str) -> Outcome:
+    """S5: transformWithStateInPandas adding each batch's count and sum per key to a
+    ValueState, vectorized, with the idle timeout as a processing-time timer
+    (bench/pandas_processors.py)."""
+    def build(source: DataFrame) -> DataFrame:
+        return source.groupBy("key").transformWithStateInPandas(
+            pandas_processors.CountSumProcessor(), pandas_processors.COUNT_SUM_OUTPUT, "Update",
+            "ProcessingTime")
+    return _on_rocksdb(spark, lambda: _stream(spark, directory, checkpoint, "update", build))
+
+
+def tws_pandas_timers(spark: SparkSession, directory: str, checkpoint: str, step_ms: int,
+                      timed_keys: int) -> Outcome:
+    """S4: transformWithStateInPandas with a processing-time timer per key, as ours'
+    ``timer_spec`` (bench/pandas_processors.py), on the same trigger."""
+    def build(source: DataFrame) -> DataFrame:
+        return source.groupBy("key").transformWithStateInPandas(
+            pandas_processors.TimerCountProcessor(step_ms, timed_keys),
+            pandas_processors.TIMER_OUTPUT, "Update", "ProcessingTime")
+    return _on_rocksdb(spark, lambda: _stream(spark, directory, checkpoint, "update", build,
+                                              trigger_ms=step_ms))
+
+
+def _on_rocksdb(spark: SparkSession, run: Callable[[], List[Batch]]) -> Outcome:
+    """Runs a transformWithState query: the session's store is Spark's RocksDB one while it
+    runs (those operators refuse any other) and is put back after."""
+    provider = "spark.sql.streaming.stateStore.providerClass"
+    previous = spark.conf.get(provider)
+    spark.conf.set(provider, ROCKSDB_PROVIDER)
+    try:
+        return Outcome(run())
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        return Outcome.failed(e)
+    finally:
+        spark.conf.set(provider, previous)
 
 
 def _running_count_pandas(key: Tuple[int], pdfs: Iterator[pd.DataFrame],

@@ -1,5 +1,6 @@
 """The systems a Scala user runs: flatMapGroupsWithState on the HDFS-backed and the RocksDB
-state store, DStream mapWithState, and the stateless floor — compiled in the sbt ``bench``
+state store, transformWithState on the RocksDB store, DStream mapWithState, and the stateless
+floor — compiled in the sbt ``bench``
 project (bench/jvm, not the plugin jar) and run by pyspark's own spark-submit, so they use the
 same Spark jars as the Connect server."""
 import glob

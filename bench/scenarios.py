@@ -6,8 +6,8 @@ from typing import List, Optional, Tuple
 
 from bench.systems import (BIG_STATE, FLOOR, FMGWS_HDFS, FMGWS_ROCKSDB, FMGWS_SUM_HDFS,
                            FMGWS_TIMERS_HDFS, GROUPED, GROUPS, OURS, OURS_PYTHON, OURS_ROCKSDB,
-                           PANDAS, PER_RECORD, PYTHON_PEERS, STREAMING, TIMERS, TIMERS_OURS,
-                           WITH_PYTHON, System)
+                           PANDAS, PER_RECORD, PYTHON_PEERS, STREAMING, TIMERS, TIMERS_OURS, TWS,
+                           TWS_TIMERS, WITH_PYTHON, System)
 
 #: The batches excluded from every measurement: the first (it loads the state or starts cold)
 #: and two warm-up batches after it (JIT, caches).
@@ -125,6 +125,14 @@ def _python_function(pandas_scale: float) -> Tuple[Target, ...]:
                     for peer in PYTHON_PEERS))
 
 
+def _transform_with_state(system: str = TWS.name, over: str = OURS.name,
+                          phase: int = 0, at: str = "") -> Target:
+    """Ours at least 5× faster than Spark 4's transformWithState (Scala, RocksDB): median
+    batch latency, in ``phase`` (``at``: its words in the label)."""
+    return Target(f"transformWithState (RocksDB) median ÷ ours{at}", system, over, 5.0,
+                  at_least=True, phase=phase, over_phase=phase)
+
+
 def _measured(first: int, last: int) -> Tuple[int, ...]:
     return tuple(range(first + WARMUP, last + 1))
 
@@ -139,7 +147,7 @@ def large_state(keys: int, churn: int, batches: int, rounds: int = 1,
                     (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.3),
                      Target("flatMapGroupsWithState (HDFS) median ÷ ours", FMGWS_HDFS.name,
                             OURS.name, 2.5, at_least=True),
-                     _spread()) + _python_function(pandas_scale),
+                     _transform_with_state(), _spread()) + _python_function(pandas_scale),
                     systems=WITH_PYTHON)
 
 
@@ -149,7 +157,7 @@ def full_churn(keys: int, batches: int, pandas_scale: float, rounds: int = 1) ->
                     tuple([BatchSpec("all", keys)] * batches),
                     (Phase(f"{_n(keys)} keys", _measured(1, batches - 1)),), rounds,
                     (Target("median batch ÷ stateless floor", OURS.name, FLOOR.name, 1.2),
-                     _spread(),
+                     _transform_with_state(), _spread(),
                      Target(f"records/s ÷ applyInPandasWithState's (at {pandas_scale:g}× size)",
                             OURS.name, PANDAS.name, 100, at_least=True, figure="records_per_s"))
                     + _python_function(pandas_scale), systems=WITH_PYTHON)
@@ -192,13 +200,16 @@ def grouped(records: int, keys: int, batches: int, rounds: int = 1) -> Scenario:
 
 
 def timers(small: int, timed: int, large: int, churn: int, batches: int, growth_batches: int,
-           step_ms: int) -> Scenario:
+           step_ms: int, scale: float = 1.0) -> Scenario:
     """S4: every key carries a timer, about 1% of the ``timed`` keys expiring per ``step_ms``
     (see :class:`TimerLoad`). Batches of ``churn`` records on existing keys at ``small`` keys of
     state, then (grown in one batch) at ``timed`` keys — the comparison with
     flatMapGroupsWithState — then, grown by ``growth_batches``, at ``large`` keys, the keys
     added last with far timers, so that batch cost at ``large`` vs ``small`` keys shows
-    whether it follows the state size."""
+    whether it follows the state size. ``scale`` multiplies every key count and batch size (the
+    scaled-down systems' S4: the same batches, phases and step, about 1% of the timed keys
+    still due per step)."""
+    small, timed, large, churn = (int(n * scale) for n in (small, timed, large, churn))
     specs: List[BatchSpec] = [BatchSpec("new", small)]
     specs += [BatchSpec("existing", churn, key_space=small)] * batches
     phases = [Phase(f"{_n(small)} keys", _measured(1, batches))]
@@ -216,6 +227,8 @@ def timers(small: int, timed: int, large: int, churn: int, batches: int, growth_
         targets=(Target(f"flatMapGroupsWithState (HDFS) median ÷ ours at {_n(timed)} keys",
                         FMGWS_TIMERS_HDFS.name, TIMERS_OURS.name, 5.0, at_least=True,
                         phase=1, over_phase=1),
+                 _transform_with_state(TWS_TIMERS.name, TIMERS_OURS.name, phase=1,
+                                       at=f" at {_n(timed)} keys"),
                  Target(f"median batch ÷ stateless floor at {_n(timed)} keys", TIMERS_OURS.name,
                         FLOOR.name, 1.3, phase=1, over_phase=1),
                  Target(f"median batch at {_n(large)} keys ÷ at {_n(small)} keys",
@@ -326,6 +339,8 @@ def _suite(quick: bool, keys: int) -> Suite:
                       grouped(100_000, 10_000, batches)),
                      (large_state(int(s1 * pandas_scale), int(churn * pandas_scale), batches),
                       full_churn(int(s2 * pandas_scale), batches, pandas_scale),
+                      timers(10_000, 100_000, 200_000, 2_000, batches, 1, step_ms=500,
+                             scale=pandas_scale),
                       grouped(int(100_000 * pandas_scale), int(10_000 * pandas_scale), batches)),
                      pandas_scale, b1, batch_rounds=2,
                      big_state=big_state(50_000, 500_000, 5_000, batches=5, growth_batches=3,
@@ -342,6 +357,8 @@ def _suite(quick: bool, keys: int) -> Suite:
                   grouped(1_000_000, 100_000, 10, rounds=2)),
                  (large_state(int(keys * pandas_scale), int(10_000 * pandas_scale), 20),
                   full_churn(int(200_000 * pandas_scale), 20, pandas_scale),
+                  timers(100_000, 1_000_000, 5_000_000, 10_000, batches=10, growth_batches=4,
+                         step_ms=1000, scale=pandas_scale),
                   grouped(int(1_000_000 * pandas_scale), int(100_000 * pandas_scale), 10)),
                  pandas_scale, BatchJob("B1", 5_000_000, 1_000_000), batch_rounds=3,
                  big_state=big_state(1_000_000, 20_000_000, 100_000, batches=8,

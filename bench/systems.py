@@ -24,10 +24,12 @@ OURS_PYTHON = System("ours-python", "**ours**: map_with_state, Python state func
 OURS_ORDERED = System("ours-ordered", "**ours**: map_with_state, order_by (Connect)", "connect")
 PANDAS_PYTHON = System("pandas-python", "applyInPandasWithState, the Python state function "
                        "(Connect)", "connect")
-TWS_PYTHON = System("tws-python", "transformWithState (rows), the Python state function "
-                    "(Connect)", "connect")
+#: S1's and S2's transformWithState rows from Python: the state function called per record, no
+#: idle timeout (the vectorized, timed transformWithStateInPandas is S4's and S5's).
+TWS_PYTHON = System("tws-python", "transformWithState (rows), the Python state function per "
+                    "record, no idle timeout (Connect)", "connect")
 TWS_PANDAS_PYTHON = System("tws-pandas-python", "transformWithStateInPandas, the Python state "
-                           "function (Connect)", "connect")
+                           "function per record, no idle timeout (Connect)", "connect")
 FLOOR = System("floor", "stateless floor", "jvm")
 #: The same floor on the Connect server that runs ours: not a target's reference (the issue's
 #: floor is the spark-submit one), it tells ours' cost from the server process's own.
@@ -35,6 +37,16 @@ FLOOR_CONNECT = System("floor-connect", "stateless floor (Connect)", "connect")
 FMGWS_HDFS = System("fmgws-hdfs", "flatMapGroupsWithState, HDFS store", "jvm")
 FMGWS_ROCKSDB = System("fmgws-rocksdb", "flatMapGroupsWithState, RocksDB store", "jvm")
 DSTREAM = System("dstream", "DStream mapWithState", "jvm")
+#: Spark 4's transformWithState as a Scala user writes it (bench/jvm): a ValueState per key on
+#: Spark's RocksDB store, in processing time.
+TWS = System("tws", "transformWithState, RocksDB store (ValueState, idle timer)", "jvm")
+TWS_SUM = System("tws-sum", "transformWithState (count, sum), RocksDB store", "jvm")
+TWS_TIMERS = System("tws-timers", "transformWithState, TimerValues timers, RocksDB store", "jvm")
+#: transformWithStateInPandas, vectorized (bench/pandas_processors.py), on the scaled-down input.
+TWS_PANDAS_SUM = System("tws-pandas-sum", "transformWithStateInPandas (count, sum), vectorized "
+                        "(Connect)", "connect")
+TWS_PANDAS_TIMERS = System("tws-pandas-timers", "transformWithStateInPandas, timers, vectorized "
+                           "(Connect)", "connect")
 GROUP_BY = System("groupby", "groupBy().agg(count, sum)", "connect")
 GROUPS = System("groups", "**ours**: map_groups_with_state (count, sum)", "connect")
 PER_RECORD = System("ours-sum", "map_with_state (count, sum per record)", "connect")
@@ -54,18 +66,23 @@ STREAMING: Tuple[System, ...] = (OURS, FLOOR, FLOOR_CONNECT, FMGWS_HDFS, FMGWS_R
 #: The Python peers: run on the scaled-down input, as applyInPandasWithState.
 PYTHON_PEERS: Tuple[System, ...] = (PANDAS_PYTHON, TWS_PYTHON, TWS_PANDAS_PYTHON)
 #: Every system run on the scaled-down input (their ratios are of time per record).
-SCALED_DOWN: Tuple[System, ...] = (PANDAS,) + PYTHON_PEERS
-#: S1's and S2's systems: the streaming ones with the Python state function and order_by beside
-#: ours and, last, the same Python source run by PySpark's Python operators.
-WITH_PYTHON: Tuple[System, ...] = (OURS, OURS_PYTHON, OURS_ORDERED) + STREAMING[1:] + PYTHON_PEERS
+SCALED_DOWN: Tuple[System, ...] = (PANDAS, TWS_PANDAS_SUM, TWS_PANDAS_TIMERS) + PYTHON_PEERS
+#: S1's and S2's systems: the streaming ones and transformWithState, with the Python state
+#: function and order_by beside ours and, last, the same Python source run by PySpark's Python
+#: operators.
+WITH_PYTHON: Tuple[System, ...] = ((OURS, OURS_PYTHON, OURS_ORDERED) + STREAMING[1:5]
+                                   + (TWS, DSTREAM, PANDAS) + PYTHON_PEERS)
 #: S5's systems (per-key aggregation), in table order.
-GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB, PANDAS)
+GROUPED: Tuple[System, ...] = (GROUPS, PER_RECORD, FLOOR, FMGWS_SUM_HDFS, FMGWS_SUM_ROCKSDB,
+                               TWS_SUM, PANDAS, TWS_PANDAS_SUM)
 #: S4's systems (timers), in table order.
-TIMERS: Tuple[System, ...] = (TIMERS_OURS, FLOOR, FMGWS_TIMERS_HDFS, FMGWS_TIMERS_ROCKSDB)
+TIMERS: Tuple[System, ...] = (TIMERS_OURS, FLOOR, FMGWS_TIMERS_HDFS, FMGWS_TIMERS_ROCKSDB,
+                              TWS_TIMERS, TWS_PANDAS_TIMERS)
 #: S6's systems (state larger than the heap), in table order.
 BIG_STATE: Tuple[System, ...] = (OURS_ROCKSDB, OURS_HEAP, FMGWS_ROCKSDB)
 #: The streaming systems BenchMain runs (its names must be these).
-JVM_STREAMING: Tuple[str, ...] = tuple(s.name for s in STREAMING if s.runs_on == "jvm")
+JVM_STREAMING: Tuple[str, ...] = tuple(dict.fromkeys(
+    s.name for s in WITH_PYTHON + GROUPED + TIMERS + BIG_STATE if s.runs_on == "jvm"))
 
 LABELS: Dict[str, str] = {s.name: s.label
                           for s in WITH_PYTHON + GROUPED + TIMERS + BIG_STATE + (GROUP_BY,)}

@@ -2,14 +2,18 @@
 table rows the suite promises. Timings are never asserted; these numbers are made up."""
 import json
 import os
+import re
 import time
 
 import pytest
 
 from bench import report, tasktime, threadtime
 from bench.measure import figures, per_file
+from bench.outcome import Outcome
 from bench.scenarios import WARMUP, suite
-from bench.systems import OURS, OURS_PYTHON, PYTHON_PEERS, WITH_PYTHON
+from bench.systems import (JVM_STREAMING, OURS, OURS_PYTHON, PYTHON_PEERS, SCALED_DOWN, TWS,
+                           TWS_PANDAS_PYTHON, TWS_PANDAS_SUM, TWS_PANDAS_TIMERS, TWS_SUM,
+                           TWS_TIMERS, WITH_PYTHON)
 
 
 def test_every_scenario_measures_batches_it_has():
@@ -153,3 +157,77 @@ def test_s1_and_s2_measure_the_python_function_beside_the_column_spec_and_its_pe
             assert all(t.figure == "records_per_s" for t in python[1:])
         assert all(OURS_PYTHON not in s.systems for s in plan.streaming
                    if s.name not in ("S1", "S2"))
+
+
+def test_every_jvm_system_is_one_benchmain_runs():
+    source = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jvm",
+                          "src", "main", "scala", "io", "mapwithstate", "bench", "BenchMain.scala")
+    with open(source) as f:
+        cases = {name for line in f if line.strip().startswith("case ")
+                 for name in re.findall(r'"([a-z0-9-]+)"', line)}
+    assert TWS.name in JVM_STREAMING and TWS_TIMERS.name in JVM_STREAMING
+    assert set(JVM_STREAMING) <= cases, set(JVM_STREAMING) - cases
+
+
+def test_transform_with_state_is_a_peer_in_s1_s2_s4_and_s5():
+    for quick in (True, False):
+        plan = suite(quick, 1000)
+        by_name = {s.name: s for s in plan.streaming}
+        scaled = {s.name: s for s in plan.pandas}
+        for name, scala, pandas in (("S1", TWS, TWS_PANDAS_PYTHON), ("S2", TWS, TWS_PANDAS_PYTHON),
+                                    ("S4", TWS_TIMERS, TWS_PANDAS_TIMERS),
+                                    ("S5", TWS_SUM, TWS_PANDAS_SUM)):
+            systems = by_name[name].systems
+            assert scala in systems and scala.runs_on == "jvm", name
+            assert pandas in systems and pandas in SCALED_DOWN and name in scaled, name
+        assert all(TWS not in s.systems for s in plan.streaming if s.name not in ("S1", "S2"))
+        for name in ("S1", "S2", "S4"):
+            tws = [t for t in by_name[name].targets if t.system in (TWS.name, TWS_TIMERS.name)]
+            assert [(t.over, t.limit, t.at_least, t.figure) for t in tws] == [
+                (by_name[name].reference, 5.0, True, "median_s")], name
+        # S4's scaled-down input: the same batches, phases and step; keys and sizes at scale.
+        s4, small = by_name["S4"], scaled["S4"]
+        assert small.timers is not None and s4.timers is not None
+        assert len(small.batches) == len(s4.batches)
+        assert [p.batches for p in small.phases] == [p.batches for p in s4.phases]
+        assert small.timers.step_ms == s4.timers.step_ms
+        assert small.timers.timed_keys == int(s4.timers.timed_keys * plan.pandas_scale)
+        assert small.records == pytest.approx(s4.records * plan.pandas_scale, rel=0.01)
+
+
+def test_transform_with_state_target_is_checked_on_the_run_and_shown_in_the_table():
+    from bench.__main__ import _targets
+
+    s4 = next(s for s in suite(True, 1000).streaming if s.name == "S4")
+    timed = s4.phases[1].label
+    n = len(s4.batches)
+    runs = {"ours-timers": [(10, 100, 1, 3)] * n, "tws-timers": [(10, 700, 1, 3)] * n,
+            "tws-pandas-timers": [(1, 900, 1, 0)] * n}
+    rows = [report.Row(s, timed, figures([b], s4.phases[1].batches),
+                       scaled=0.01 if "pandas" in s else 1.0) for s, b in runs.items()]
+    lines = _targets(s4, rows)
+    line = next(line for line in lines if line.startswith("transformWithState"))
+    assert line == (f"transformWithState (RocksDB) median ÷ ours at {timed}: 7.00× "
+                    "(target ≥ 5×) — met")
+    table = report.streaming_table("S4", rows, "ours-timers",
+                                   expired_column={"ours-timers", "tws-timers"}).splitlines()
+    assert table[5].startswith("| transformWithState, TimerValues timers, RocksDB store |")
+    assert table[5].endswith("| 7.00 | n/a | 3 |")
+    assert "0.01× (scaled down)" in table[6] and table[6].endswith("| 90.00† | n/a | – |")
+
+
+def test_scaled_down_systems_rows_are_of_their_own_input_and_marked():
+    from bench.__main__ import _rows
+
+    plan = suite(True, 1000)
+    s4 = next(s for s in plan.streaming if s.name == "S4")
+    small = next(s for s in plan.pandas if s.name == "S4")
+    runs = {s.name: [Outcome([(10, 100, 1, 1)] * len(s4.batches))] for s in s4.systems}
+    runs[TWS_PANDAS_TIMERS.name] = [Outcome([(1, 900, 1, 0)] * len(small.batches))]
+    rows = _rows(s4, small, plan.pandas_scale, runs)
+    assert len(rows) == len(s4.systems) * len(s4.phases)
+    pandas = [r for r in rows if r.system == TWS_PANDAS_TIMERS.name]
+    assert [r.scaled for r in pandas] == [plan.pandas_scale] * 3
+    assert all(r.figures is not None and r.figures.records_per_s == pytest.approx(1 / 0.9)
+               for r in pandas)
+    assert all(r.scaled == 1.0 for r in rows if r.system != TWS_PANDAS_TIMERS.name)

@@ -13,7 +13,10 @@ import org.apache.spark.sql.streaming.OutputMode
  * Arguments: `<input dir> <work dir> <results file> <system>...`, systems being `floor`,
  * `fmgws-hdfs`, `fmgws-rocksdb`, `dstream`, S5's `fmgws-sum-hdfs` and `fmgws-sum-rocksdb`
  * (count and sum per key per batch), and S4's `fmgws-timers-hdfs` and `fmgws-timers-rocksdb`
- * (timers, see [[TimerCount]]; their settings in the conf `spark.mapwithstate.bench.timers`).
+ * (timers, see [[TimerCount]]; their settings in the conf `spark.mapwithstate.bench.timers`),
+ * and transformWithState's `tws` (S1, S2: [[TransformWithStateRunningCount]]), `tws-sum` (S5:
+ * [[TransformWithStateCountSum]]) and `tws-timers` (S4: [[TransformWithStateTimers]]), on
+ * Spark's RocksDB store.
  * A system that fails is reported as failed
  * rather than ending the run, so one broken baseline does not hide the others.
  *
@@ -78,6 +81,16 @@ object BenchMain {
         val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
         StreamingRun(spark, input, dir, OutputMode.Update(), Some(provider), Some(params.stepMs))(
           TimerCount.query(params))
+      case "tws" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
+          TransformWithStateRunningCount.query)
+      case "tws-sum" =>
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
+          TransformWithStateCountSum.query)
+      case "tws-timers" =>
+        val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
+        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider),
+          Some(params.stepMs))(TransformWithStateTimers.query(params))
       case "dstream" => DStreamRunningCount.run(spark, input, dir)
       case other => throw new IllegalArgumentException(s"unknown system $other")
     }
