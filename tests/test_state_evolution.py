@@ -405,3 +405,79 @@ def test_a_migration_naming_a_field_the_old_state_lacks_lists_its_fields(spark, 
     assert "migrate" in message and "count" in message, message
     assert "migrate reads the state the checkpoint holds, struct<n:bigint> (its fields: n)" \
         in message, message
+
+
+def profile(state_schema, fields):
+    """Keeps, per key, the fields `fields` (name -> Column over the key's record) in a state of
+    `state_schema`; emits (word, n) with n the key's record count, kept in the field n."""
+    return StateSpec.function(
+        state_schema, update=F.struct(*[c.alias(f) for f, c in fields.items()]),
+        emit=F.struct(F.col("word"), S.new_state("n").cast("bigint").alias("n")))
+
+
+@pytest.mark.memory_only  # read_state reads the heap backend's files
+def test_an_old_batch_reads_in_the_current_schema_when_asked(spark, tmp_path):
+    """Three schemas: `old` dropped by the first change and added again (as another type) by
+    the second, `n` widened twice, `s` (a struct) gaining a field. Asked in the current schema,
+    a batch of the first reads as the restarts converted it: `old` null (it was dropped in
+    between, not widened), the rest widened and filled."""
+    count = F.coalesce(S.state("n"), F.lit(0)) + 1
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b")
+    first = profile("n TINYINT, old INT, s STRUCT<x: INT>", {
+        "n": count.cast("tinyint"), "old": F.lit(7), "s": F.struct(F.lit(1).alias("x"))})
+    stream.run_available_now(map_with_state(stream.read(spark), "word", first))
+    stream.add("a")
+    second = profile("s STRUCT<x: BIGINT, y: STRING>, n INT", {
+        "s": F.struct(F.lit(2).cast("bigint").alias("x"), F.lit("y").alias("y")),
+        "n": count.cast("int")})
+    stream.run_available_now(map_with_state(stream.read(spark), "word", second))
+    stream.add("c")
+    third = profile("n BIGINT, s STRUCT<x: BIGINT, y: STRING>, old BIGINT", {
+        "n": count, "s": S.state("s"), "old": F.lit(9).cast("bigint")})
+    stream.run_available_now(map_with_state(stream.read(spark), "word", third))
+    assert [v for v, _ in history(stream)] == [2, 3]
+
+    def read(batch_id, **kw):
+        df = read_state(spark, stream.checkpoint, batch_id=batch_id, **kw)
+        return df.columns, {r["word"]: r.asDict(recursive=True) for r in df.collect()}
+
+    columns, own = read(0)
+    assert columns[:4] == ["word", "n", "old", "s"]
+    assert own["a"]["n"] == 1 and own["a"]["old"] == 7 and own["a"]["s"] == {"x": 1}
+    columns, current = read(0, in_current_schema=True)
+    assert columns == ["word", "n", "s", "old", "last_updated", "timeout_at", "partition"]
+    schema = read_state(spark, stream.checkpoint, batch_id=0, in_current_schema=True).schema
+    assert schema["n"].dataType.simpleString() == "bigint"
+    assert schema["s"].dataType.simpleString() == "struct<x:bigint,y:string>"
+    assert {w: (r["n"], r["s"], r["old"]) for w, r in current.items()} == {
+        "a": (1, {"x": 1, "y": None}, None), "b": (1, {"x": 1, "y": None}, None)}
+    # The times and partitions are the batch's own.
+    assert {w: (r["last_updated"], r["partition"]) for w, r in current.items()} == \
+        {w: (r["last_updated"], r["partition"]) for w, r in own.items()}
+    # A batch already in the current schema reads the same either way.
+    assert read(2, in_current_schema=True) == read(2)
+    # The change feed too (batch 0's changes are in the first schema).
+    changes = read_state_changes(spark, stream.checkpoint, start_batch=0, end_batch=0,
+                                 in_current_schema=True).collect()
+    assert sorted((r["word"], r["change"], r["n"], r["s"].asDict(), r["old"])
+                  for r in changes) == [("a", "update", 1, {"x": 1, "y": None}, None),
+                                        ("b", "update", 1, {"x": 1, "y": None}, None)]
+    with pytest.raises(TypeError, match="in_current_schema must be a bool"):
+        read_state(spark, stream.checkpoint, in_current_schema="yes")
+
+
+@pytest.mark.memory_only
+def test_a_migrated_batch_is_refused_in_the_current_schema(spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    stream.add("a", "b")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    stream.add("a")
+    stream.run_available_now(map_with_state(stream.read(spark), "word", migrated_count()))
+    with pytest.raises(PySparkException) as refused:
+        read_state(spark, stream.checkpoint, batch_id=0, in_current_schema=True).collect()
+    message = str(refused.value)
+    assert "[MAPWITHSTATE_STATE_SCHEMA_CHANGED]" in message, message
+    assert "batch 0 of" in message and "StateSpec.migrate" in message, message
+    assert "n: BIGINT -> (absent)" in message or "total" in message, message
+    assert read_state(spark, stream.checkpoint, batch_id=0).count() == 2

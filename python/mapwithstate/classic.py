@@ -130,7 +130,11 @@ def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
     operator_id = optional("operator_id")
     if message.DESCRIPTOR.name == "ReadState":
         jdf = api.readState(
-            spark._jsparkSession, message.checkpoint, optional("batch_id"), operator_id
+            spark._jsparkSession,
+            message.checkpoint,
+            optional("batch_id"),
+            operator_id,
+            message.in_current_schema,
         )
     else:
         jdf = api.readStateChanges(
@@ -139,6 +143,7 @@ def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
             message.start_batch,
             optional("end_batch"),
             operator_id,
+            message.in_current_schema,
         )
     return DataFrame(jdf, spark)
 

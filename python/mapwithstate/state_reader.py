@@ -51,6 +51,7 @@ def read_state(
     *,
     batch_id: Optional[int] = None,
     operator_id: Optional[int] = None,
+    in_current_schema: bool = False,
 ) -> "DataFrame":
     """Every key's map_with_state state as committed after one micro-batch of a streaming query.
 
@@ -71,6 +72,12 @@ def read_state(
         from the sources on (in a chain the first one, in a union the left side's first).
         Default: the checkpoint's only one; a checkpoint with several refuses the read,
         listing their ids.
+    :param in_current_schema: a batch written before a restart changed the ``state_schema``
+        is read in its own state schema by default; ``True`` gives it in the checkpoint's
+        current one (the newest, which its query now runs in), converted as the restarts
+        converted it (fields added are null, widened types widened). A batch whose state a
+        ``StateSpec.migrate`` carried over cannot be converted so, and is refused
+        (``MAPWITHSTATE_STATE_SCHEMA_CHANGED``).
     :raises pyspark.errors.IllegalArgumentException: the path is not a map_with_state
         checkpoint, ``operator_id`` is not one of its map_with_state operators (or is missing
         while it has several), the batch is not committed or has been cleaned up (naming the
@@ -82,9 +89,12 @@ def read_state(
     >>> mws.read_state(spark, "ck/").where("word = 'a'").show()  # doctest: +SKIP
     >>> mws.read_state(spark, "ck/", batch_id=3).count()  # doctest: +SKIP
     >>> mws.read_state(spark, "two_operators_ck/", operator_id=1001).show()  # doctest: +SKIP
+    >>> mws.read_state(spark, "ck/", batch_id=0, in_current_schema=True)  # doctest: +SKIP
     """
     _check_checkpoint(checkpoint)
-    message = state_reader_pb2.ReadState(checkpoint=checkpoint)
+    message = state_reader_pb2.ReadState(
+        checkpoint=checkpoint, in_current_schema=_bool(in_current_schema, "in_current_schema")
+    )
     if batch_id is not None:
         message.batch_id = _non_negative_int(batch_id, "batch_id")
     _set_operator(message, operator_id)
@@ -98,6 +108,7 @@ def read_state_changes(
     start_batch: int,
     end_batch: Optional[int] = None,
     operator_id: Optional[int] = None,
+    in_current_schema: bool = False,
 ) -> "DataFrame":
     """The change feed of a map_with_state query's state: one row per change of a key in the
     micro-batches ``start_batch`` to ``end_batch`` (inclusive; default the last committed one).
@@ -111,6 +122,9 @@ def read_state_changes(
     :param start_batch: the first micro-batch whose changes to return.
     :param end_batch: the last one; default the last committed micro-batch.
     :param operator_id: which map_with_state operator's changes, as in :func:`read_state`.
+    :param in_current_schema: the state's fields in the checkpoint's current state schema, as
+        in :func:`read_state` (a range of changes is always in one schema: the restart that
+        converts the state writes it whole, so a range starts after it).
     :raises pyspark.errors.IllegalArgumentException: as :func:`read_state`, for either batch.
 
     >>> import mapwithstate as mws
@@ -120,7 +134,9 @@ def read_state_changes(
     """
     _check_checkpoint(checkpoint)
     message = state_reader_pb2.ReadStateChanges(
-        checkpoint=checkpoint, start_batch=_non_negative_int(start_batch, "start_batch")
+        checkpoint=checkpoint,
+        start_batch=_non_negative_int(start_batch, "start_batch"),
+        in_current_schema=_bool(in_current_schema, "in_current_schema"),
     )
     if end_batch is not None:
         message.end_batch = _non_negative_int(end_batch, "end_batch")
@@ -159,6 +175,12 @@ def _set_operator(message: ReadMessage, operator_id: Optional[int]) -> None:
     checkpoint has it."""
     if operator_id is not None:
         message.operator_id = _non_negative_int(operator_id, "operator_id")
+
+
+def _bool(value: bool, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be a bool, got {type(value).__name__}")
+    return value
 
 
 def _non_negative_int(value: int, what: str) -> int:

@@ -5,23 +5,27 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReadState(_message.Message):
-    __slots__ = ("checkpoint", "batch_id", "operator_id")
+    __slots__ = ("checkpoint", "batch_id", "operator_id", "in_current_schema")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    IN_CURRENT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     checkpoint: str
     batch_id: int
     operator_id: int
-    def __init__(self, checkpoint: _Optional[str] = ..., batch_id: _Optional[int] = ..., operator_id: _Optional[int] = ...) -> None: ...
+    in_current_schema: bool
+    def __init__(self, checkpoint: _Optional[str] = ..., batch_id: _Optional[int] = ..., operator_id: _Optional[int] = ..., in_current_schema: _Optional[bool] = ...) -> None: ...
 
 class ReadStateChanges(_message.Message):
-    __slots__ = ("checkpoint", "start_batch", "end_batch", "operator_id")
+    __slots__ = ("checkpoint", "start_batch", "end_batch", "operator_id", "in_current_schema")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     START_BATCH_FIELD_NUMBER: _ClassVar[int]
     END_BATCH_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_ID_FIELD_NUMBER: _ClassVar[int]
+    IN_CURRENT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     checkpoint: str
     start_batch: int
     end_batch: int
     operator_id: int
-    def __init__(self, checkpoint: _Optional[str] = ..., start_batch: _Optional[int] = ..., end_batch: _Optional[int] = ..., operator_id: _Optional[int] = ...) -> None: ...
+    in_current_schema: bool
+    def __init__(self, checkpoint: _Optional[str] = ..., start_batch: _Optional[int] = ..., end_batch: _Optional[int] = ..., operator_id: _Optional[int] = ..., in_current_schema: _Optional[bool] = ...) -> None: ...

@@ -115,7 +115,8 @@ object ErrorCondition {
   case object StateSchemaChanged extends ErrorCondition("MAPWITHSTATE_STATE_SCHEMA_CHANGED",
       "XXKST",
       "a restarted query's key columns differ from its checkpoint's, or its state schema differs " +
-        "in a way the schema-evolution rules cannot carry over")
+        "in a way the schema-evolution rules cannot carry over (or a state read asks in the " +
+        "current schema for a batch that only a migration carried over)")
 
   case object MigrationFailed extends ErrorCondition("MAPWITHSTATE_MIGRATION_FAILED", "22000",
       "a restart's StateSpec.migrate failed on a key's old state (the message names the key); " +

@@ -29,28 +29,35 @@ object StateReader {
    * @param batchId    the micro-batch after which to read the state; null: the last committed
    * @param operatorId which map_with_state operator (its `state/<id>/` directory); null: the
    *                   checkpoint's only one
+   * @param inCurrentSchema the state in the checkpoint's current state schema (its newest,
+   *                   converted by the schema-evolution rules), not in the one the batch was
+   *                   written in
    */
   def readState(
       spark: SparkSession,
       checkpoint: String,
       batchId: java.lang.Long = null,
-      operatorId: java.lang.Long = null): DataFrame =
-    dataFrame(spark, StateReadRequest.State(checkpoint, option(batchId), option(operatorId)))
+      operatorId: java.lang.Long = null,
+      inCurrentSchema: Boolean = false): DataFrame =
+    dataFrame(spark,
+      StateReadRequest.State(checkpoint, option(batchId), option(operatorId), inCurrentSchema))
 
   /**
    * The change feed of the state: one row per change of a key in micro-batches `startBatch` to
    * `endBatch` (null: the last committed one), with `batch_id`, `change` (`update` or `delete`),
-   * the key columns and the state's fields.
+   * the key columns and the state's fields (in the current state schema when
+   * `inCurrentSchema`, as [[readState]]'s).
    */
   def readStateChanges(
       spark: SparkSession,
       checkpoint: String,
       startBatch: Long,
       endBatch: java.lang.Long = null,
-      operatorId: java.lang.Long = null): DataFrame =
+      operatorId: java.lang.Long = null,
+      inCurrentSchema: Boolean = false): DataFrame =
     dataFrame(spark,
       StateReadRequest.Changes(checkpoint, startBatch, option(endBatch),
-        option(operatorId)))
+        option(operatorId), inCurrentSchema))
 
   /**
    * The resolved, checked plan of a read: the one function every door goes through (this API,

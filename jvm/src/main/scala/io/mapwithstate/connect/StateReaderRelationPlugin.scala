@@ -27,11 +27,12 @@ class StateReaderRelationPlugin extends RelationPlugin {
     val request = if (message.is(classOf[proto.ReadState])) {
       val rel = message.unpack(classOf[proto.ReadState])
       Some(StateReadRequest.State(rel.getCheckpoint, option(rel.hasBatchId, rel.getBatchId),
-          option(rel.hasOperatorId, rel.getOperatorId)))
+          option(rel.hasOperatorId, rel.getOperatorId), rel.getInCurrentSchema))
     } else if (message.is(classOf[proto.ReadStateChanges])) {
       val rel = message.unpack(classOf[proto.ReadStateChanges])
       Some(StateReadRequest.Changes(rel.getCheckpoint, rel.getStartBatch,
-          option(rel.hasEndBatch, rel.getEndBatch), option(rel.hasOperatorId, rel.getOperatorId)))
+          option(rel.hasEndBatch, rel.getEndBatch), option(rel.hasOperatorId, rel.getOperatorId),
+          rel.getInCurrentSchema))
     } else {
       None
     }

@@ -48,6 +48,14 @@ final case class QueryCheckpoint(
   def inStateTypeOf(version: Long): QueryCheckpoint =
     copy(valueSchema = StateSchemaHistory.stateTypeAt(schemaHistory, version, valueSchema))
 
+  /**
+   * The state types this checkpoint has held from the one of `version` to its current one (the
+   * newest), in order: one when no restart changed the schema since.
+   */
+  def stateTypesSince(version: Long): Seq[StructType] =
+    StateSchemaHistory.stateTypeAt(schemaHistory, version, valueSchema) +:
+      schemaHistory.filter(_.fromVersion > version).map(_.stateType)
+
   def stateDirectory: Path = new Path(new Path(location, "state"), operatorId.toString)
 
   def partitionDirectory(partition: Int): Path = new Path(stateDirectory, partition.toString)

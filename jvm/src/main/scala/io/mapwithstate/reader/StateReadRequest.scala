@@ -1,44 +1,53 @@
 package io.mapwithstate.reader
 
 import org.apache.hadoop.conf.Configuration
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 
 /**
  * What a caller asks of the state reader, as every door (the JVM API
  * [[io.mapwithstate.StateReader]], the Spark Connect plugin) receives it: which checkpoint,
- * which of its map_with_state operators (the only one when None) and which batches.
- * [[relation]] resolves it against the checkpoint's files into the plan, so that the doors
- * cannot drift apart.
+ * which of its map_with_state operators (the only one when None), which batches, and whether
+ * in the batches' own state schema or the checkpoint's current one. [[relation]] resolves it
+ * against the checkpoint's files into the plan, so that the doors cannot drift apart.
  */
 sealed trait StateReadRequest {
   def checkpoint: String
   def operatorId: Option[Long]
+  def inCurrentSchema: Boolean
 
   /** The plan of the read, after resolving the checkpoint and checking the batches. */
-  final def relation(hadoopConf: Configuration): StateReadRelation = {
+  final def relation(hadoopConf: Configuration): LogicalPlan = {
     val resolved = QueryCheckpoint.resolve(checkpoint, hadoopConf, operatorId)
-    // Each batch is read in the state schema it was written in.
-    val (atVersion, read) = this match {
-      case StateReadRequest.State(_, batchId, _) =>
+    // Each batch is read in the state schema it was written in, unless asked in the current.
+    val keys = resolved.keySchema.size
+    val (version, read, stateOffset, batch) = this match {
+      case StateReadRequest.State(_, batchId, _, _) =>
         val version = resolved.versionOf(batchId, hadoopConf)
-        (resolved.inStateTypeOf(version), StateRead.At(version))
-      case StateReadRequest.Changes(_, startBatch, endBatch, _) =>
+        (version, StateRead.At(version), keys, s"batch ${version - 1}")
+      case StateReadRequest.Changes(_, startBatch, endBatch, _, _) =>
         val (first, last) = resolved.changeRange(startBatch, endBatch, hadoopConf)
-        (resolved.inStateTypeOf(first + 1), StateRead.Changes(first, last))
+        (first + 1, StateRead.Changes(first, last), 2 + keys, s"batches $first to $last")
     }
-    StateReadRelation(atVersion, read)
+    val relation = StateReadRelation(resolved.inStateTypeOf(version), read)
+    if (!inCurrentSchema) relation
+    else InCurrentStateSchema(relation, stateOffset, resolved.stateTypesSince(version), batch)
   }
 }
 
 object StateReadRequest {
 
   /** `read_state`: every key's state after `batchId` (default: the last committed batch). */
-  final case class State(checkpoint: String, batchId: Option[Long], operatorId: Option[Long])
-    extends StateReadRequest
+  final case class State(
+      checkpoint: String,
+      batchId: Option[Long],
+      operatorId: Option[Long],
+      inCurrentSchema: Boolean = false) extends StateReadRequest
 
   /** `read_state_changes`: the changes of batches `startBatch` to `endBatch` (default: last). */
   final case class Changes(
       checkpoint: String,
       startBatch: Long,
       endBatch: Option[Long],
-      operatorId: Option[Long]) extends StateReadRequest
+      operatorId: Option[Long],
+      inCurrentSchema: Boolean = false) extends StateReadRequest
 }
