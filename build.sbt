@@ -94,4 +94,14 @@ lazy val plugin = (project in file("jvm"))
 lazy val bench = (project in file("bench/jvm"))
   .settings(
     name := "mapwithstate-bench",
-    Compile / unmanagedJars ++= sparkJars.value)
+    Compile / unmanagedJars ++= sparkJars.value,
+    // L1's producer (FixedRateProducer) is compiled against the kafka-clients that
+    // dev/fetch-kafka fetches with Spark's Kafka connector (named there once), and run on the
+    // Kafka broker's class path, which brings its own.
+    libraryDependencies += "org.apache.kafka" % "kafka-clients" % kafkaClientsVersion % Provided)
+
+lazy val kafkaClientsVersion: String = {
+  val Assignment = """KAFKA_CLIENTS_VERSION=(\S+).*""".r
+  IO.readLines(file("dev/fetch-kafka")).collectFirst { case Assignment(v) => v }
+    .getOrElse(sys.error("dev/fetch-kafka names no KAFKA_CLIENTS_VERSION"))
+}

@@ -2,10 +2,10 @@
 in Spark's Real-Time Mode and in micro-batches (issue 43): map_with_state, transformWithState
 (Scala) and transformWithStateInPandas.
 
-A producer (a streaming query of Spark's rate source writing to the input topic) writes
-``--rate`` records a second over ``--keys`` keys; each pipeline (``--modes``, see ``MODES``)
-reads them and writes one output per record, carrying the input record's Kafka timestamp, on
-Spark's RocksDB store. A record's latency is its output's Kafka timestamp (set by Spark's Kafka
+A producer (bench/jvm's ``FixedRateProducer``, a Kafka producer in a JVM of its own) writes
+``--rate`` records a second over ``--keys`` keys, spread evenly (each millisecond's due records);
+each pipeline (``--modes``, see ``MODES``) reads them and writes one output per record,
+carrying the input record's Kafka timestamp, on Spark's RocksDB store. A record's latency is its output's Kafka timestamp (set by Spark's Kafka
 producer as it sends the output) minus its input's (set as the producer sent it): produce to
 output sent, which is when a consumer can read it, give or take the broker's append. The
 measured window starts ``--warmup`` seconds after the pipeline's first output (a new pipeline's
@@ -17,8 +17,7 @@ first batch is cold, and its first records wait for it) and lasts ``--seconds``.
 
 It starts its own broker (tests/kafka.py) and a local Connect server with 8 task slots
 (Real-Time Mode starts every stage at once, the input topic's 2 partitions and 2 state
-partitions, and fails if any of them finds no free slot: the producer and the read-backs hold
-some); transformWithState runs in a spark-submit of its own with as many. Nothing here is
+partitions, and fails if any of them finds no free slot: the read-backs hold some); transformWithState runs in a spark-submit of its own with as many. Nothing here is
 asserted; on a shared machine, quote it with the machine's load.
 """
 import argparse
@@ -56,6 +55,9 @@ SERVER_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.polling
 #: How long Real-Time Mode's pipelined shuffle holds a partly filled buffer before sending it
 #: (Spark's default: 50 ms); a server setting, see docs/kafka.md.
 SHUFFLE_WAIT = "spark.shuffle.streaming.networkBufferMaxWaitTimeMs"
+#: How long the producer runs beyond the measurement: at most this for the pipeline's first
+#: output (a cold start on a busy machine), the rest of it idle.
+PRODUCER_START_SECONDS = 300
 
 
 def trigger(mode: str, args) -> dict:
@@ -81,7 +83,7 @@ def outputs(spark, bootstrap: str, topic: str):
                 F.unix_millis("timestamp").alias("sent"), F.col("key"), F.col("value"))
 
 
-def wait_for_first_output(spark, bootstrap: str, topic: str, pipeline, timeout: float = 300):
+def wait_for_first_output(spark, bootstrap: str, topic: str, pipeline, timeout: float):
     """Waits until the pipeline has written an output: from then on it runs, warm or not."""
     deadline = time.time() + timeout
     while outputs(spark, bootstrap, topic).limit(1).count() == 0:
@@ -241,17 +243,20 @@ def run_mode(spark, broker, mode, args, work):
     start, how = MODES[mode]
     pipeline = start(spark, bootstrap, source, sink, os.path.join(work, mode, "q"),
                      trigger(how, args), args)
-    producer = spark.readStream.format("rate").option("rowsPerSecond", args.rate) \
-        .option("numPartitions", 1).load() \
-        .select((F.col("value") % args.keys).cast("string").alias("key"),
-                F.col("value").cast("string").alias("value")) \
-        .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
-        .option("topic", source).option("checkpointLocation", os.path.join(work, mode, "p")) \
-        .trigger(processingTime="50 milliseconds").start()
-    wait_for_first_output(spark, bootstrap, sink, pipeline)
-    started = time.time()
-    time.sleep(args.warmup + args.seconds)
-    producer.stop()
+    # Records spread evenly at the rate, by a JVM of their own (bench/jvm's FixedRateProducer),
+    # for as long as the pipeline may take to start and then the warm-up and the window.
+    producer = broker.start_client(
+        "io.mapwithstate.bench.FixedRateProducer", bootstrap, source, str(args.rate),
+        str(args.keys), str(PRODUCER_START_SECONDS + args.warmup + args.seconds),
+        jars=[jvm_systems.jar()], out=os.path.join(work, mode, "producer.log"))
+    try:
+        wait_for_first_output(spark, bootstrap, sink, pipeline,
+                              timeout=PRODUCER_START_SECONDS)
+        started = time.time()
+        time.sleep(args.warmup + args.seconds)
+    finally:
+        producer.kill()
+        producer.wait()
     time.sleep(5)  # the last records through
     batches = pipeline.batches()
     pipeline.stop()

@@ -109,11 +109,20 @@ class KafkaBroker:
                     "appender.file.layout.pattern = [%d] %p %m (%c)%n\n")
         return path
 
-    def _java_command(self, main_class: str, *args: str) -> List[str]:
+    def _java_command(self, main_class: str, *args: str, jars: Sequence[str] = ()) -> List[str]:
         return [*_DIE_WITH_PARENT, "java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC",
                 "-Djava.net.preferIPv4Stack=true",
                 "-Dlog4j2.configurationFile=" + os.path.join(self.work_dir, "log4j2.properties"),
-                "-cp", self._classpath, main_class, *args]
+                "-cp", os.pathsep.join([self._classpath, *jars]), main_class, *args]
+
+    def start_client(self, main_class: str, *args: str, jars: Sequence[str],
+                     out: str) -> subprocess.Popen:
+        """Starts a program of `jars` that uses Kafka's clients (a producer), on the broker's
+        class path, its output into the file `out`; like the broker, it is killed when this
+        process dies."""
+        with open(out, "wb") as f:
+            return subprocess.Popen(self._java_command(main_class, *args, jars=jars), stdout=f,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def _java(self, main_class: str, *args: str) -> None:
         done = subprocess.run(self._java_command(main_class, *args), capture_output=True,

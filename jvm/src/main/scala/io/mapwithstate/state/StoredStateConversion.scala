@@ -69,7 +69,7 @@ object StoredStateConversion {
 
   /**
    * The automatic conversion the evolution rules planned ([[StateSchemaEvolution.Conversion]],
-   * over the stored state alone), for keys of `keyNumFields` columns.
+   * over the stored state alone), for keys of the columns of `keySchema`.
    */
   def of(conversion: StateSchemaEvolution.Conversion, keySchema: StructType)
       : StoredStateConversion = {
