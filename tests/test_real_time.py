@@ -6,7 +6,9 @@ reads it; the state commits at the batch's end. What these tests show, as docs/k
 each record's output is readable from the output topic while its batch still runs (its commit
 not yet written); the state carries over from one long batch to the next and across a restart;
 a server killed during a real-time batch, restarted from its checkpoint, has every record's
-effect in the state once; and what cannot run record by record is refused with a clear error.
+effect in the state once; idle timeouts and timers fire within a long batch as the clock passes
+their deadline, once, committed with it; and what cannot run record by record is refused with
+a clear error.
 
 Real-Time Mode runs every stage of a batch at once, each partition a task (here 2 topic
 partitions and 2 state partitions: 4 task slots), so the servers here have 6 (the reads of the
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -293,32 +296,96 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
 
 @mws.state_function("n BIGINT")
 def counted_until_idle(key, amount, state):
-    """Counts a key's records; when the key has been idle for its timeout, emits -n."""
+    """Counts a key's records, emitting (n, the record's amount); when the key has been idle
+    for its timeout, emits -n (its state is then removed)."""
     if state.timing_out:
         return {"key": key, "n": -state.n, "total": 0}
     state.update(n=(state.n or 0) + 1)
-    return {"key": key, "n": state.n, "total": 0}
+    return {"key": key, "n": state.n, "total": amount}
 
 
-def test_an_idle_timeout_fires_at_the_end_of_a_long_batch(kafka_broker, rtm_spark, tmp_path):
-    """Timeouts are checked when a batch's records end, against the batch's time (its start),
-    as in micro-batches: a key idle past its timeout times out at the end of the first batch
-    that starts after its deadline and scans (every checkpoint_interval-th batch: here each),
-    never within the batch that last updated it."""
+@mws.state_function("n BIGINT")
+def counted_until_timer(key, amount, state):
+    """Counts a key's records, emitting (n, the record's amount), each record setting the
+    key's processing-time timer 2 s after its call; when it fires, emits -n and removes the
+    state."""
+    if state.timing_out:
+        n = state.n
+        state.remove()
+        return {"key": key, "n": -n, "total": 0}
+    state.update(n=(state.n or 0) + 1)
+    state.set_timer(state.batch_time + timedelta(seconds=2))
+    return {"key": key, "n": state.n, "total": amount}
+
+
+def same_state_partition(spark, key, candidates):
+    """The first of `candidates` whose records run in `key`'s state partition: Spark's hash
+    partitioning of the key column (Murmur3 with seed 42, ``hash``, modulo the partitions)."""
+    partitions = int(CONF["spark.sql.shuffle.partitions"])
+    rows = spark.createDataFrame([(c,) for c in [key, *candidates]], "key STRING") \
+        .select("key", F.expr(f"pmod(hash(key), {partitions})").alias("p")).collect()
+    partition_of = {r.key: r.p for r in rows}
+    return next(c for c in candidates if partition_of[c] == partition_of[key])
+
+
+def outputs_of(spark, bootstrap, topic, key):
+    """The outputs (``key/n``, {n, total}) written for `key`, every copy, in no set order."""
+    return [(k, json.loads(v)) for k, v in consume(spark, bootstrap, topic)
+            if k.startswith(f"{key}/")]
+
+
+@pytest.mark.parametrize("backend", ["rocksdb"])
+@pytest.mark.parametrize("expiry", ["idle timeout", "timer"])
+def test_a_timeout_fires_within_a_long_batch_once_and_commits_with_it(
+        kafka_broker, rtm_spark, tmp_path, expiry, backend):
+    """A key whose idle timeout or processing-time timer (2 s) falls within a long batch (20 s)
+    times out as soon as its state partition next runs a record after the deadline, against
+    the wall clock: its output is readable while that batch still runs (its commit not yet
+    written), and the idle timeout needs no scanning batch (checkpoint_interval stays 10). It
+    fires once: not again at the batch's end. The state change commits with the batch: after
+    the commit, a record for the key starts a new count. (A task waits for records in the
+    shuffle, so the test sends records of another key of the same state partition, `tick`,
+    until one arrives after the deadline.)
+    """
     spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
-    topics = make_topics(kafka_broker, "rtm-idle-in", "rtm-idle-out")
+    topics = make_topics(kafka_broker, "rtm-timeout-in", "rtm-timeout-out")
     checkpoint = str(tmp_path / "checkpoint")
-    spec = counted_until_idle.timeout("2 seconds").checkpoint_interval(1).backend("rocksdb")
-    query = start(spark, bootstrap, topics, checkpoint, spec=spec,
-                  trigger={"realTime": "10 seconds"})
+    spec = counted_until_idle.timeout("2 seconds") if expiry == "idle timeout" \
+        else counted_until_timer.timeout_domain("processing_time")
+    tick = same_state_partition(spark, "k", [f"t{i}" for i in range(1, 10)])
+
+    def k_outputs():
+        return outputs_of(spark, bootstrap, topics[1], "k")
+
+    query = start(spark, bootstrap, topics, checkpoint, spec=spec.backend(backend),
+                  trigger={"realTime": "20 seconds"})
     try:
+        # Batch 0 is cold (the state store, the Kafka clients, the JIT): a tick warms it up,
+        # and the test runs in batch 1, which starts as batch 0 commits.
         wait_for(lambda: query.status["isTriggerActive"], 60, "batch 0 to start", query)
+        produce(spark, bootstrap, topics[0], [(tick, "0")])
+        read_outputs(spark, bootstrap, topics[1], 1, 60, query)
+        wait_for(lambda: committed_batches(checkpoint), 60, "batch 0's commit", query)
+
         produce(spark, bootstrap, topics[0], [("k", "1")])
-        assert read_outputs(spark, bootstrap, topics[1], 1, 25, query) == \
-            {"k/1": {"n": 1, "total": 0}}
-        timed_out = read_outputs(spark, bootstrap, topics[1], 2, 90, query)
-        committed_when_seen = committed_batches(checkpoint)
+        assert wait_for(k_outputs, 15, "k's output", query) == [("k/1", {"n": 1, "total": 1})]
+
+        def timed_out():
+            produce(spark, bootstrap, topics[0], [(tick, "0")])
+            return any(key == "k/-1" for key, _ in k_outputs())
+        wait_for(timed_out, 15, "k to time out", query)
+        assert committed_batches(checkpoint) == [0], \
+            "k timed out only after its long batch (batch 1) had ended"
+
+        wait_for(lambda: len(committed_batches(checkpoint)) >= 2, 60, "batch 1's commit", query)
+        assert sorted(key for key, _ in k_outputs()) == ["k/-1", "k/1"], \
+            "k timed out more than once"
+        produce(spark, bootstrap, topics[0], [("k", "5")])
+        wait_for(lambda: len(k_outputs()) >= 3, 30, "k's record after the commit", query)
+        after = k_outputs()
     finally:
         query.stop()
-    assert timed_out == {"k/1": {"n": 1, "total": 0}, "k/-1": {"n": -1, "total": 0}}
-    assert committed_when_seen, "the timeout fired within the batch that updated the key"
+    assert query.exception() is None
+    assert sorted(after, key=lambda o: (o[0], o[1]["total"])) == [
+        ("k/-1", {"n": -1, "total": 0}), ("k/1", {"n": 1, "total": 1}),
+        ("k/1", {"n": 1, "total": 5})]

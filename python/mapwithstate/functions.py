@@ -110,7 +110,9 @@ def is_timing_out() -> Column:
 
 
 def batch_time() -> Column:
-    """The time of the batch being processed (a TIMESTAMP Column)."""
+    """The time of the batch being processed (a TIMESTAMP Column). In a long batch of
+    Real-Time Mode (``trigger(realTime=...)``), the wall clock read for the call instead (see
+    docs/kafka.md)."""
     return _col(_BATCH_TIME)
 
 

@@ -43,6 +43,13 @@ object MapWithStateConf {
    */
   val CoalesceLocalStoreTasks = "spark.mapwithstate.stateStore.coalesceLocalTasks"
 
+  /**
+   * In a real-time batch (Real-Time Mode), the least time in milliseconds between two looks
+   * for the keys due to time out, made as records arrive (default 100; 0: before every
+   * record). See [[execution.BatchClock.WallClock]].
+   */
+  val RealTimeTimerInterval = "spark.mapwithstate.realTimeMode.timerIntervalMs"
+
   def backend(conf: SQLConf): String =
     conf.getConfString(Backend, state.StateBackend.MemoryName).trim.toLowerCase(
       java.util.Locale.ROOT)
@@ -84,6 +91,15 @@ object MapWithStateConf {
     text.trim.toLowerCase(java.util.Locale.ROOT).toBooleanOption.getOrElse {
       throw MapWithStateException(ErrorCondition.InvalidConf,
         s"$CoalesceLocalStoreTasks must be true or false, got '$text'")
+    }
+  }
+
+  def realTimeTimerIntervalMs(conf: SQLConf): Long = {
+    val default = execution.BatchClock.DefaultIntervalMs
+    val text = conf.getConfString(RealTimeTimerInterval, default.toString)
+    text.trim.toLongOption.filter(_ >= 0).getOrElse {
+      throw MapWithStateException(ErrorCondition.InvalidConf,
+        s"$RealTimeTimerInterval must be a whole number of milliseconds, 0 or more, got '$text'")
     }
   }
 

@@ -22,6 +22,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  * @param lateRows    with event-time timers, the ordinal of the records' event time: a record
  *                    at or before its batch's watermark is late and dropped (Spark's rule)
  * @param readAhead   whether records may be read ahead of the one being run (see `input`)
+ * @param clock       the time calls see, and when due keys are looked for: once after each
+ *                    batch's records, or in a real-time batch also between records
+ *                    ([[BatchClock]])
  */
 class BatchReplayIterator(
     records: Iterator[InternalRow],
@@ -33,7 +36,8 @@ class BatchReplayIterator(
     stateRows: Option[StateRowsAfterBatch.Rows],
     onOutput: () => Unit,
     lateRows: Option[Int] = None,
-    readAhead: Boolean = true) extends Iterator[InternalRow] {
+    readAhead: Boolean = true,
+    clock: BatchClock = BatchClock.OfTimeline) extends Iterator[InternalRow] {
 
   // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]) and
   // the records may wait for the rest of their group.
@@ -57,10 +61,24 @@ class BatchReplayIterator(
   private var withoutRecords: Iterator[UnsafeRow] = null
   private var stateRowsOfBatch: Iterator[InternalRow] = Iterator.empty
 
+  // A real-time batch's clock, or null: every call of a batch sees the timeline's time.
+  private val wallClock: BatchClock.WallClock = clock match {
+    case c: BatchClock.WallClock => c
+    case BatchClock.OfTimeline => null
+  }
+  // With a wall clock: the time of the calls under way (its last read, micros); whether it was
+  // read for the record waiting to run; and from when the next record first has the due keys
+  // looked for (at the batch's first record, then at most every interval).
+  private var now = 0L
+  private var clockRead = false
+  private var nextLook = Long.MinValue
+
   updater.startBatch(timeline.watermarkAt(0))
 
   private sealed trait Phase
   private case object Records extends Phase
+  // In a real-time batch, the keys found due between two records.
+  private case object DueBetweenRecords extends Phase
   private case object Timeouts extends Phase
   private case object StateRows extends Phase
   private case object Done extends Phase
@@ -78,14 +96,23 @@ class BatchReplayIterator(
     row
   }
 
-  private def time: Long = timeline.times(batch)
+  private def time: Long = if (wallClock == null) timeline.times(batch) else now
 
   private def advance(): Unit = if (nextEmitted < updater.emittedCount) {
     pending = updater.emitted(nextEmitted)
     nextEmitted += 1
   } else phase match {
     case Records =>
-      if (input.hasNext && inThisBatch(input.head)) {
+      if (input.hasNext && inThisBatch(input.head) && wallClock != null && !clockRead) {
+        clockRead = true
+        now = wallClock.nowMicros()
+        if (now >= nextLook && timeouts != TimeoutPolicy.Never) {
+          nextLook = now + wallClock.intervalMs * 1000L
+          phase = DueBetweenRecords
+          timingOut = dueKeys(timeouts.dueBefore(now, timeline.watermarkAt(batch)))
+        }
+      } else if (input.hasNext && inThisBatch(input.head)) {
+        clockRead = false
         val record = input.next()
         if (isLate(record)) updater.dropLateRow()
         else {
@@ -100,17 +127,17 @@ class BatchReplayIterator(
       } else {
         phase = Timeouts
         val watermark = timeline.watermarkAt(batch)
-        timingOut = timeouts.threshold(firstBatch + batch, time, watermark) match {
-          case Some(threshold) => updater.timingOutKeys(threshold)
-          case None => Iterator.empty
-        }
+        timingOut = dueKeys(clock match {
+          case BatchClock.OfTimeline => timeouts.threshold(firstBatch + batch, time, watermark)
+          case c: BatchClock.WallClock =>
+            now = c.nowMicros()
+            timeouts.dueBefore(now, watermark)
+        })
       }
+    case DueBetweenRecords =>
+      if (!timeOutNext()) phase = Records
     case Timeouts =>
-      if (timingOut.hasNext) {
-        val (key, state) = timingOut.next()
-        pending = updater.timeOut(key, state, time)
-        nextEmitted = 1
-      } else {
+      if (!timeOutNext()) {
         phase = StateRows
         stateRowsOfBatch = stateRows match {
           case Some(rows) => rows.after(updater.map, time, lastBatch = batch + 1 == timeline.size)
@@ -132,6 +159,20 @@ class BatchReplayIterator(
       }
     case Done =>
   }
+
+  /** Runs the timing-out call of the next key of `timingOut`, if one is left; whether it was. */
+  private def timeOutNext(): Boolean = timingOut.hasNext && {
+    val (key, state) = timingOut.next()
+    pending = updater.timeOut(key, state, time)
+    nextEmitted = 1
+    true
+  }
+
+  private def dueKeys(threshold: Option[Long]): Iterator[(UnsafeRow, UnsafeRow)] =
+    threshold match {
+      case Some(t) => updater.timingOutKeys(t)
+      case None => Iterator.empty
+    }
 
   private def isLate(record: InternalRow): Boolean = lateRows match {
     case Some(ordinal) => LateRowFilterExec.isLate(record, ordinal, timeline.watermarkAt(batch))

@@ -4,7 +4,7 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
-import io.mapwithstate.MapWithStateException
+import io.mapwithstate.{MapWithStateConf, MapWithStateException}
 import io.mapwithstate.plan.{
   FunctionKind,
   MapWithStateOptions,
@@ -70,7 +70,8 @@ import org.apache.spark.sql.types.{DataType, StructType}
  *
  * In a long-running batch of Real-Time Mode ([[RealTimeMode]]) each record's output is handed
  * on as the record is run: a task serves one partition, its records run in arrival order, none
- * read ahead; the store still commits when the batch's input ends.
+ * read ahead; calls see the wall clock and keys time out between records as it passes their
+ * deadline ([[BatchClock.WallClock]]); the store still commits when the batch's input ends.
  *
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.operatorId]] and `StreamingQueryGlue`); `initialState` is planned
@@ -355,6 +356,9 @@ case class MapWithStateStreamExec(
     val runner = partitionRunner()
     val backend = this.backend
     val (keySchema, stateType) = (this.keySchema, function.stateType)
+    val clock =
+      if (realTimeMode) BatchClock.WallClock(MapWithStateConf.realTimeTimerIntervalMs(conf))
+      else BatchClock.OfTimeline
     val failureMarker = TaskFailureInjection.marker(conf)
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
@@ -374,7 +378,7 @@ case class MapWithStateStreamExec(
           } else records
         runner.run(store.id.partitionId, stateMap,
           TaskFailureInjection.around(ordered, failureMarker), initial, timeline, _ => batchTime,
-          batchNumber, backend.heapLimitBytes, readAhead = !realTimeMode) {
+          batchNumber, backend.heapLimitBytes, readAhead = !realTimeMode, clock) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
           commitTimeMs += timeTakenMs {
             stateMap.flush()

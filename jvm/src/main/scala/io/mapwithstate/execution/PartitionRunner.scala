@@ -57,6 +57,7 @@ case class PartitionRunner(
    * @param readAhead    whether records may be read ahead of the one being run, for the map
    *                     to prefetch their keys ([[ReadAheadRecords]]); not where each record's
    *                     output must leave before the next record arrives (Real-Time Mode)
+   * @param clock        the time calls see, and when due keys are looked for ([[BatchClock]])
    * @param done         run once the output is exhausted, after the metrics are counted
    */
   def run(
@@ -68,19 +69,20 @@ case class PartitionRunner(
       batchTimeOf: InternalRow => Long,
       firstBatch: Long,
       heapLimit: Option[Long] = None,
-      readAhead: Boolean = true)(done: => Unit): Iterator[InternalRow] = {
+      readAhead: Boolean = true,
+      clock: BatchClock = BatchClock.OfTimeline)(done: => Unit): Iterator[InternalRow] = {
     val lease = CompiledStateFunctionPool.acquire(function, dataOrdinals, inputWidth,
       keyOrdinals, keyTypes, TaskContext.get())
     val compiled = lease.function
     compiled.initialize(partition)
     if (timeouts != TimeoutPolicy.Never) stateMap.prepareExpiry()
     val updater = StateUpdater(stateMap, compiled, inputWidth, kind, valueOrdinals, timeouts,
-      heapLimit.map(new HeapBudget(partition, _)))
+      heapLimit.map(new HeapBudget(partition, _)), clock)
     loadInitialState(updater, initialStateRows, timeline.times(0))
 
     val numOutputRows = metrics.numOutputRows
     val replay = new BatchReplayIterator(records, batchTimeOf, timeline, firstBatch, updater,
-      timeouts, stateRows.map(_.open()), () => numOutputRows += 1, lateRows, readAhead)
+      timeouts, stateRows.map(_.open()), () => numOutputRows += 1, lateRows, readAhead, clock)
     PartitionRunner.onCompletion(replay) {
       metrics.numUpdatedStateRows += updater.updatedKeys
       // An idle key's state is removed when it times out: counted as a removal there.

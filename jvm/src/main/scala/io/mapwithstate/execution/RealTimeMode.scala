@@ -36,6 +36,15 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * Within a real-time batch the operator also serves one state partition per task (the
  * pipelined stages need every partition's task running from the start: see
  * [[StateTaskGroups]]), runs records in their arrival order, and reads none ahead.
+ *
+ * Timers and idle timeouts fire within the batch, not at its end against its start: each call
+ * sees the wall clock as its batch time, and the keys due by it are looked for between records
+ * (at most every `spark.mapwithstate.realTimeMode.timerIntervalMs`) and when the records end,
+ * each timing-out call's output handed on at once ([[BatchClock.WallClock]]), as Spark's
+ * transformWithState does in Real-Time Mode. They change the state like a record's calls,
+ * committed with the batch: a batch re-executed from the last commit fires them again from
+ * that state. A task waits in the shuffle for its next record, so a partition with no records
+ * arriving fires its due keys at the batch's end.
  */
 object RealTimeMode {
 

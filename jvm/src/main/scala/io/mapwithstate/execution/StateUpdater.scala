@@ -277,7 +277,10 @@ abstract class StateUpdater(
 
 object StateUpdater {
 
-  /** The updater for `timeouts`' model of expiry, for one partition. */
+  /**
+   * The updater for `timeouts`' model of expiry, for one partition, whose calls see the time
+   * of `clock` (see [[TimerStateUpdater]]'s `dataDefersTimeout`).
+   */
   def apply(
       map: StateMap,
       function: CompiledStateFunction,
@@ -285,9 +288,15 @@ object StateUpdater {
       kind: FunctionKind,
       valueOrdinals: Seq[Int],
       timeouts: TimeoutPolicy,
-      heapBudget: Option[HeapBudget] = None): StateUpdater = timeouts match {
+      heapBudget: Option[HeapBudget] = None,
+      clock: BatchClock = BatchClock.OfTimeline): StateUpdater = timeouts match {
     case timers: TimeoutPolicy.Timers =>
-      new TimerStateUpdater(map, function, inputWidth, kind, valueOrdinals, timers, heapBudget)
+      val dataDefersTimeout = clock match {
+        case BatchClock.OfTimeline => true
+        case _: BatchClock.WallClock => false
+      }
+      new TimerStateUpdater(map, function, inputWidth, kind, valueOrdinals, timers, heapBudget,
+        dataDefersTimeout)
     case TimeoutPolicy.Never | _: TimeoutPolicy.Idle =>
       new IdleStateUpdater(map, function, inputWidth, kind, valueOrdinals, timeouts, heapBudget)
   }

@@ -26,8 +26,21 @@ sealed trait TimeoutPolicy extends Serializable {
    * For the `batchNumber`-th batch (counting from 1), at `batchTime` (micros), the update time
    * below which keys time out; None when the batch looks for no timeouts.
    */
-  def threshold(batchNumber: Long, batchTime: Long, watermark: Long = TimeoutPolicy.NoWatermark)
-      : Option[Long]
+  final def threshold(
+      batchNumber: Long,
+      batchTime: Long,
+      watermark: Long = TimeoutPolicy.NoWatermark): Option[Long] =
+    if (scans(batchNumber)) dueBefore(batchTime, watermark) else None
+
+  /** Whether the `batchNumber`-th batch looks for keys that time out. */
+  def scans(batchNumber: Long): Boolean
+
+  /**
+   * At `time` (micros), with the batch's `watermark`, the update time below which keys are
+   * due, whichever batch looks; None when none can be due. A real-time batch looks at the
+   * wall clock between records ([[BatchClock.WallClock]]), whatever its number.
+   */
+  def dueBefore(time: Long, watermark: Long): Option[Long]
 }
 
 object TimeoutPolicy {
@@ -35,8 +48,8 @@ object TimeoutPolicy {
   /** Keys never time out. */
   case object Never extends TimeoutPolicy {
     override def refreshesIdleKeys: Boolean = false
-    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
-      None
+    override def scans(batchNumber: Long): Boolean = false
+    override def dueBefore(time: Long, watermark: Long): Option[Long] = None
   }
 
   /**
@@ -50,8 +63,9 @@ object TimeoutPolicy {
 
     override def refreshesIdleKeys: Boolean = true
 
-    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
-      if (batchNumber % scanEvery == 0) Some(batchTime - timeoutMicros) else None
+    override def scans(batchNumber: Long): Boolean = batchNumber % scanEvery == 0
+
+    override def dueBefore(time: Long, watermark: Long): Option[Long] = Some(time - timeoutMicros)
   }
 
   /**
@@ -62,8 +76,10 @@ object TimeoutPolicy {
   final case class Timers(eventTime: Boolean) extends TimeoutPolicy {
     override def refreshesIdleKeys: Boolean = false
 
-    override def threshold(batchNumber: Long, batchTime: Long, watermark: Long): Option[Long] =
-      if (!eventTime) Some(batchTime)
+    override def scans(batchNumber: Long): Boolean = true
+
+    override def dueBefore(time: Long, watermark: Long): Option[Long] =
+      if (!eventTime) Some(time)
       else if (watermark == NoWatermark) None
       else Some(watermark)
   }

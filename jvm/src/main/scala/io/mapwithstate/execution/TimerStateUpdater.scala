@@ -22,8 +22,15 @@ import org.apache.spark.sql.catalyst.util.DateTimeUtils
  * set, or the call fails the query (see [[timerAllowed]]): a timer that is already due is
  * refused rather than fired a batch late.
  *
+ * In a real-time batch ([[BatchClock.WallClock]]) each call sees the clock read for it, so a
+ * timer set by a record's call is later than that call, and falls due by the clock whatever
+ * the batch: there `dataDefersTimeout` is off, and a key called for data earlier in the long
+ * batch still times out in it once its timer passes.
+ *
  * @param timers the timers' domain: event time (compared with the watermark) or processing
  *               time (the batch time); decides which timers a call may set
+ * @param dataDefersTimeout whether a key called for data in a batch is not timed out in it
+ *               (Spark's rule for a batch whose calls all see one time)
  */
 final class TimerStateUpdater(
     map: StateMap,
@@ -32,7 +39,8 @@ final class TimerStateUpdater(
     kind: FunctionKind,
     valueOrdinals: Seq[Int],
     timers: TimeoutPolicy.Timers,
-    heapBudget: Option[HeapBudget] = None)
+    heapBudget: Option[HeapBudget] = None,
+    dataDefersTimeout: Boolean = true)
   extends StateUpdater(map, function, inputWidth, kind, valueOrdinals, heapBudget) {
 
   private val eventTime = timers.eventTime
@@ -47,7 +55,7 @@ final class TimerStateUpdater(
 
   override protected def call(
       key: UnsafeRow, input: InternalRow, before: UnsafeRow, batchTime: Long): UnsafeRow = {
-    calledForData.add(key.copy())
+    if (dataDefersTimeout) calledForData.add(key.copy())
     callWithTimer(key, input, before, timingOut = false, batchTime)
   }
 

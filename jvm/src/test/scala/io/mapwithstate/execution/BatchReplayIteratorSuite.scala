@@ -42,7 +42,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
   /** An updater for `timeouts`; with timers, the function sets them (see `timeoutAt`). */
   private def updater(
       timeouts: TimeoutPolicy,
-      kind: FunctionKind = perRecord): StateUpdater = {
+      kind: FunctionKind = perRecord,
+      clock: BatchClock = BatchClock.OfTimeline): StateUpdater = {
     val key = AttributeReference("k", StringType)()
     val ts = AttributeReference("ts", TimestampType)()
     val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
@@ -68,7 +69,7 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       })
     val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
     compiled.initialize(0)
-    StateUpdater(StateMap.empty(1, 1), compiled, 2, kind, Seq(1), timeouts)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, kind, Seq(1), timeouts, clock = clock)
   }
 
   private def record(key: String, time: Long): InternalRow =
@@ -82,10 +83,11 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       firstBatch: Long = 1,
       stateRows: Option[StateRowsAfterBatch] = None,
       updaterToUse: Option[StateUpdater] = None,
-      lateRows: Option[Int] = None): Seq[(String, Long, Boolean, Long)] = {
-    val u = updaterToUse.getOrElse(updater(timeouts))
+      lateRows: Option[Int] = None,
+      clock: BatchClock = BatchClock.OfTimeline): Seq[(String, Long, Boolean, Long)] = {
+    val u = updaterToUse.getOrElse(updater(timeouts, clock = clock))
     val replay = new BatchReplayIterator(records.iterator, _.getLong(1), timeline, firstBatch,
-      u, timeouts, stateRows.map(_.open()), () => (), lateRows)
+      u, timeouts, stateRows.map(_.open()), () => (), lateRows, readAhead = true, clock)
     replay.map { row =>
       (row.getUTF8String(0).toString, row.getLong(1), row.getBoolean(2), row.getLong(3))
     }.toList
@@ -207,6 +209,58 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       None, () => ()).map(_.getBoolean(2)).toList
     assert(scanned === Seq(true))
     assert(u.map.size === 0)
+  }
+
+  /**
+   * A real-time batch's clock (ms) that reads, while a record waits to run, the time the
+   * record "arrived": its time column is its arrival in ms. Reads after the last record see
+   * `end`. Each call's batch time is then the arrival in micros.
+   */
+  private def arrivals(records: Seq[InternalRow], end: Long, intervalMs: Long)
+      : (Iterator[InternalRow], BatchClock.WallClock) = {
+    var now = 0L
+    val input = new Iterator[InternalRow] {
+      private val rows = records.iterator
+      override def hasNext: Boolean = rows.hasNext || { now = end; false }
+      override def next(): InternalRow = {
+        val row = rows.next()
+        now = row.getLong(1)
+        row
+      }
+    }
+    (input, BatchClock.WallClock(intervalMs, () => now))
+  }
+
+  test("in a real-time batch each call sees the clock, and keys time out between records " +
+    "as it passes their deadline, whatever the batch's number or records") {
+    val ms = 1000L
+    val rtmBatch = BatchTimeline.single(0L)
+    def realTime(records: Seq[InternalRow], policy: TimeoutPolicy, intervalMs: Long,
+        end: Long): Seq[(String, Long, Boolean, Long)] = {
+      val (input, clock) = arrivals(records, end, intervalMs)
+      val u = updater(policy, clock = clock)
+      new BatchReplayIterator(input, _ => 0L, rtmBatch, 7, u, policy, None, () => (),
+        readAhead = false, clock = clock).map { row =>
+        (row.getUTF8String(0).toString, row.getLong(1), row.getBoolean(2), row.getLong(3))
+      }.toList
+    }
+    // Timers 5 µs after each call: a's (set at 1 ms) is due at b's arrival (2 ms), and fires
+    // before b runs, though a had a record in the batch; b's fires after the records end.
+    val timers = TimeoutPolicy.Timers(eventTime = false)
+    assert(realTime(Seq(record("a", 1), record("b", 2)), timers, 0, end = 3) === Seq(
+      ("a", 1, false, 1 * ms), ("a", 2, true, 2 * ms), ("b", 1, false, 2 * ms),
+      ("b", 2, true, 3 * ms)))
+    // Looked for at most every 5 ms: at the first record (1 ms), then not before 6 ms, when
+    // a's and b's timers fire before c runs; c's is not due by the batch's end.
+    assert(realTime(Seq(record("a", 1), record("b", 2), record("c", 6)), timers, 5,
+      end = 6) === Seq(("a", 1, false, 1 * ms), ("b", 1, false, 2 * ms), ("a", 2, true, 6 * ms),
+      ("b", 2, true, 6 * ms), ("c", 1, false, 6 * ms)))
+    // An idle timeout of 1.5 ms, though the policy scans only every 10th batch (this is the
+    // 7th): a, idle since 1 ms, times out at c's arrival (3 ms); b (2 ms) at the batch's end.
+    val idle = TimeoutPolicy.Idle(timeoutMicros = 1500, scanEvery = 10)
+    assert(realTime(Seq(record("a", 1), record("b", 2), record("c", 3)), idle, 0,
+      end = 4) === Seq(("a", 1, false, 1 * ms), ("b", 1, false, 2 * ms), ("a", 1, true, 3 * ms),
+      ("c", 1, false, 3 * ms), ("b", 1, true, 4 * ms)))
   }
 
   test("a group function's initial-state keys without records are called once, first batch") {
