@@ -6,9 +6,12 @@ reads it; the state commits at the batch's end. What these tests show, as docs/k
 each record's output is readable from the output topic while its batch still runs (its commit
 not yet written); the state carries over from one long batch to the next and across a restart;
 a server killed during a real-time batch, restarted from its checkpoint, has every record's
-effect in the state once; idle timeouts and timers fire within a long batch as the clock passes
-their deadline, once, committed with it; and what cannot run record by record is refused with
-a clear error.
+effect in the state once (read back through ``read_state``); idle timeouts and timers fire
+within a long batch as the clock passes their deadline, once, committed with it; and what cannot
+run record by record is refused with a clear error. Both backends run in Real-Time Mode: the
+heap backend names each commit's files by a checkpoint id, as Spark's RocksDB store does
+(checkpoint format v2); the first test, the restart and the timer run on it, the others on
+RocksDB.
 
 Real-Time Mode runs every stage of a batch at once, each partition a task (here 2 topic
 partitions and 2 state partitions: 4 task slots), so the servers here have 6 (the reads of the
@@ -133,11 +136,13 @@ def records(keys, count, offset=0):
 
 def test_each_record_is_emitted_before_its_long_batch_ends_and_state_carries_over(
         kafka_broker, rtm_spark, tmp_path):
+    """On the heap backend (the classic-PySpark test and the idle timeout's run the same on
+    RocksDB): its state is in files named by checkpoint ids, read back by ``read_state``."""
     spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
     topics = make_topics(kafka_broker, "rtm-in", "rtm-out")
     checkpoint = str(tmp_path / "checkpoint")
     first = records(["a", "b", "c"], 6)
-    query = start(spark, bootstrap, topics, checkpoint)
+    query = start(spark, bootstrap, topics, checkpoint, spec=running_total_spec("memory"))
     try:
         # Batch 0 is running (its commit is written at its end, 30 s after it started).
         wait_for(lambda: query.status["isTriggerActive"], 60, "batch 0 to start", query)
@@ -161,6 +166,29 @@ def test_each_record_is_emitted_before_its_long_batch_ends_and_state_carries_ove
     finally:
         query.stop()
     assert query.exception() is None
+    assert_heap_checkpoint_has_ids(checkpoint)
+    assert read_totals(spark, checkpoint, batch=0) == expected(first)[0]
+    assert read_totals(spark, checkpoint) == expected(first + second)[0]
+
+
+def assert_heap_checkpoint_has_ids(checkpoint):
+    """The heap state of a real-time query is in files named by version and checkpoint id, and
+    its operator metadata says so (format 3), so that a plugin that knows no ids refuses it."""
+    state = os.path.join(checkpoint, "state", "1000")
+    names = os.listdir(os.path.join(state, "0"))
+    committed = [n for n in names if n.endswith(".delta")]
+    assert committed and all("_" in n for n in committed), names
+    with open(os.path.join(state, "_mapwithstate")) as f:
+        recorded = dict(line.strip().split("=", 1) for line in f if "=" in line
+                        and not line.startswith("#"))
+    assert (recorded["checkpointIds"], recorded["formatVersion"],
+            recorded["stateFileVersion"]) == ("true", "3", "3"), recorded
+
+
+def read_totals(spark, checkpoint, batch=None):
+    """key -> (n, total) of the heap state after `batch` (default: the last committed one)."""
+    rows = mws.read_state(spark, checkpoint, batch_id=batch).collect()
+    return {r["key"]: (r["n"], r["total"]) for r in rows}
 
 
 def test_classic_pyspark_runs_it_too(kafka_broker, tmp_path):
@@ -211,7 +239,7 @@ def test_classic_pyspark_runs_it_too(kafka_broker, tmp_path):
         {"before_end": True, "error": "", "outputs": True, "later": True}
 
 
-@pytest.mark.parametrize("case", ["group function", "order_by", "memory", "initial_state"])
+@pytest.mark.parametrize("case", ["group function", "order_by", "initial_state"])
 def test_what_cannot_run_record_by_record_is_refused(kafka_broker, rtm_spark, tmp_path, case):
     spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
     topics = make_topics(kafka_broker, "rtm-refused-in", "rtm-refused-out")
@@ -223,9 +251,6 @@ def test_what_cannot_run_record_by_record_is_refused(kafka_broker, rtm_spark, tm
     elif case == "order_by":
         out = map_with_state(records_in, key="key", spec=running_total_spec(), order_by="amount")
         expected_text = "order_by is not supported"
-    elif case == "memory":
-        out = map_with_state(records_in, key="key", spec=running_total_spec("memory"))
-        expected_text = "the 'memory' backend is not supported"
     else:
         seed = spark.createDataFrame([("a", 1, 1)], "key STRING, n BIGINT, total BIGINT")
         out = map_with_state(records_in, key="key",
@@ -249,6 +274,7 @@ def test_what_cannot_run_record_by_record_is_refused(kafka_broker, rtm_spark, tm
 
 def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
         kafka_broker, kafka_server, monkeypatch, tmp_path):
+    """On the heap backend, whose state is then read back: every record's effect once."""
     monkeypatch.setenv(_CONNECT_MODE, "1")
     bootstrap = kafka_broker.bootstrap_servers
     topics = make_topics(kafka_broker, "rtm-kill-in", "rtm-kill-out")
@@ -256,7 +282,8 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
     first, second = records(["a", "b", "c"], 9), records(["a", "d"], 6, offset=100)
     with mws.LocalConnectServer(master=MASTER, conf=CONF, packages=["kafka"]) as doomed:
         spark = doomed.session()
-        query = start(spark, bootstrap, topics, checkpoint, trigger={"realTime": "20 seconds"})
+        query = start(spark, bootstrap, topics, checkpoint, spec=running_total_spec("memory"),
+                      trigger={"realTime": "20 seconds"})
         produce(spark, bootstrap, topics[0], first)
         # Batch 0 commits the first records' state; the next batch runs the second ones, and
         # dies with the server before its end: their outputs are out, their state not committed.
@@ -282,15 +309,23 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
     _, outputs = expected(first + second + probes)
     # (On the session's Kafka server: the checkpoint keeps the query's 2 shuffle partitions.)
     spark = kafka_server.session()
-    query = start(spark, bootstrap, topics, checkpoint, trigger={"realTime": "5 seconds"})
+    query = start(spark, bootstrap, topics, checkpoint, spec=running_total_spec("memory"),
+                  trigger={"realTime": "5 seconds"})
     try:
         wait_for(lambda: len(committed_batches(checkpoint)) > len(killed_after), 90,
                  "a batch after the restart to commit", query)
         produce(spark, bootstrap, topics[0], probes)
         assert read_outputs(spark, bootstrap, topics[1], len(outputs), 60, query) == outputs
+        # The batch that ran the probes commits next: then the state holds every record once.
+        ran_probes = max(committed_batches(checkpoint))
+        wait_for(lambda: max(committed_batches(checkpoint)) > ran_probes, 60,
+                 "the commit of the batch that ran the probes", query)
         assert query.exception() is None
     finally:
         query.stop()
+    try:
+        assert read_totals(spark, checkpoint) == expected(first + second + probes)[0]
+    finally:
         spark.stop()
 
 
@@ -334,8 +369,9 @@ def outputs_of(spark, bootstrap, topic, key):
             if k.startswith(f"{key}/")]
 
 
-@pytest.mark.parametrize("backend", ["rocksdb"])
-@pytest.mark.parametrize("expiry", ["idle timeout", "timer"])
+# Each kind of expiry on one backend (each backend finds due keys through its own expiry
+# index), not all four pairs: each case is a minute of real-time batches.
+@pytest.mark.parametrize("expiry,backend", [("idle timeout", "rocksdb"), ("timer", "memory")])
 def test_a_timeout_fires_within_a_long_batch_once_and_commits_with_it(
         kafka_broker, rtm_spark, tmp_path, expiry, backend):
     """A key whose idle timeout or processing-time timer (2 s) falls within a long batch (20 s)

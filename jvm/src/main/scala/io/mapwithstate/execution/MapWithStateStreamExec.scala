@@ -201,7 +201,7 @@ case class MapWithStateStreamExec(
       timeoutPolicy match {
         case _: TimeoutPolicy.Timers => OperatorMetadata.Timers
         case _ => OperatorMetadata.UpdateTimes
-      }, hadoopConf)
+      }, hadoopConf, checkpointIds = conf.stateStoreCheckpointFormatVersion >= 2)
     def sparkCheck(valueSchema: StructType, stored: Option[StructType]) =
       try {
         StreamingQueryGlue.validateStateSchema(session, info, hadoopConf, keySchema,

@@ -2,7 +2,6 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import io.mapwithstate.plan.{FunctionKind, MapWithState}
-import io.mapwithstate.state.StateBackend
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 
 /**
@@ -24,14 +23,14 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  *    waits for the batch's last;
  *  - `initial_state`: it is read in the query's first batch, through a shuffle of a batch plan
  *    that Real-Time Mode's pipelined stages do not run; start the query with another trigger to
- *    load it, then restart it in Real-Time Mode from the checkpoint;
- *  - the `memory` backend: Real-Time Mode runs on checkpoint format v2 (Spark sets it for the
- *    query), where each commit of a partition's state is a file of its own, named by a unique
- *    id that the batch's commit log entry records, so that a failed batch re-executed (its
- *    tasks may still be writing) never overwrites or mixes with the state the next batch
- *    reads. Spark's RocksDB store, the `rocksdb` backend, keeps its files so; the `memory`
- *    backend names its files by version alone, one per version, so it is refused rather than
- *    run without that guarantee.
+ *    load it, then restart it in Real-Time Mode from the checkpoint.
+ *
+ * Both backends run in it: Real-Time Mode runs on checkpoint format v2 (Spark sets it for the
+ * query), where each commit of a partition's state is a file of its own, named by a unique id
+ * that the batch's commit log entry records, so that a failed batch re-executed (its tasks may
+ * still be writing) never overwrites or mixes with the state the next batch reads. Spark's
+ * RocksDB store keeps its files so, and the heap store does the same
+ * ([[io.mapwithstate.state.CommitLineage]]).
  *
  * Within a real-time batch the operator also serves one state partition per task (the
  * pipelined stages need every partition's task running from the start: see
@@ -72,13 +71,6 @@ object RealTimeMode {
             "for the long-running batch to end; records run in their arrival order (per Kafka " +
             "partition) without it")
       case _ =>
-    }
-    if (m.options.backend == StateBackend.MemoryName) {
-      refuse("the 'memory' backend",
-        "a real-time batch runs on checkpoint format v2, which keeps each batch's state in " +
-          "files of its own (so that a failed batch re-executed cannot overwrite what the " +
-          "next batch reads), and the memory backend's files are one per version; use " +
-          "spec.backend('rocksdb'), whose store keeps them so")
     }
     if (m.initialState.isDefined) {
       refuse("initial_state",

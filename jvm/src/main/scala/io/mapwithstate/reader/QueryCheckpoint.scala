@@ -7,6 +7,7 @@ import scala.util.control.NonFatal
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import io.mapwithstate.execution.MapWithStateStreamExec
 import io.mapwithstate.state.{
+  CommitLineage,
   OperatorMetadata,
   StateCheckpointFiles,
   StateFileListing,
@@ -15,6 +16,7 @@ import io.mapwithstate.state.{
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker
+import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -29,6 +31,11 @@ import org.apache.spark.sql.types.StructType
  * still running or that failed and will be rerun. State version `v` is the state after batch
  * `v - 1`. Everything here reads, nothing writes; it runs on the driver, and the tasks of a
  * read get this (serializable) description and open the partitions' files themselves.
+ *
+ * In a checkpoint with checkpoint ids (Spark's state checkpoint format v2, as Real-Time Mode
+ * writes it) a committed version is the one with the id its batch's commit-log entry records:
+ * `checkpointIds` holds them, by version, one per partition, and a read follows that version's
+ * lineage ([[CommitLineage]]), never the files of an attempt no commit names.
  */
 final case class QueryCheckpoint(
     location: String,
@@ -38,7 +45,12 @@ final case class QueryCheckpoint(
     valueSchema: StructType,
     lastCommittedBatch: Long,
     timeSlot: String = OperatorMetadata.UpdateTimes,
-    schemaHistory: Seq[StateSchemaHistory.Entry] = Nil) {
+    schemaHistory: Seq[StateSchemaHistory.Entry] = Nil,
+    checkpointIds: Map[Long, IndexedSeq[String]] = Map.empty) {
+
+  /** State `version` of `partition` as its commit names it (its checkpoint id, if any). */
+  def commitOf(version: Long, partition: Int): CommitLineage.Commit =
+    CommitLineage.Commit(version, checkpointIds.get(version).map(_(partition)))
 
   /**
    * This checkpoint read in the state type of `version` ([[StateSchemaHistory]]: a restart with
@@ -199,9 +211,37 @@ object QueryCheckpoint {
     // Spark's schema check writes it under the store location of partition 0.
     val (keySchema, valueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
+    // A checkpoint with checkpoint ids: each committed version's, from its commit-log entry.
+    val withIds = firstPartition.exists(_.contains("_"))
+    val checkpointIds = if (!withIds) Map.empty[Long, IndexedSeq[String]]
+    else {
+      commits.flatMap { batch =>
+        val file = new Path(new Path(root, "commits"), batch.toString)
+        val ids =
+          try {
+            val in = fs.open(file)
+            try StreamingQueryGlue.committedStateIds(in, chosen)
+            finally in.close()
+          } catch {
+            case NonFatal(e) => throw new MapWithStateException(
+                ErrorCondition.CheckpointUnreadable,
+                s"cannot read the commit-log entry $file: ${MapWithStateException.describe(e)}", e)
+          }
+        ids.map { perPartition =>
+          if (perPartition.length != partitions.size || perPartition.exists(_.isEmpty)) {
+            throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+              s"the commit-log entry $file records state checkpoint ids of " +
+                s"${perPartition.length} partitions for operator $chosen, which has " +
+                s"${partitions.size}")
+          }
+          (batch + 1) -> perPartition.map(_.head).toIndexedSeq
+        }
+      }.toMap
+    }
     QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
       commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf),
-      StateSchemaHistory.read(stateDir, hadoopConf).filter(_.fromVersion <= commits.last + 1))
+      StateSchemaHistory.read(stateDir, hadoopConf).filter(_.fromVersion <= commits.last + 1),
+      checkpointIds)
   }
 
   /**
@@ -293,14 +333,22 @@ object QueryCheckpoint {
    * version 1 while the first delta is still there. (A gap in the deltas after it is found by
    * the load, which names the missing file.)
    */
-  private def oldestLoadableVersion(listing: StateFileListing): Long =
-    (listing.snapshots ++ listing.deltas.headOption.filter(_ == 1L)).minOption.getOrElse(1L)
+  private def oldestLoadableVersion(listing: StateFileListing): Long = {
+    val deltas = (listing.deltas ++ listing.deltasWithIds.map(_.version)).distinct.sorted
+    (listing.snapshots ++ listing.snapshotsWithIds.map(_.version) ++
+      deltas.headOption.filter(_ == 1L)).minOption.getOrElse(1L)
+  }
 
-  /** The oldest version from which a partition's deltas run without a gap to its newest. */
-  private def oldestDeltaVersion(listing: StateFileListing): Long =
-    listing.deltas.reverse.zipWithIndex
-      .takeWhile { case (v, i) => v == listing.deltas.last - i }
+  /**
+   * The oldest version from which a partition's deltas (of any id) run without a gap to its
+   * newest.
+   */
+  private def oldestDeltaVersion(listing: StateFileListing): Long = {
+    val deltas = (listing.deltas ++ listing.deltasWithIds.map(_.version)).distinct.sorted
+    deltas.reverse.zipWithIndex
+      .takeWhile { case (v, i) => v == deltas.last - i }
       .lastOption.map(_._1).getOrElse(1L)
+  }
 
   private def describe(names: Seq[String]): String =
     if (names.isEmpty) "nothing"

@@ -1,11 +1,11 @@
 package io.mapwithstate.reader
 
 import io.mapwithstate.state.{
+  CommitLineage,
   KeyStateColumns,
   OperatorMetadata,
   StateMap,
-  StateMapSerde,
-  StateVersionLoader
+  StateMapSerde
 }
 import org.apache.spark.{Partition, SparkContext, TaskContext}
 import org.apache.spark.broadcast.Broadcast
@@ -18,7 +18,8 @@ import org.apache.spark.util.SerializableConfiguration
 /**
  * The rows of a [[StateRead]], one RDD partition per state partition. Each task opens its
  * partition's files read-only and goes through the same code as the store: the state at a
- * version is loaded by [[StateVersionLoader]] (newest snapshot at or below it, then deltas),
+ * version is loaded by [[CommitLineage]] (newest snapshot at or below it, then deltas; with
+ * checkpoint ids, of the lineage the version's commit names),
  * a batch's changes are the records of its delta file ([[StateMapSerde.readDeltaRecords]]);
  * both check every file and fail naming a damaged or missing one.
  */
@@ -39,8 +40,9 @@ final class StateReadRDD(
     val project = UnsafeProjection.create(read.schema(checkpoint).fields.map(_.dataType))
     read match {
       case StateRead.At(version) =>
-        val map = StateVersionLoader.load(files, version, keyFields, stateFields,
-          StateMap.DefaultDeltaChainThreshold)
+        // Along the lineage its commit names, in a checkpoint with checkpoint ids.
+        val map = CommitLineage.load(files, checkpoint.commitOf(version, partition), keyFields,
+          stateFields, StateMap.DefaultDeltaChainThreshold).map
         val times = new KeyStateColumns.Times(checkpoint.timeSlot == OperatorMetadata.Timers)
         val partitionColumn = new GenericInternalRow(Array[Any](partition))
         val row = new JoinedRow
@@ -60,7 +62,7 @@ final class StateReadRDD(
         val prefixAndKey = new JoinedRow
         // One batch's delta at a time: a feed over many batches holds one delta in memory.
         Iterator.range(0, (last - first + 1).toInt).map(first + _).flatMap { batch =>
-          val delta = files.deltaFile(batch + 1)
+          val delta = files.deltaFile(batch + 1, checkpoint.commitOf(batch + 1, partition).id)
           files.read(delta)(in => StateMapSerde.readDeltaRecords(in, keyFields, stateFields))
             .iterator.map { record =>
               // A key left holding only a timer no longer has a state: a delete, as for the

@@ -21,6 +21,10 @@ import org.apache.spark.sql.types.StructType
  * another state schema (`snapshotOnCommit`: its map holds every key, converted) commits a
  * snapshot instead, so that no version of the new schema rests on a file of the old one.
  *
+ * In a checkpoint with checkpoint ids, the store was opened at the version whose id is
+ * `baseId` (None: version 0, or a version named by its number alone) and commits under
+ * `newId`, which [[getStateStoreCheckpointInfo]] reports for the batch's commit-log entry.
+ *
  * The StateStore methods give the state rows without update times, for Spark's generic
  * tooling; the mapWithState operators work on [[stateMap]] directly ([[StateMapStore]]). Rows
  * put through the generic [[put]] get update time 0.
@@ -31,6 +35,8 @@ class DeltaChainStateStore private[state] (
     override val version: Long,
     override val stateMap: DeltaChainStateMap,
     private[state] val closes: Option[DeferredCloses],
+    private[state] val baseId: Option[String] = None,
+    private[state] val newId: Option[String] = None,
     private[state] val snapshotOnCommit: Boolean = false) extends StateMapStore {
 
   private sealed trait Status
@@ -76,7 +82,7 @@ class DeltaChainStateStore private[state] (
     StateStoreMetrics(stateMap.size.toLong, stateMap.memoryUsedBytes, Map.empty, Map.empty)
 
   override def getStateStoreCheckpointInfo(): StateStoreCheckpointInfo =
-    StateStoreCheckpointInfo(id.partitionId, version + 1, None, None)
+    StateStoreCheckpointInfo(id.partitionId, version + 1, newId, baseId)
 
   override def allColumnFamilyNames: Set[String] = Set(StateStore.DEFAULT_COL_FAMILY_NAME)
 

@@ -1,5 +1,7 @@
 package io.mapwithstate.state
 
+import java.io.IOException
+
 import scala.util.control.NonFatal
 
 import org.apache.hadoop.conf.Configuration
@@ -35,6 +37,16 @@ import org.apache.spark.sql.types.StructType
  * one before it, and maintenance keeps the two newest snapshots a retained version may start
  * from and every delta after the older.
  *
+ * In a checkpoint with checkpoint ids (Spark's state checkpoint format v2, which Real-Time Mode
+ * runs on: `storeConf.enableStateStoreCheckpointIds`), each commit is named by a new unique id
+ * as well as its version: its files are named by both, its delta names the id of the version
+ * it was written on, the store reports the id
+ * ([[DeltaChainStateStore.getStateStoreCheckpointInfo]]) for the batch's commit-log entry,
+ * and a version is opened by the id that entry recorded — from memory only if the version
+ * held there has that id, else from the files along its lineage ([[CommitLineage]]). A
+ * re-executed batch's first attempt, under another id, is never read, nor deleted while a
+ * committed version needs it.
+ *
  * Only the mapWithState operator uses this provider (it sets it in its own copy of the SQL
  * conf, see [[StateBackend.Memory]]; each executor holds its providers in
  * [[ExecutorStateProviders]]); the operators reach the map through
@@ -53,11 +65,25 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   private var deltaChainThreshold = StateMap.DefaultDeltaChainThreshold
   @volatile private var files: StateCheckpointFiles = _
 
+  /** Whether each commit is named by a unique id (Spark's state checkpoint format v2). */
+  private var checkpointIds = false
+
   /**
-   * Committed versions kept in memory, newest last. They share layers, so keeping the previous
-   * version costs only its top layer; it is kept for a task that retries the newest batch.
+   * Committed versions kept in memory, newest last, each with its checkpoint id. They share
+   * layers, so keeping the previous version costs only its top layer; it is kept for a task
+   * that retries the newest batch. A version committed again (another attempt of its batch)
+   * replaces the one held.
    */
-  private val loaded = new java.util.TreeMap[java.lang.Long, DeltaChainStateMap]()
+  private val loaded = new java.util.TreeMap[java.lang.Long, Held]()
+
+  /**
+   * With checkpoint ids, guarded by `this`: the newest version a task was asked to open by its
+   * id (so the commit log names it), from which maintenance follows the lineage it keeps; and
+   * the parent of each delta this provider wrote or read, so that following it reads no file
+   * twice.
+   */
+  private var newestNamed: Option[CommitLineage.Commit] = None
+  private val parents = new java.util.HashMap[CommitLineage.Commit, CommitLineage.Commit]()
 
   /**
    * The cadence's bookkeeping, guarded by `this`: the newest version with a snapshot (written,
@@ -111,6 +137,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     deltaChainThreshold = storeConf.extraOptions.get(DeltaChainThresholdOption)
       .map(_.toInt).getOrElse(StateMap.DefaultDeltaChainThreshold)
     minVersionsToRetain = storeConf.minVersionsToRetain
+    checkpointIds = storeConf.enableStateStoreCheckpointIds
     require(snapshotInterval > 0, s"snapshot interval must be positive: $snapshotInterval")
     require(snapshotDeltaBytes > 0, s"snapshot delta bytes must be positive: $snapshotDeltaBytes")
     require(snapshotDeltaRatio >= 0,
@@ -151,10 +178,11 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    */
   def getConvertedStore(
       version: Long,
+      uniqueId: Option[String],
       closes: Option[DeferredCloses],
       conversion: StoredStateConversion): DeltaChainStateStore = {
-    val stored = StateVersionLoader.load(files, version, keyNumFields,
-      conversion.storedStateType.length, deltaChainThreshold)
+    val stored = CommitLineage.load(files, CommitLineage.Commit(version, uniqueId), keyNumFields,
+      conversion.storedStateType.length, deltaChainThreshold).map
     val convert = conversion.converter()
     val map = emptyMap()
     stored.getAll().foreach { entry =>
@@ -164,25 +192,29 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
         if (state != null) map.put(entry.key, state, entry.updateTime)
       }
     }
-    new DeltaChainStateStore(this, storeId, version, map, closes, snapshotOnCommit = true)
+    new DeltaChainStateStore(this, storeId, version, map, closes, uniqueId, newId(),
+      snapshotOnCommit = true)
   }
+
+  /** The id of a new commit: a new unique id with checkpoint ids, else none. */
+  private def newId(): Option[String] =
+    if (checkpointIds) Some(java.util.UUID.randomUUID.toString) else None
 
   private def openStore(
       version: Long,
       uniqueId: Option[String],
       closes: Option[DeferredCloses],
       loadEmpty: Boolean): DeltaChainStateStore = {
-    if (uniqueId.isDefined) {
-      throw new UnsupportedOperationException(
-        "mapWithState state does not support state store checkpoint IDs " +
-          "(spark.sql.streaming.stateStore.checkpointFormatVersion must be 1)")
-    }
     if (version < 0) throw new IllegalArgumentException(s"negative state version $version")
     // Under the lock: a rebase replaces the version in memory, and the copy must be of it.
     val map = synchronized {
-      if (loadEmpty) emptyMap().copy() else onCompactedBase(version, load(version)).copy()
+      if (uniqueId.isDefined && newestNamed.forall(_.version < version)) {
+        newestNamed = Some(CommitLineage.Commit(version, uniqueId))
+      }
+      if (loadEmpty) emptyMap().copy()
+      else onCompactedBase(version, uniqueId, load(version, uniqueId)).copy()
     }
-    new DeltaChainStateStore(this, storeId, version, map, closes)
+    new DeltaChainStateStore(this, storeId, version, map, closes, uniqueId, newId())
   }
 
   /**
@@ -191,7 +223,10 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
    * next batch need not compact in the task. The rebased chain replaces `version` in memory,
    * and the compaction is forgotten, releasing the layers it replaced.
    */
-  private def onCompactedBase(version: Long, map: DeltaChainStateMap): DeltaChainStateMap = {
+  private def onCompactedBase(
+      version: Long,
+      id: Option[String],
+      map: DeltaChainStateMap): DeltaChainStateMap = {
     val done = compaction
     if (done == null || !done.done) return map
     compaction = null
@@ -199,26 +234,55 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     // meanwhile, or an older version retried).
     done.result.flatMap(base => map.rebased(done.source, base)) match {
       case Some(rebased) =>
-        loaded.put(version, rebased)
+        loaded.put(version, Held(id, rebased))
         rebased
       case None => map
     }
   }
 
   /**
-   * The committed state at `version`: from memory, or from the checkpoint files (on top of the
-   * newest version in memory below it, when that is newer than any snapshot).
+   * The committed state at `version` (with checkpoint id `id`, in a checkpoint with ids): from
+   * memory, or from the checkpoint files (on top of the newest version in memory below it,
+   * when that is newer than any snapshot; with an id, one of its lineage).
    */
-  private[state] def load(version: Long): DeltaChainStateMap = synchronized {
+  private[state] def load(version: Long, id: Option[String] = None): DeltaChainStateMap =
+    synchronized(loadHeld(version, id))
+
+  private def loadHeld(version: Long, id: Option[String]): DeltaChainStateMap = {
     if (version == 0) return emptyMap()
     val inMemory = loaded.get(version)
-    if (inMemory != null) return inMemory
+    if (inMemory != null && inMemory.id == id) return inMemory.map
 
-    val memoryBase = Option(loaded.floorEntry(version)).map(e => (e.getKey.longValue, e.getValue))
-    val StateVersionLoader.Loaded(map, snapshotBase, listing) = StateVersionLoader.loadFrom(files,
-      version, keyNumFields, stateNumFields, deltaChainThreshold, memoryBase,
-      e => logWarning(s"falling back from a damaged snapshot to an older one: ${e.getMessage}"))
-    if (snapshotBase.isDefined || loaded.isEmpty) {
+    val onDamaged = (e: IOException) =>
+      logWarning(s"falling back from a damaged snapshot to an older one: ${e.getMessage}")
+    val StateVersionLoader.Loaded(map, snapshotBase, listing) = id match {
+      case None =>
+        val memoryBase = Option(loaded.floorEntry(version)).filter(_.getValue.id.isEmpty)
+          .map(e => (e.getKey.longValue, e.getValue.map))
+        StateVersionLoader.loadFrom(files, version, keyNumFields, stateNumFields,
+          deltaChainThreshold, memoryBase, onDamaged)
+      case Some(_) =>
+        CommitLineage.load(files, CommitLineage.Commit(version, id), keyNumFields,
+          stateNumFields, deltaChainThreshold,
+          c => Option(loaded.get(c.version)).filter(_.id == c.id).map(_.map), Some(parentOf),
+          onDamaged)
+    }
+    if (id.isDefined && (snapshotBase.isDefined || loaded.isEmpty)) {
+      // A reload along a lineage: the cadence continues from the snapshot it started at, with
+      // the sizes of the lineage's deltas after it (their parents are known from the load).
+      lastSnapshotVersion = snapshotBase.getOrElse(0L)
+      lastSnapshotBytes = snapshotBase.flatMap(v => listing.snapshotsWithIds.find(_.version == v))
+        .map(_.bytes).getOrElse(0L)
+      deltaBytesSinceSnapshot.clear()
+      val sizes = listing.deltasWithIds.map(f =>
+        CommitLineage.Commit(f.version, Some(f.id)) ->
+          f.bytes).toMap
+      var commit = CommitLineage.Commit(version, id)
+      while (commit != null && commit.version > lastSnapshotVersion) {
+        sizes.get(commit).foreach(bytes => deltaBytesSinceSnapshot.put(commit.version, bytes))
+        commit = parents.get(commit)
+      }
+    } else if (snapshotBase.isDefined || loaded.isEmpty) {
       // A reload from the files: the cadence continues from the snapshot it started at.
       lastSnapshotVersion = snapshotBase.getOrElse(
         listing.snapshots.filter(_ <= version).lastOption.getOrElse(0L))
@@ -228,8 +292,19 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
         if (v > lastSnapshotVersion && v <= version) deltaBytesSinceSnapshot.put(v, bytes)
       }
     }
-    remember(version, map)
+    remember(version, id, map)
     map
+  }
+
+  /** The version `commit`'s delta was written on: remembered, or read from the delta. */
+  private def parentOf(commit: CommitLineage.Commit): CommitLineage.Commit = synchronized {
+    val known = parents.get(commit)
+    if (known != null) known
+    else {
+      val parent = CommitLineage.parentFromFile(files, keyNumFields, stateNumFields)(commit)
+      parents.put(commit, parent)
+      parent
+    }
   }
 
   /**
@@ -243,10 +318,15 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     if (store.snapshotOnCommit) return commitSnapshot(store, newVersion)
     // In a task over several partitions, the delta's fsync and rename run while the task goes
     // on to the next partition; the task ends once they are done (see DeferredCloses).
-    val bytes = files.write(files.deltaFile(newVersion), store.closes)(out =>
-      StateMapSerde.writeDelta(map, out))
+    val parent = store.newId.map(_ => DeltaParent(store.baseId))
+    val bytes = files.write(files.deltaFile(newVersion, store.newId), store.closes)(out =>
+      StateMapSerde.writeDelta(map, out, parent))
     val due = synchronized {
-      remember(newVersion, map)
+      store.newId.foreach { id =>
+        parents.put(CommitLineage.Commit(newVersion, Some(id)),
+          CommitLineage.Commit(store.version, store.baseId))
+      }
+      remember(newVersion, store.newId, map)
       deltaBytesSinceSnapshot.tailMap(newVersion, true).clear() // a re-run version's old sizes
       deltaBytesSinceSnapshot.put(newVersion, bytes)
       stateBytesEstimate = map.size.toLong * bytes / math.max(1, map.layer.usedSlotCount)
@@ -260,10 +340,10 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
   /** [[commit]] of a store whose whole map is written as the version's snapshot. */
   private def commitSnapshot(store: DeltaChainStateStore, newVersion: Long): Long = {
     val map = store.stateMap
-    val bytes = files.write(files.snapshotFile(newVersion), store.closes)(out =>
+    val bytes = files.write(files.snapshotFile(newVersion, store.newId), store.closes)(out =>
       StateMapSerde.writeSnapshot(map, out))
     synchronized {
-      remember(newVersion, map)
+      remember(newVersion, store.newId, map)
       lastSnapshotVersion = newVersion
       lastSnapshotBytes = bytes
       deltaBytesSinceSnapshot.clear()
@@ -358,13 +438,15 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
     newest.map { entry =>
       val version = entry.getKey.longValue
+      val held = entry.getValue
       // The same contents in one layer, when a compaction of exactly this version is done: a
       // scan of a chain pays a lookup in every upper layer per entry.
       val map = synchronized {
-        Option(compaction).filter(_.source eq entry.getValue).flatMap(_.result)
-      }.getOrElse(entry.getValue)
+        Option(compaction).filter(_.source eq held.map).flatMap(_.result)
+      }.getOrElse(held.map)
       val started = System.nanoTime()
-      val bytes = fs.write(fs.snapshotFile(version))(out => StateMapSerde.writeSnapshot(map, out))
+      val bytes = fs.write(fs.snapshotFile(version, held.id))(out =>
+        StateMapSerde.writeSnapshot(map, out))
       logInfo(s"wrote the snapshot of $storeId version $version: ${map.size} keys, $bytes bytes, " +
         s"${(System.nanoTime() - started) / 1000000} ms")
       synchronized {
@@ -378,8 +460,8 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
-  private def remember(version: Long, map: DeltaChainStateMap): Unit = {
-    loaded.put(version, map)
+  private def remember(version: Long, id: Option[String], map: DeltaChainStateMap): Unit = {
+    loaded.put(version, Held(id, map))
     while (loaded.size > VersionsInMemory) loaded.pollFirstEntry()
   }
 
@@ -401,6 +483,7 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
       case NonFatal(e) => logWarning(s"cannot write a snapshot of $storeId: ${e.getMessage}", e)
     }
     val listing = fs.list()
+    if (listing.hasIds) return deleteObsoleteWithIds(fs, listing)
     val oldestRetained = listing.latest - minVersionsToRetain + 1
     val bases = listing.snapshots.filter(_ <= oldestRetained)
     if (bases.size >= 2) {
@@ -410,8 +493,33 @@ class DeltaChainStateStoreProvider extends StateStoreProvider with Logging {
     }
   }
 
+  /**
+   * Maintenance's deletions in a checkpoint with checkpoint ids: the files no committed version
+   * needs ([[CommitLineage.obsoleteFiles]]), once a task has opened a version by its id; none
+   * before (nothing here knows which versions are committed).
+   */
+  private def deleteObsoleteWithIds(fs: StateCheckpointFiles, listing: StateFileListing): Unit = {
+    val named = synchronized(newestNamed).getOrElse(return)
+    val obsolete =
+      try CommitLineage.obsoleteFiles(listing, named, minVersionsToRetain, parentOf)
+      catch {
+        case e: IOException =>
+          logWarning(s"cannot follow the lineage of $storeId's state from version " +
+              s"${named.version}, deleting nothing: ${e.getMessage}", e)
+          return
+      }
+    obsolete.deltas.foreach { f =>
+      fs.delete(fs.deltaFile(f.version, Some(f.id)))
+      synchronized(parents.remove(CommitLineage.Commit(f.version, Some(f.id))))
+    }
+    obsolete.snapshots.foreach(f => fs.delete(fs.snapshotFile(f.version, Some(f.id))))
+    obsolete.versionDeltas.foreach(v => fs.delete(fs.deltaFile(v)))
+    obsolete.versionSnapshots.foreach(v => fs.delete(fs.snapshotFile(v)))
+  }
+
   override def close(): Unit = synchronized {
     loaded.clear()
+    parents.clear()
     if (counted) {
       counted = false
       DeltaChainStateStoreProvider.open.decrementAndGet()
@@ -494,4 +602,7 @@ object DeltaChainStateStoreProvider {
 
   /** The newest committed version and the one before it, for a retried batch. */
   private val VersionsInMemory = 2
+
+  /** A committed version held in memory: its checkpoint id (None: without ids) and state. */
+  private final case class Held(id: Option[String], map: DeltaChainStateMap)
 }

@@ -27,7 +27,12 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
  *    wrong. A file without them predates them: format 1, state files of version 2 or older.
  *    Format 2 is format 1 with a state schema history ([[StateSchemaHistory]]): a checkpoint
  *    is of format 2 exactly while it has one, so that a plugin that knows no history refuses
- *    the state a restart converted, rather than read its rows in the first schema.
+ *    the state a restart converted, rather than read its rows in the first schema. Format 3
+ *    is heap state with checkpoint ids (`checkpointIds=true`: Spark's state checkpoint format
+ *    v2, as Real-Time Mode runs; files named by version and id, deltas of state file version
+ *    3 that name their parent, see [[CommitLineage]]), with or without a history: a plugin
+ *    that knows no ids would look for files named by version alone and find none, or older
+ *    ones of another lineage, so it refuses the checkpoint instead.
  *
  * A checkpoint with partition state but no record predates it: heap state with update times.
  */
@@ -41,19 +46,30 @@ object OperatorMetadata {
   val FormatVersionKey = "formatVersion"
   val StateFileVersionKey = "stateFileVersion"
   val RepartitionBatchesKey = "repartitionBatches"
+  val CheckpointIdsKey = "checkpointIds"
 
   /** The newest version of the checkpoint's layout and of this file that this code reads. */
-  val FormatVersion: Int = 2
+  val FormatVersion: Int = 3
+
+  /** The format of a checkpoint with a state schema history and no checkpoint ids. */
+  val FormatWithSchemaHistory: Int = 2
+
+  /**
+   * The state file version of a checkpoint without checkpoint ids, whose files are all of it
+   * (the deltas naming a parent, of [[StateMapSerde.FormatVersion]], come with ids).
+   */
+  private val StateFileVersionWithoutIds: Int = 2
 
   /** The format of a checkpoint without a state schema history, as every one starts. */
   val FormatWithoutSchemaHistory: Int = 1
 
   /**
    * On a query's (re)start, on the driver: records `backend` and `timeSlot` for the state in
-   * `operatorDir`, or checks `backend` against the one recorded.
+   * `operatorDir`, or checks `backend` against the one recorded; and, once the heap state runs
+   * with `checkpointIds` (Spark's state checkpoint format v2), that it has them, for good.
    */
   def recordOrCheck(operatorDir: Path, backend: String, timeSlot: String,
-      hadoopConf: Configuration): Unit = {
+      hadoopConf: Configuration, checkpointIds: Boolean = false): Unit = {
     val fs = fileSystem(operatorDir, hadoopConf)
     val file = new Path(operatorDir, FileName)
     val metadata = read(fs, file)
@@ -79,13 +95,24 @@ object OperatorMetadata {
       properties.setProperty(TimeSlotKey, timeSlot)
       properties.setProperty(PluginVersionKey, PluginVersion.current)
       properties.setProperty(FormatVersionKey, FormatWithoutSchemaHistory.toString)
-      properties.setProperty(StateFileVersionKey, StateMapSerde.FormatVersion.toString)
+      properties.setProperty(StateFileVersionKey, StateFileVersionWithoutIds.toString)
       fs.mkdirs(operatorDir)
       val out = new OutputStreamWriter(fs.create(file, false), UTF_8)
       try properties.store(out, "map_with_state operator metadata")
       finally out.close()
     }
+    if (checkpointIds && backend == StateBackend.MemoryName &&
+      !hasCheckpointIds(read(fs, file))) {
+      rewrite(operatorDir, hadoopConf) { p =>
+        p.setProperty(CheckpointIdsKey, "true")
+        p.setProperty(FormatVersionKey, FormatVersion.toString)
+        p.setProperty(StateFileVersionKey, StateMapSerde.FormatVersion.toString)
+      }
+    }
   }
+
+  private def hasCheckpointIds(metadata: Option[Properties]): Boolean =
+    metadata.exists(_.getProperty(CheckpointIdsKey, "false").trim == "true")
 
   /**
    * For a reader of the state in `operatorDir`: the recorded meaning of the per-key time,
@@ -137,14 +164,18 @@ object OperatorMetadata {
 
   /**
    * Records whether the state in `operatorDir` has a state schema history (called by
-   * [[StateSchemaHistory.write]]): its format is then [[FormatVersion]], else
-   * [[FormatWithoutSchemaHistory]].
+   * [[StateSchemaHistory.write]]): its format is then [[FormatWithSchemaHistory]], else
+   * [[FormatWithoutSchemaHistory]] — unless it has checkpoint ids, whose format stays
+   * [[FormatVersion]].
    */
   def recordSchemaHistory(operatorDir: Path, hasHistory: Boolean, hadoopConf: Configuration)
       : Unit = {
-    val format = if (hasHistory) FormatVersion else FormatWithoutSchemaHistory
-    val recorded = read(fileSystem(operatorDir, hadoopConf), new Path(operatorDir, FileName))
-      .map(_.getProperty(FormatVersionKey, "1").trim)
+    val metadata = read(fileSystem(operatorDir, hadoopConf), new Path(operatorDir, FileName))
+    val format =
+      if (hasCheckpointIds(metadata)) FormatVersion
+      else if (hasHistory) FormatWithSchemaHistory
+      else FormatWithoutSchemaHistory
+    val recorded = metadata.map(_.getProperty(FormatVersionKey, "1").trim)
     if (!recorded.contains(format.toString)) {
       rewrite(operatorDir, hadoopConf)(_.setProperty(FormatVersionKey, format.toString))
     }

@@ -79,7 +79,16 @@ object PartitionStateRewrite {
         readOnly = readOnly, compressionCodec = Option.when(!readOnly)(compressionCodec))
 
     override def read(operatorDir: String, partition: Int, version: Long): Iterator[Record] = {
-      val map = StateVersionLoader.load(files(operatorDir, partition, readOnly = true), version,
+      val from = files(operatorDir, partition, readOnly = true)
+      // A version of such a checkpoint is named by the id its commit-log entry records, which
+      // the repartition's tasks are not given: refused rather than read by version alone.
+      if (from.list().hasIds) {
+        throw new UnsupportedOperationException(s"repartition_state cannot rewrite the heap " +
+          s"state in $operatorDir: its files are named by checkpoint ids (the query ran with " +
+          "spark.sql.streaming.stateStore.checkpointFormatVersion=2, as Real-Time Mode does), " +
+          "which repartition_state does not read yet")
+      }
+      val map = StateVersionLoader.load(from, version,
         keySchema.length, stateType.length, StateMap.DefaultDeltaChainThreshold)
       map.getAll().map(record)
     }

@@ -163,7 +163,8 @@ object StateBackend {
         made
       }
       conversion match {
-        case Some(c) => provider.getConvertedStore(info.storeVersion, closes, c)
+        case Some(c) =>
+          provider.getConvertedStore(info.storeVersion, checkpointId(info, id), closes, c)
         case None => provider.getStore(info.storeVersion, checkpointId(info, id), closes)
       }
     }

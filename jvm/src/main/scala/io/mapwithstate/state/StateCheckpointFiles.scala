@@ -19,11 +19,15 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
 /**
  * The files of one state store partition in a query's checkpoint: `<version>.delta` holds the
  * writes of the batch that made `version` (a [[StateMapSerde]] delta over `version - 1`), and
- * `<version>.snapshot` the whole state at `version`.
+ * `<version>.snapshot` the whole state at `version`. In a checkpoint with checkpoint ids
+ * (Spark's state checkpoint format v2, see [[CommitLineage]]) each commit's files are named by
+ * its version and its unique id instead, `<version>_<id>.delta` and `<version>_<id>.snapshot`,
+ * so that two attempts of one version never share a file.
  *
  * Writes are atomic (a file appears complete or not at all) and may overwrite, because a batch
- * that is re-run after a failure rewrites the same version. Every read or write error names
- * the file: a stateful query that cannot load its state must say which file is at fault.
+ * that is re-run after a failure rewrites the same version (in a checkpoint without ids).
+ * Every read or write error names the file: a stateful query that cannot load its state must
+ * say which file is at fault.
  *
  * On the local file system the files go through [[LocalCheckpointFileManager]], which forks no
  * process and writes no `.crc` side files (the files carry their own CRCs); elsewhere (HDFS,
@@ -55,6 +59,14 @@ class StateCheckpointFiles(
   def deltaFile(version: Long): Path = new Path(directory, s"$version$DeltaSuffix")
 
   def snapshotFile(version: Long): Path = new Path(directory, s"$version$SnapshotSuffix")
+
+  /** The delta of `version` with checkpoint id `id`; None: the one named by its version. */
+  def deltaFile(version: Long, id: Option[String]): Path =
+    id.fold(deltaFile(version))(i => new Path(directory, s"${version}_$i$DeltaSuffix"))
+
+  /** The snapshot of `version` with checkpoint id `id`; None: the one named by its version. */
+  def snapshotFile(version: Long, id: Option[String]): Path =
+    id.fold(snapshotFile(version))(i => new Path(directory, s"${version}_$i$SnapshotSuffix"))
 
   def exists(path: Path): Boolean = fileManager.exists(path)
 
@@ -100,16 +112,8 @@ class StateCheckpointFiles(
    * Reads `path` with `body`, which must read the whole file: bytes left after it are damage.
    * An error says which file could not be read and why.
    */
-  def read[T](path: Path)(body: DataInputStream => T): T = {
-    val in =
-      try fileManager.open(path)
-      catch {
-        case NonFatal(e) =>
-          throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
-      }
-    try {
-      val buffered = new BufferedInputStream(in, BufferSize)
-      val content = StateFileCompression.decompressing(buffered)
+  def read[T](path: Path)(body: DataInputStream => T): T = reading(path, BufferSize) {
+    (buffered, content) =>
       val data = new DataInputStream(
         if (content eq buffered) buffered else new BufferedInputStream(content, BufferSize))
       val result = body(data)
@@ -118,13 +122,41 @@ class StateCheckpointFiles(
         throw new IOException("is corrupt: it has bytes after the end of its state")
       }
       result
+  }
+
+  /**
+   * Reads the start of `path` with `body`, which may leave the rest of the file unread (a
+   * header). An error says which file could not be read and why.
+   */
+  def readStart[T](path: Path)(body: DataInputStream => T): T =
+    reading(path, HeaderBufferSize)((_, content) => body(new DataInputStream(content)))
+
+  /**
+   * Opens `path` and hands `body` its bytes through a buffer of `bufferSize`, as stored and
+   * decompressed (the same stream for a file written as it is); closes it after. An error
+   * says which file could not be opened or read, and why.
+   */
+  private def reading[T](path: Path, bufferSize: Int)(
+      body: (BufferedInputStream, java.io.InputStream) => T): T = {
+    val in =
+      try fileManager.open(path)
+      catch {
+        case NonFatal(e) =>
+          throw new IOException(s"cannot open mapWithState state file $path: ${e.getMessage}", e)
+      }
+    try {
+      val buffered = new BufferedInputStream(in, bufferSize)
+      body(buffered, StateFileCompression.decompressing(buffered))
     } catch {
       case NonFatal(e) =>
         throw new IOException(s"cannot load mapWithState state file $path: ${e.getMessage}", e)
     } finally in.close()
   }
 
-  /** The versions that have a delta file, and those that have a snapshot file. */
+  /**
+   * The versions that have a delta file, and those that have a snapshot file, named by their
+   * version alone; and the files named by a version and a checkpoint id.
+   */
   def list(): StateFileListing = {
     val statuses = fileManager.list(directory,
       new PathFilter {
@@ -138,7 +170,16 @@ class StateCheckpointFiles(
     }.sorted
     val deltas = versions(DeltaSuffix)
     val snapshots = versions(SnapshotSuffix)
-    StateFileListing(deltas.map(_._1), snapshots.map(_._1), deltas.toMap, snapshots.toMap)
+    def withIds(suffix: String): Seq[CommitFile] = statuses.toSeq.flatMap { status =>
+      status.getPath.getName.stripSuffix(suffix) match {
+        case name if name.length == status.getPath.getName.length => None
+        case s"${version}_$id" if id.nonEmpty =>
+          version.toLongOption.filter(_ > 0).map(CommitFile(_, id, status.getLen))
+        case _ => None
+      }
+    }.sortBy(f => (f.version, f.id))
+    StateFileListing(deltas.map(_._1), snapshots.map(_._1), deltas.toMap, snapshots.toMap,
+      withIds(DeltaSuffix), withIds(SnapshotSuffix))
   }
 
   def delete(path: Path): Unit = {
@@ -154,6 +195,7 @@ object StateCheckpointFiles {
   val DeltaSuffix = ".delta"
   val SnapshotSuffix = ".snapshot"
   private val BufferSize = 1 << 16
+  private val HeaderBufferSize = 1 << 12
 
   /** The error of a state file that could not be written (or made durable): it names the file. */
   def writeFailure(path: Path, cause: Throwable): IOException =
@@ -178,13 +220,24 @@ object StateCheckpointFiles {
 }
 
 /**
- * Which versions of one partition's state have files, both lists ascending, and the size in
- * bytes of each delta and snapshot file.
+ * Which versions of one partition's state have files named by their version, both lists
+ * ascending, and the size in bytes of each delta and snapshot file; and the delta and snapshot
+ * files named by a version and a checkpoint id, by version.
  */
 case class StateFileListing(
     deltas: Seq[Long],
     snapshots: Seq[Long],
     deltaBytes: Map[Long, Long] = Map.empty,
-    snapshotBytes: Map[Long, Long] = Map.empty) {
+    snapshotBytes: Map[Long, Long] = Map.empty,
+    deltasWithIds: Seq[CommitFile] = Nil,
+    snapshotsWithIds: Seq[CommitFile] = Nil) {
+
+  /** The newest version with a file named by its version alone. */
   def latest: Long = (deltas ++ snapshots).foldLeft(0L)(math.max)
+
+  /** Whether any file is named by a checkpoint id. */
+  def hasIds: Boolean = deltasWithIds.nonEmpty || snapshotsWithIds.nonEmpty
 }
+
+/** A state file named by its `version` and checkpoint `id`, of `bytes` bytes as stored. */
+final case class CommitFile(version: Long, id: String, bytes: Long)

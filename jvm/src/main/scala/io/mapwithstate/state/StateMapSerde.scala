@@ -26,7 +26,10 @@ import org.apache.spark.unsafe.Platform
  * {{{
  *   int magic, int version, int keyNumFields, int stateNumFields,
  *   (delta only) int parentSize, int resultSize,
- *   int recordCount, int CRC32 of the header,
+ *   int recordCount,
+ *   (delta of version 3 only) int parentIdLength (-1: the parent has no checkpoint id),
+ *                      parentIdLength bytes of the parent's checkpoint id (UTF-8),
+ *   int CRC32 of the header,
  *   recordCount times: int keyLength, int stateLength (-1 for a tombstone, 0 for a key that
  *                      holds only a timer), long updateTime, key bytes, state bytes,
  *   int -1 (end of records), int 0, long 0 (a record header, so that every record header is
@@ -38,16 +41,29 @@ import org.apache.spark.unsafe.Platform
  *
  * Format version 2 added keys without a state that hold a timer (stateLength 0, which no
  * state row can have); files of version 1 are read as before, and a version-1 reader refuses
- * version-2 files by their version rather than misreading them.
+ * version-2 files by their version rather than misreading them. Format version 3 is a delta of
+ * a checkpoint with checkpoint ids (format v2 of Spark's state checkpoints, see
+ * [[CommitLineage]]): version 2 with the checkpoint id of the version it was written on, so
+ * that the lineage of a committed version can be followed back through its files. Only such
+ * deltas are written in version 3; every other file stays in version 2.
  */
 object StateMapSerde {
 
   val SnapshotMagic: Int = 0x4d575353 // "MWSS"
   val DeltaMagic: Int = 0x4d575344 // "MWSD"
-  val FormatVersion: Int = 2
+  val FormatVersion: Int = 3
 
-  /** The versions this reader knows: 1 lacks keys that hold only a timer. */
-  private val ReadableVersions = Set(1, FormatVersion)
+  /** The version of every file but a delta that names its parent ([[FormatVersion]]). */
+  private val UnnamedFormatVersion: Int = 2
+
+  /**
+   * The versions this reader knows: 1 lacks keys that hold only a timer, 3 is 2 with a delta's
+   * parent id.
+   */
+  private val ReadableVersions = Set(1, UnnamedFormatVersion, FormatVersion)
+
+  /** Checkpoint ids longer than this are damage (Spark's are 36-character UUIDs). */
+  private val MaxParentIdBytes = 1024
 
   private val EndOfRecords = -1
   private val TombstoneLength = -1
@@ -71,7 +87,7 @@ object StateMapSerde {
   def writeSnapshot(map: StateMap, out: DataOutputStream): Unit = {
     val writer = new ChecksummedWriter(out)
     writer.writeInt(SnapshotMagic)
-    writer.writeInt(FormatVersion)
+    writer.writeInt(UnnamedFormatVersion)
     writer.writeInt(map.keyNumFields)
     writer.writeInt(map.stateNumFields)
     val expected = map.size
@@ -122,19 +138,34 @@ object StateMapSerde {
 
   /**
    * Writes the top layer of `map`: the puts and tombstones of the writes made since its parent
-   * was copied (all its entries, if it has no parent). Does not close `out`.
+   * was copied (all its entries, if it has no parent). Given `parent` (a delta of a checkpoint
+   * with checkpoint ids), the file is of [[FormatVersion]] 3 and names the checkpoint id of the
+   * version it was written on (`parent.id`; None: that version has none). Does not close `out`.
    */
-  def writeDelta(map: DeltaChainStateMap, out: DataOutputStream): Unit = {
+  def writeDelta(
+      map: DeltaChainStateMap,
+      out: DataOutputStream,
+      parent: Option[DeltaParent] = None): Unit = {
     val recordCount = map.writtenSinceCopyCount
 
     val writer = new ChecksummedWriter(out)
     writer.writeInt(DeltaMagic)
-    writer.writeInt(FormatVersion)
+    writer.writeInt(if (parent.isDefined) FormatVersion else UnnamedFormatVersion)
     writer.writeInt(map.keyNumFields)
     writer.writeInt(map.stateNumFields)
     writer.writeInt(if (map.parentMap == null) 0 else map.parentMap.size)
     writer.writeInt(map.size)
     writer.writeInt(recordCount)
+    parent.foreach { p =>
+      p.id match {
+        case None => writer.writeInt(-1)
+        case Some(id) =>
+          val bytes = id.getBytes(java.nio.charset.StandardCharsets.UTF_8)
+          require(bytes.length <= MaxParentIdBytes, s"checkpoint id too long: $id")
+          writer.writeInt(bytes.length)
+          writer.writeBytes(bytes, Platform.BYTE_ARRAY_OFFSET, bytes.length)
+      }
+    }
     writer.writeHeaderChecksum()
     val written = map.visitWrittenSinceCopy(writer)
     // The header's count came from the layer's counters; a reader checks it against the
@@ -155,7 +186,7 @@ object StateMapSerde {
    */
   def readDelta(in: DataInputStream, parent: DeltaChainStateMap): DeltaChainStateMap = {
     val reader = new ChecksummedReader(in, "state map delta")
-    val DeltaHeader(parentSize, resultSize, recordCount) =
+    val DeltaHeader(parentSize, resultSize, recordCount, _) =
       reader.readDeltaHeader(parent.keyNumFields, parent.stateNumFields)
     if (parentSize != parent.size) {
       throw new IOException(s"state map delta was written on top of a map of $parentSize keys, " +
@@ -227,8 +258,23 @@ object StateMapSerde {
     records.toIndexedSeq
   }
 
-  /** A delta's header after its magic number, version and schema: its counts. */
-  private final case class DeltaHeader(parentSize: Int, resultSize: Int, recordCount: Int)
+  /**
+   * The parent a delta names in its header (format version 3), reading the header alone, or
+   * None for a delta of an older version, which names none. The header's checksum is checked.
+   */
+  def readDeltaParent(
+      in: DataInputStream,
+      keyNumFields: Int,
+      stateNumFields: Int): Option[DeltaParent] =
+    new ChecksummedReader(in, "state map delta").readDeltaHeader(keyNumFields, stateNumFields)
+      .parent
+
+  /** A delta's header after its magic number, version and schema: its counts and parent. */
+  private final case class DeltaHeader(
+      parentSize: Int,
+      resultSize: Int,
+      recordCount: Int,
+      parent: Option[DeltaParent])
 
   /**
    * Writes to `out` through a buffer, computing the CRC32 that [[finish]] appends a buffer at a
@@ -391,12 +437,28 @@ object StateMapSerde {
     /** Reads and checks a delta's whole header, for keys and states of these field counts. */
     def readDeltaHeader(expectedKeyNumFields: Int, expectedStateNumFields: Int): DeltaHeader = {
       readHeader(DeltaMagic)
-      val header = DeltaHeader(readInt(), readInt(), readInt())
+      val (parentSize, resultSize, recordCount) = (readInt(), readInt(), readInt())
+      val parent = if (version < FormatVersion) None else Some(DeltaParent(readParentId()))
+      val header = DeltaHeader(parentSize, resultSize, recordCount, parent)
       checkHeader(expectedKeyNumFields, expectedStateNumFields)
       checkCount("parent size", header.parentSize)
       checkCount("result size", header.resultSize)
       checkCount("record count", header.recordCount)
       header
+    }
+
+    /** A version-3 delta's parent id; its length is checked again with the header's CRC. */
+    private def readParentId(): Option[String] = {
+      val length = readInt()
+      if (length == -1) None
+      else {
+        if (length < 0 || length > MaxParentIdBytes) {
+          throw corrupt(s"parent checkpoint id of $length bytes")
+        }
+        val bytes = new Array[Byte](length)
+        readFully(bytes, 0, length)
+        Some(new String(bytes, java.nio.charset.StandardCharsets.UTF_8))
+      }
     }
 
     def checkCount(name: String, count: Int): Unit = {
@@ -538,3 +600,10 @@ object StateMapSerde {
  */
 final case class DeltaRecord(
     key: UnsafeRow, state: UnsafeRow, updateTime: Long, isRemoval: Boolean)
+
+/**
+ * What a delta of format version 3 says of the version it was written on (the one before its
+ * own): its checkpoint id, or None for a version without one (version 0, the empty state, or
+ * a version whose files are named by their version alone).
+ */
+final case class DeltaParent(id: Option[String])

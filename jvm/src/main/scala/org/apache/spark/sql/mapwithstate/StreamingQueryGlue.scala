@@ -7,6 +7,7 @@ import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.RealTimeTrigger
+import org.apache.spark.sql.execution.streaming.checkpointing.CommitLog
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 import org.apache.spark.sql.execution.streaming.runtime.{
   MicroBatchExecution,
@@ -39,7 +40,7 @@ import org.apache.spark.sql.types.StructType
  *    an executor reaches it, the reports of partitions loaded and of commits (which Spark
  *    counts for a `foreachBatch` sink);
  *  - checking the state schema against the one recorded in the checkpoint, and reading that
- *    one back;
+ *    one back; the state checkpoint ids a commit-log entry records (checkpoint format v2);
  *  - Spark's compression codecs by name, for the state files;
  *  - Real-Time Mode: whether the query runs under it, and admitting the streaming operator to
  *    its operator allowlist (see [[admitToRealTimeMode]]);
@@ -201,6 +202,15 @@ object StreamingQueryGlue {
   /** Where the driver's coordinator has `id` active, asked from an executor; None: nowhere. */
   def locationFromExecutor(env: SparkEnv, id: StateStoreProviderId): Option[String] =
     executorCoordinatorRef(env).getLocation(id)
+
+  /**
+   * The state checkpoint ids a commit-log entry (`commits/<batch id>`, read from `in`) records
+   * for stateful operator `operatorId`: one array per state partition (its stores' ids, the
+   * default store's first), or None when the entry records none (a checkpoint of format v1, or
+   * another operator). Read by Spark's own commit-log reader, whatever its entry version.
+   */
+  def committedStateIds(in: java.io.InputStream, operatorId: Long): Option[Array[Array[String]]] =
+    CommitLog.readCommitMetadata(in).stateUniqueIds.flatMap(_.get(operatorId))
 
   /**
    * Spark's compression codec of that name (short or class name), as Spark's HDFS-backed state
