@@ -95,8 +95,8 @@ class Tester:
     emits or stores must fit its column (64 bits for an emitted int), else the call fails as
     on the server; with ``output_schema`` (the compiled function's output columns, DDL or a
     ``StructType``) an int emitted in a DOUBLE column becomes a float, and must be exactly
-    one (else ``OverflowError``), as the server's column holds it; an intermediate int beyond 64 bits, which fails the compiled function, is
-    fine in Python and goes unnoticed here.
+    one (else ``OverflowError``), as the server's column holds it. An intermediate int beyond
+    64 bits, which fails the compiled function, is fine in Python and goes unnoticed here.
 
     >>> from datetime import datetime, timedelta
     >>> def count(word, state):
