@@ -8,6 +8,7 @@ apart, while the runner simulates the whole query at once (the watermark is glob
 as on the server). A case where Python raises is left out of the shared query, and checked on
 its own: the server must fail too, naming the Python exception.
 """
+import dataclasses
 import glob
 import json
 import math
@@ -49,6 +50,9 @@ class Function:
     initial_state: Optional[Rows] = None
     # The spec itself, when the runner should read its settings from it (the realistic ones).
     runner_spec: Any = None
+    # The server's output columns (with_output_schema): the runner holds emitted values as
+    # they do (an int in a DOUBLE column must be exactly a double).
+    output_schema: Any = None
 
     def runner_arguments(self) -> Tuple[Any, Dict[str, Any]]:
         """What the runner is given: the spec, or the function and its state schema."""
@@ -95,6 +99,8 @@ def initial_rows(function: Function, numbers: Sequence[int]) -> Optional[Rows]:
 
 def runner_settings(function: Function, numbers: Sequence[int]) -> Dict[str, Any]:
     settings = dict(function.settings)
+    if function.output_schema is not None:
+        settings["output_schema"] = function.output_schema
     if function.event_time is not None:
         settings.update(event_time=function.event_time, watermark_delay=function.delay)
     initial = initial_rows(function, numbers)
@@ -171,6 +177,14 @@ def python_outcome(results: List[BatchResult]) -> Outcome:
 
 
 # --- the server -------------------------------------------------------------------------
+
+def with_output_schema(spark, function: Function, cases: List[Tuple[int, List[Rows]]]
+                       ) -> Function:
+    """``function`` with the output columns the compiled function has (a query planned, not
+    run), for the runner to hold emitted values as they do."""
+    schema = server_replay(spark, function, cases[:1]).schema
+    return dataclasses.replace(function, output_schema=schema)
+
 
 def server_replay(spark, function: Function, cases: List[Tuple[int, List[Rows]]],
                   output: str = "emitted"):

@@ -1,10 +1,16 @@
 """What is particular to a classic session: the Column kind, mixing kinds, eager errors."""
+from datetime import datetime
+
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
+import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
+from mapwithstate.testing import replay
+
+T0 = datetime(2026, 1, 1)
 
 pytestmark = pytest.mark.sessions("classic")
 
@@ -32,3 +38,28 @@ def test_errors_are_raised_by_map_with_state_itself(spark):
     spec = StateSpec.function("n BIGINT", update=F.struct(F.lit(1).alias("n")))
     with pytest.raises(PySparkException, match=r"key: .*nope"):
         map_with_state(df, key="nope", spec=spec, output="snapshots")
+
+
+@mws.state_function("r DOUBLE")
+def rounding_and_exact_order(k, x, i, state):
+    state.update(r=round(x, 2))
+    return {"k": k, "r": state.r, "tens": round(x, -1), "gt": i > x, "max": str(max(i, x))}
+
+
+def test_python_functions_call_the_plugins_reserved_functions_on_a_classic_session(spark):
+    """round(x, n) compiles to the plugin's __mws_python_round, which the classic session's
+    extensions register too; ints and floats compare exactly there as well."""
+    rows = [("a", 2.675, 2 ** 53 + 1), ("b", 2.0 ** 63, 2 ** 63 - 1), ("c", 0.125, 3),
+            ("d", -0.001, 3)]
+    df = spark.createDataFrame(rows, "k STRING, x DOUBLE, i BIGINT")
+    out = sorted((r.asDict() for r in map_with_state(df, key="k",
+                                                      spec=rounding_and_exact_order).collect()),
+                 key=lambda r: r["k"])
+    expected = [row for batch in replay(rounding_and_exact_order,
+                                        [{"k": k, "x": x, "i": i, "t": T0} for k, x, i in rows],
+                                        key="k", batch_time="t") for row in batch.emitted]
+    assert out == sorted(expected, key=lambda r: r["k"])
+    assert [(r["r"], r["gt"], r["max"]) for r in out] == [
+        (2.67, True, str(2 ** 53 + 1)), (2.0 ** 63, False, "9.223372036854776e+18"),
+        (0.12, True, "3"), (-0.0, True, "3")]
+    assert repr(out[3]["r"]) == "-0.0" and repr(out[3]["tens"]) == "-0.0"

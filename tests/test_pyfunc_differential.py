@@ -7,8 +7,8 @@ the micro-batches the server ran, read back from its offset log), the same emitt
 the same watermark in every micro-batch. Where Python raises, the server's query fails too,
 naming the Python exception.
 
-``MWS_DIFF_CASES`` sets the cases per function (default 40: with 43 functions replayed and 15
-streamed, some 2,300 cases); ``MWS_DIFF_STREAM=all`` streams every function.
+``MWS_DIFF_CASES`` sets the cases per function (default 40: with 44 functions replayed and 15
+streamed, some 2,350 cases); ``MWS_DIFF_STREAM=all`` streams every function.
 """
 import math
 import os
@@ -35,6 +35,7 @@ from differential import (
     server_stream,
     split_raising,
     prefixed,
+    with_output_schema,
 )
 from pyfuncs import inputs
 from pyfuncs.corpus import CORPUS, Entry
@@ -109,11 +110,7 @@ FUNCTIONS.update({n: (lambda n=n: realistic_function(n)) for n in REALISTIC})
 
 # Where the compiled function does not yet do what Python does: these fail (strict: the mark
 # must go once the compiler is fixed). Found by this test; see the failure messages.
-COMPILER_GAPS = {
-    "mixed_min_max": "max() of an int and a float is a DOUBLE column, so an int beyond 2**53 "
-                     "comes out rounded (max(2**63 - 1, -2.5) gives 9.223372036854776e+18; "
-                     "Python returns the int)",
-}
+COMPILER_GAPS: dict = {}
 
 
 # Functions a replay (its input a local relation) runs differently from Python: none now.
@@ -170,7 +167,9 @@ def check_raising(spark, function, raising, run):
 @pytest.mark.parametrize("name", names(REPLAY_GAPS))
 def test_replay(spark, name):
     function, strategy = FUNCTIONS[name]()
-    passing, raising = split_raising(function, draw_cases(strategy, CASES, SEED))
+    cases = draw_cases(strategy, CASES, SEED)
+    function = with_output_schema(spark, function, cases)
+    passing, raising = split_raising(function, cases)
     assert passing, f"{name}: Python raises on every case: {raising[0][1]!r}"
     ours = python_outcome(run_replay_in_python(function, passing))
     theirs = server_outcome(server_replay(spark, function, passing),
@@ -198,7 +197,9 @@ def streamed():
 @pytest.mark.parametrize("name", streamed())
 def test_stream(spark, tmp_path, name):
     function, strategy = FUNCTIONS[name]()
-    passing, _ = split_raising(function, draw_cases(strategy, CASES, SEED))
+    cases = draw_cases(strategy, CASES, SEED)
+    function = with_output_schema(spark, function, cases)
+    passing, _ = split_raising(function, cases)
     assert passing, f"{name}: Python raises on every case"
     stream = ParquetStream(str(tmp_path))
     for batch in prefixed(function, passing):

@@ -78,8 +78,8 @@ def int_power(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def round_digits(k, f, state):
-    return {"k": round(f, 2)}
+def round_digits(k, v, f, state):
+    return {"k": round(f, v)}
 
 
 @mws.state_function("n BIGINT")
@@ -126,7 +126,7 @@ def rows_misused(k, rows, state):
     (unknown_state_attribute, "state.count", "unknown state attribute 'count'"),
     (maybe_unassigned, '{"k": label}', "variable 'label' may be unassigned"),
     (int_power, "v ** v", "** between ints with an exponent that is not a literal"),
-    (round_digits, "round(f, 2)", "round(float, ndigits)"),
+    (round_digits, "round(f, v)", "round() with ndigits that is not an int literal"),
     (two_types, "x = ", "conditional expression of a str and a int"),
     (returns_a_number, "return 5", "return of a int"),
     (unknown_name, "undefined_thing", "unknown name 'undefined_thing'"),

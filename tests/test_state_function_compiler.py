@@ -181,6 +181,55 @@ def test_round_halves_to_even(spark):
     assert [r["r"] for r in out] == [0, 2, 2, 0, -2, 3, 1000000000000000]
 
 
+@mws.state_function("r DOUBLE")
+def rounding_digits(k, x, state):
+    state.update(r=round(x, 2))
+    return {"k": k, "r2": round(x, 2), "r0": round(x, 0), "r1": round(x, ndigits=1),
+            "rm1": round(x, -1), "rm3": round(x, -3), "r17": round(x, 17), "r20": round(x, 20),
+            "r400": round(x, 400), "rm400": round(x, -400), "r_ok": round(x, 2) == 2.67}
+
+
+def test_round_with_digits_rounds_the_exact_binary_value_half_to_even(spark):
+    """Python rounds the double's exact value (2.675 is 2.67499999...: 2.67; 0.125 is exact: a
+    half, to even 0.12), keeps nan, the infinities and -0.0, and returns x itself past 323
+    digits; Spark's round and bround start from the shortest decimal text (2.68, 0.13)."""
+    tricky = [2.675, 0.125, 0.375, -0.125, 2.5, -2.5, 1.005, -0.001, -0.0, 0.0, float("nan"),
+              float("inf"), float("-inf"), 1e300, -1e-300, 5e-324, 1.7976931348623157e308,
+              12345.6785, 2.0 ** 53 + 2, 0.1 + 0.2, 1234.5, -1250.0]
+    rows = [{"k": f"{n:02}", "x": x, "t": T0} for n, x in enumerate(tricky)]
+    out = assert_same(spark, rounding_digits, rows, "k STRING, x DOUBLE, t TIMESTAMP")
+    first = {r["k"]: r for r in out}
+    assert (first["00"]["r2"], first["01"]["r2"], first["03"]["r2"]) == ("2.67", "0.12", "-0.12")
+    assert first["07"]["r2"] == "-0.0" and first["20"]["rm1"] == "1230.0"
+
+
+def test_round_with_digits_agrees_with_python_on_random_doubles(spark):
+    import random
+    import struct
+
+    generator = random.Random(41)
+    values = [struct.unpack("<d", struct.pack("<Q", generator.getrandbits(64)))[0]
+              for _ in range(60)]
+    values += [generator.uniform(-1e4, 1e4) for _ in range(60)]
+    values += [round(generator.uniform(-100, 100), 3) + 0.0005 for _ in range(60)]
+    rows = [{"k": f"{n:03}", "x": x, "t": T0} for n, x in enumerate(values)]
+    assert_same(spark, rounding_digits, rows, "k STRING, x DOUBLE, t TIMESTAMP")
+
+
+@mws.state_function("r DOUBLE")
+def round_overflow(k, x, state):
+    return {"k": k, "r": round(x, -308)}
+
+
+def test_round_past_the_largest_double_raises_overflow_error(spark):
+    rows = [{"k": "a", "x": 1.7976931348623157e308, "t": T0}]
+    assert_same_failure(spark, round_overflow, rows, "k STRING, x DOUBLE, t TIMESTAMP",
+                        OverflowError, line_of(round_overflow.python, "round(x, -308)"))
+    fine = [{"k": "a", "x": 1e307, "t": T0}, {"k": "b", "x": -4.9e307, "t": T0}]
+    assert assert_same(spark, round_overflow, fine, "k STRING, x DOUBLE, t TIMESTAMP") == [
+        {"k": "a", "r": "0.0"}, {"k": "b", "r": "-0.0"}]
+
+
 @mws.state_function("n BIGINT")
 def powers(k, i, state):
     return {"k": k, "sq": i ** 2, "cube": (i % 2000000) ** 3, "p0": i ** 0, "p62": (i % 3 - 1) ** 62,
@@ -237,6 +286,63 @@ def test_min_max_over_mixed_ints_and_floats(spark):
             {"k": "c", "i": -1, "f": 7.25, "t": T0}]
     out = assert_same(spark, mixed_min_max, rows, "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
     assert [(r["max"], r["min"]) for r in out] == [("3", "2.5"), ("2", "2"), ("7.25", "-1")]
+
+
+# Ints beyond 2**53 against the floats they round to: Python compares the exact values.
+BEYOND_2_53 = [(2 ** 53 + 1, 2.0 ** 53), (2 ** 63 - 1, 2.0 ** 63), (-2 ** 63, -2.0 ** 63),
+               (2 ** 53, 2.0 ** 53), (-2 ** 53 - 1, -2.0 ** 53), (2 ** 62 + 1, 2.0 ** 62),
+               (-2 ** 63 + 1, -2.0 ** 63), (5, float("nan")), (1, float("inf")),
+               (1, float("-inf")), (3, 2.5), (2 ** 60, 1.5)]
+
+
+@mws.state_function("hi DOUBLE")
+def exact_mixed_order(k, i, f, state):
+    state.update(hi=max(i, f))
+    return {"k": k, "lt": i < f, "le": i <= f, "eq": i == f, "ne": i != f, "gt": i > f,
+            "ge": f <= i, "max": str(max(i, f)), "min": str(min(f, i)),
+            "max3": str(max(f, i, 0)), "folded": str(max([i, i // 2]))}
+
+
+def test_ints_and_floats_compare_exactly_beyond_2_to_the_53(spark):
+    """2**53 + 1 > 2.0**53 and 2**63 - 1 < 2.0**63 in Python; as Spark's doubles they are
+    equal. min/max keep the operand that wins (an int stays an int), the first of equals; a
+    DOUBLE state field holds float() of the winner."""
+    rows = [{"k": f"{n:02}", "i": i, "f": f, "t": T0} for n, (i, f) in enumerate(BEYOND_2_53)]
+    out = assert_same(spark, exact_mixed_order, rows,
+                      "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
+    first = {r["k"]: r for r in out}
+    assert (first["00"]["gt"], first["00"]["eq"], first["00"]["max"]) == \
+        (True, False, str(2 ** 53 + 1))
+    assert (first["01"]["lt"], first["01"]["max"], first["01"]["min"]) == \
+        (True, "9.223372036854776e+18", str(2 ** 63 - 1))
+    assert (first["02"]["eq"], first["02"]["max"]) == (True, str(-2 ** 63))
+
+
+@mws.state_function("n BIGINT")
+def int_or_float_output(k, i, f, state):
+    return {"k": k, "hi": max(i, f)}
+
+
+def test_an_int_a_double_column_cannot_hold_fails_as_the_runner_does(spark):
+    """An output column that is an int on some rows and a float on others is a DOUBLE: an int
+    beyond 2**53 that is not exactly a double fails with OverflowError (mapwithstate.testing
+    given the output schema too), one that is exactly a double comes out as it."""
+    ddl = "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP"
+    fine = [{"k": "a", "i": 2 ** 62, "f": 0.5, "t": T0}, {"k": "b", "i": 1, "f": 2.5, "t": T0}]
+    output = "k STRING, hi DOUBLE"
+    assert server_rows(spark, int_or_float_output, fine, ddl, "k") == \
+        python_rows(int_or_float_output, fine, "k", output_schema=output) == \
+        [{"k": "a", "hi": repr(2.0 ** 62)}, {"k": "b", "hi": "2.5"}]
+    rows = [{"k": "a", "i": 2 ** 53 + 1, "f": 0.5, "t": T0}]
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, int_or_float_output, rows, ddl, "k")
+    message = str(failure.value)
+    assert "OverflowError" in message and "output column 'hi'" in message
+    assert f"{HERE}:{line_of(int_or_float_output.python, 'max(i, f)')}" in message
+    with pytest.raises(OverflowError, match="output column 'hi'"):
+        replay(int_or_float_output, rows, key="k", batch_time="t", output_schema=output)
+    assert replay(int_or_float_output, rows, key="k", batch_time="t")[0].emitted == [
+        {"k": "a", "hi": 2 ** 53 + 1}]
 
 
 @mws.state_function("n BIGINT")

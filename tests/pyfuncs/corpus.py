@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
-from pyfuncs.inputs import COLUMNS, MAPS, STRATEGIES, STRINGS
+from hypothesis import strategies as st
+
+from pyfuncs.inputs import COLUMNS, MAPS, STRATEGIES, STRINGS, mostly
 
 LIMIT = 3
 PREFIX = "k="
@@ -168,7 +170,36 @@ def membership(k, s, v, state):
             "small": v in [0, 1, 2, 3], "count": len(seen)}
 
 
-@entry("hi DOUBLE, lo DOUBLE")
+# round(x, n): the halves that are not halves in binary, signed zeros, the infinities, the
+# extremes, doubles of every magnitude, and values a thousandth and a half off a grid.
+ROUNDING_DOUBLES = st.one_of(
+    st.sampled_from([2.675, 0.125, 0.375, -0.125, 2.5, -2.5, 1.005, -0.001, -0.0, 0.0,
+                     float("inf"), float("-inf"), 1e300, 5e-324, 1.7976931348623157e308,
+                     -1.7976931348623157e308, 12345.6785, 0.5, 2.0 ** 53 + 2]),
+    st.floats(allow_nan=False),
+    st.floats(-1e4, 1e4).map(lambda f: round(f, 3) + 0.0005),
+    st.none())
+
+
+@entry("r DOUBLE", strategies={**STRATEGIES, "x": ROUNDING_DOUBLES})
+def float_rounding(k, x, state):
+    # round(x, -308) of the largest doubles raises OverflowError.
+    if x is None:
+        return None
+    state.update(r=round(x, 2))
+    return {"k": k, "r2": state.r, "r0": round(x, 0), "r1": round(x, ndigits=1),
+            "rm1": round(x, -1), "r5": round(x, 5), "r16": round(x, 16),
+            "rm308": round(x, -308), "r400": round(x, 400)}
+
+
+# Ints beyond 2**53 and the floats they round to, which Python orders exactly.
+ROUNDED_INTS = st.sampled_from([2 ** 53 + 1, 2 ** 63 - 1, -2 ** 63, 2 ** 62 + 1, 2 ** 53])
+ROUNDED_FLOATS = st.sampled_from([2.0 ** 53, 2.0 ** 63, -2.0 ** 63, 2.0 ** 62, 2.0 ** 54])
+
+
+@entry("hi DOUBLE, lo DOUBLE", strategies={
+    **STRATEGIES, "v": mostly(STRATEGIES["v"], ROUNDED_INTS, 10),
+    "x": mostly(STRATEGIES["x"], ROUNDED_FLOATS, 5)})
 def mixed_min_max(k, v, x, state):
     if v is None or x is None:
         return None

@@ -29,6 +29,7 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
     unify,
 )
+from mapwithstate.pyfunc.server_functions import python_round
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
@@ -413,13 +414,24 @@ def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
     if kind == "float":
         if ndigits is None:
             return _float_to_int(it, node, F.bround(value.column, 0), truncate=False)
-        raise it.ctx.refuse(
-            node,
-            "round(float, ndigits)",
-            "Python rounds the float's exact binary value, which Spark "
-            "cannot; use F.bround(x, n) if decimal rounding is what you mean",
-        )
+        return _round_float(it, node, value.column, ndigits.const)
     raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
+
+
+def _round_float(it: "Interpreter", node: ast.AST, x: Column, ndigits: int) -> Value:
+    """``round(x, ndigits)`` of a float: the plugin's exact rounding of its binary value (Spark's
+    ``round`` and ``bround`` round its shortest decimal text: 2.675 to 2.68, Python to 2.67)."""
+    rounded = python_round(x, ndigits)
+    if ndigits < 0:
+        # Rounding to tens and beyond can carry past the largest double.
+        infinite = F.lit(float("inf"))
+        it.ctx.check(
+            node,
+            (F.abs(rounded) == infinite) & (F.abs(x) != infinite),
+            "OverflowError",
+            "rounded value too large to represent",
+        )
+    return Value(rounded, FLOAT, False)
 
 
 def int_result_of(it: "Interpreter", node: ast.AST, column: Column) -> Value:

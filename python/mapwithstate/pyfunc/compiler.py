@@ -387,19 +387,23 @@ def _emit(
         # An int-or-float column is a DOUBLE, as the testing runner stores it.
         types[name] = FLOAT if joined.kind == "num" else joined
     structs = []
+    end_guard = ctx.guard
     for emit in emits:
         columns = []
+        # What storing a row checks holds where the row is emitted.
+        ctx.guard = emit.guard
         for name in names:
             py_type = types[name]
             spark_type = to_spark(py_type) if py_type.kind != "none" else T.StringType()
             value = (
                 store(
                     ctx,
-                    tree,
+                    emit.node or tree,
                     f"output column {name!r}",
                     py_type,
                     spark_type,
                     emit.record.fields[name],
+                    exact=True,
                 )
                 if py_type.kind != "none"
                 else Value(F.lit(None).cast("string"), py_type, True)
@@ -412,6 +416,7 @@ def _emit(
                 column = F.when(S.is_timing_out(), column).otherwise(S.new_state(field))
             columns.append(column.alias(name))
         structs.append((emit.guard, F.struct(*columns)))
+    ctx.guard = end_guard
     if generator:
         rows = [F.when(c_column(g), s) if g is not True else s for g, s in structs]
         return F.filter(F.array(*rows), lambda r: r.isNotNull())

@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc import numeric_order, operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, merge_values
@@ -47,6 +47,7 @@ class Emit:
     record: Record
     line: int
     path: Optional[PathState] = None
+    node: Optional[ast.AST] = None
 
 
 @dataclass
@@ -291,7 +292,7 @@ class Interpreter:
                         "yield the rows; a bare return ends the generator",
                     )
             elif isinstance(value, Record):
-                self.emits.append(Emit(self.ctx.guard, value, node.lineno, self.path.copy()))
+                self.emits.append(Emit(self.ctx.guard, value, node.lineno, self.path.copy(), node))
             elif not (isinstance(value, Value) and value.type.kind == "none"):
                 raise self.ctx.refuse(
                     node,
@@ -311,7 +312,7 @@ class Interpreter:
                 f"yield of a {_describe(value)}",
                 "yield a dict display {'column': value, ...}",
             )
-        self.emits.append(Emit(self.ctx.guard, value, node.lineno))
+        self.emits.append(Emit(self.ctx.guard, value, node.lineno, node=node))
 
     # ---------------------------------------------------------------- expressions
 
@@ -666,15 +667,31 @@ class Interpreter:
 
 
 def store(
-    ctx: Context, node: ast.AST, what: str, py_type: PyType, spark_type: Any, value: Value
+    ctx: Context,
+    node: ast.AST,
+    what: str,
+    py_type: PyType,
+    spark_type: Any,
+    value: Value,
+    exact: bool = False,
 ) -> Value:
     """``value`` as a Column of ``spark_type`` (a state field or output column): ints checked
     to fit a narrower integral type, an int widened into a floating one; anything else must
-    have the column's own Python type."""
+    have the column's own Python type. With ``exact`` (an output column, whose type the
+    compiler chose: Python emits the int itself) an int must be exactly a double, else the
+    query fails with OverflowError; a state field's declared DOUBLE holds ``float(int)``."""
     from pyspark.sql import types as T
 
     if value.type.kind == "none":
         return Value(F.lit(None).cast(spark_type), py_type, True)
+    if exact and py_type.kind == "float" and value.type.kind in ("int", "num"):
+        held = value.column if value.type.kind == "int" else value.column.getField("i")
+        ctx.check(
+            node,
+            numeric_order.not_a_double(held),
+            "OverflowError",
+            f"int does not fit {what} ({spark_type.simpleString()}) exactly",
+        )
     if value.type.kind == "num" and py_type.kind == "float":
         return Value(operators.as_float(value).cast(spark_type), py_type, value.nullable)
     joined = unify(py_type, value.type)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from mapwithstate.pyfunc import numeric_order
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     DATETIME,
@@ -464,12 +465,11 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
         b = none_check(ctx, node, b, message.format(a.type, "NoneType"))
     numeric = {a.type.kind, b.type.kind} <= {"int", "float", "bool", "num"}
     if numeric:
-        if a.type.kind in ("int", "bool") and b.type.kind in ("int", "bool"):
-            left, right = _as_int(a), _as_int(b)
-            nan = None
-        else:
-            left, right = as_float(a), as_float(b)
-            nan = F.isnan(left) | F.isnan(right)
+        if not (a.type.kind in ("int", "bool") and b.type.kind in ("int", "bool")):
+            # Exact between an int and a float, as Python compares them.
+            return Value(numeric_order.order(op, a, b), BOOL, False)
+        left, right = _as_int(a), _as_int(b)
+        nan = None
     elif a.type == b.type and a.type.kind in ("str", "datetime", "date", "timedelta", "list"):
         left, right, nan = a.column, b.column, None
     else:
@@ -506,10 +506,16 @@ def _equals(a: Value, b: Value) -> Column:
             if a.nullable and b.nullable
             else F.lit(False)
         )
+    if ka == kb == "float":
+        test = a.column.eqNullSafe(b.column)
+        return test & ~F.coalesce(F.isnan(a.column), F.lit(False))
     if numeric and not (ka in ("int", "bool") and kb in ("int", "bool")):
-        left, right = as_float(a), as_float(b)
-        test = left.eqNullSafe(right)
-        return test & ~F.coalesce(F.isnan(left), F.lit(False))
+        # An int and a float (or an int-or-float): equal by exact value, as in Python.
+        exact = numeric_order.equal(a, b)
+        if not (a.nullable or b.nullable):
+            return exact
+        either = a.column.isNull() | b.column.isNull()
+        return F.when(either, a.column.isNull() & b.column.isNull()).otherwise(exact)
     if numeric:
         return _as_int(a).eqNullSafe(_as_int(b))
     if a.nullable or b.nullable:

@@ -15,7 +15,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from pyspark.sql import Row
 
-from mapwithstate.testing.schema import state_schema, to_stored
+from mapwithstate.testing.schema import emitted_as, to_stored
+from mapwithstate.testing.schema import state_schema as state_schema_of
 from mapwithstate.testing.settings import (
     SpecSettings,
     checked_domain,
@@ -92,8 +93,10 @@ class Tester:
 
     Datetimes are naive, as PySpark returns them, and taken as UTC. An int the function
     emits or stores must fit its column (64 bits for an emitted int), else the call fails as
-    on the server; an intermediate int beyond 64 bits, which fails the compiled function, is
-    fine in Python and goes unnoticed here.
+    on the server; with ``output_schema`` (the compiled function's output columns, DDL or a
+    ``StructType``) an int emitted in a DOUBLE column becomes a float, and must be exactly
+    one (else ``OverflowError``), as the server's column holds it. An intermediate int beyond
+    64 bits, which fails the compiled function, is fine in Python and goes unnoticed here.
 
     >>> from datetime import datetime, timedelta
     >>> def count(word, state):
@@ -129,8 +132,10 @@ class Tester:
         event_time: Optional[str] = None,
         watermark_delay: Optional[Union[str, datetime.timedelta]] = None,
         stream: bool = False,
+        output_schema: Optional[Any] = None,
     ) -> None:
         settings = _settings(spec, state_schema)
+        self._output = None if output_schema is None else state_schema_of(output_schema)
         self._function = settings.function
         self._schema = settings.state_schema
         self._keys = [key] if isinstance(key, str) else list(key)
@@ -275,7 +280,22 @@ class Tester:
             if self._timeout is not None:
                 # A record refreshes its key's idle time, whether it updates the state or not.
                 self._times[key] = batch_time
-        return result.emitted
+        return self._as_output(result.emitted)
+
+    def _as_output(self, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Emitted rows as the server's output columns hold them, given ``output_schema``."""
+        if self._output is None:
+            return rows
+        name = getattr(self._function, "__qualname__", repr(self._function))
+        return [
+            {
+                column: emitted_as(value, self._output[column].dataType, name, column)
+                if column in self._output.fieldNames()
+                else value
+                for column, value in row.items()
+            }
+            for row in rows
+        ]
 
     def _time_out(
         self, key: Key, context: Tuple[datetime.datetime, Optional[datetime.datetime]]
@@ -301,7 +321,7 @@ class Tester:
         else:
             self._states.pop(key, None)  # an idle key's state ends with its timeout
             self._times.pop(key, None)
-        return result.emitted
+        return self._as_output(result.emitted)
 
     def _keep(
         self,
@@ -538,7 +558,7 @@ def _settings(spec: Any, schema: Optional[str]) -> SpecSettings:
                 f"with state_schema, spec is a plain function, got {type(spec).__name__}"
             )
         return SpecSettings(
-            function=getattr(spec, "python", spec), state_schema=state_schema(schema)
+            function=getattr(spec, "python", spec), state_schema=state_schema_of(schema)
         )
     if inspect.isfunction(spec):
         raise TypeError(

@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 
 from mapwithstate.ddl import parse_struct
 
-__all__ = ["state_schema", "to_stored"]
+__all__ = ["state_schema", "to_stored", "emitted_as"]
 
 _INTEGER_BITS = {ByteType: 8, ShortType: 16, IntegerType: 32, LongType: 64}
 
@@ -124,6 +124,32 @@ def to_stored(value: Any, data_type: DataType, where: str) -> Any:
     if isinstance(data_type, StructType):
         return _struct(value, data_type, where)
     raise TypeError(f"{where}: type {data_type.simpleString()} is not supported here")
+
+
+def emitted_as(value: Any, data_type: DataType, function: str, column: str) -> Any:
+    """An emitted ``value`` as the server's output column of ``data_type`` holds it: an int
+    in a DOUBLE (a column the compiler made a DOUBLE because it is an int on some paths and a
+    float on others) must be exactly a double, else ``OverflowError``, as the query fails;
+    other values are returned as they are.
+
+    >>> emitted_as(3, DoubleType(), "f", "hi")
+    3.0
+    >>> emitted_as(2 ** 63 - 1, DoubleType(), "f", "hi")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    OverflowError: f's output column 'hi': int 9223372036854775807 is not exactly a double...
+    """
+    if (
+        isinstance(data_type, (DoubleType, FloatType))
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    ):
+        if float(value) != value:
+            raise OverflowError(
+                f"{function}'s output column {column!r}: int {value} is not exactly a double "
+                f"({data_type.simpleString()})"
+            )
+        return to_stored(value, data_type, f"{function}'s output column {column!r}")
+    return value
 
 
 def _struct(value: Any, data_type: StructType, where: str) -> Row:

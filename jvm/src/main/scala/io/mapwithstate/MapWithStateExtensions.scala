@@ -2,6 +2,7 @@ package io.mapwithstate
 
 import io.mapwithstate.execution.{MapWithStateStrategy, RealTimeMode}
 import io.mapwithstate.plan.{NumberStateOperators, StreamingWriteCheck}
+import io.mapwithstate.pyfunc.PythonFunctions
 import io.mapwithstate.reader.StateReadStrategy
 import org.apache.spark.sql.SparkSessionExtensions
 
@@ -9,7 +10,8 @@ import org.apache.spark.sql.SparkSessionExtensions
  * Installs mapWithState's physical planning into a Spark session, the numbering of a streaming
  * query's map_with_state operators (each keeps its own state), and the check that refuses
  * streaming writes it cannot serve; and admits the streaming operator to Spark's Real-Time Mode
- * (see [[io.mapwithstate.execution.RealTimeMode]]). Registered with
+ * (see [[io.mapwithstate.execution.RealTimeMode]]); and registers the reserved functions the
+ * Python state function compiler emits ([[PythonFunctions]]). Registered with
  * `spark.sql.extensions=io.mapwithstate.MapWithStateExtensions`, beside the Connect plugin
  * (`spark.connect.extensions.relation.classes=io.mapwithstate.connect.MapWithStateRelationPlugin`).
  */
@@ -20,5 +22,6 @@ class MapWithStateExtensions extends (SparkSessionExtensions => Unit) {
     extensions.injectPlannerStrategy(_ => StateReadStrategy)
     extensions.injectResolutionRule(_ => NumberStateOperators)
     extensions.injectCheckRule(_ => StreamingWriteCheck)
+    PythonFunctions.register(extensions)
   }
 }
