@@ -31,6 +31,8 @@ def pytest_configure(config):
         "markers", "backends(*names): also run the module's Connect tests with the state in "
                    "each named backend ('rocksdb'), set as the session's default backend")
     config.addinivalue_line("markers", "memory_only: about the heap backend's own files")
+    config.addinivalue_line(
+        "markers", "backend_only(name): runs once, on Connect with the state in that backend")
 
 
 def pytest_generate_tests(metafunc):
@@ -40,8 +42,12 @@ def pytest_generate_tests(metafunc):
     kinds = list(marker.args) if marker else ["connect"]
     if metafunc.definition.get_closest_marker("connect_only"):
         kinds = ["connect"]
+    only = metafunc.definition.get_closest_marker("backend_only")
     backends = metafunc.definition.get_closest_marker("backends")
-    if backends and not metafunc.definition.get_closest_marker("memory_only"):
+    if only:
+        metafunc.parametrize("spark", [("connect", only.args[0])], indirect=True,
+                             ids=[f"connect-{only.args[0]}"])
+    elif backends and not metafunc.definition.get_closest_marker("memory_only"):
         # The heap backend on every session kind; the others on Connect only, to keep the
         # suite's time in check (classic and Connect plan through the same JVM code).
         kinds = [(k, "memory") for k in kinds] + \

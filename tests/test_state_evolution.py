@@ -186,25 +186,23 @@ def test_an_added_field_is_null_for_old_keys_and_the_counts_go_on(spark, tmp_pat
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("a", 2), ("c", 1))
     # The history names the new schema from the state version the restart's batch made.
     assert [v for v, _ in history(stream)] == [2]
-    if spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory":
-        # Each batch read in its own schema: before the change, and after it.
-        assert state_of(spark, stream, batch_id=0) == {"a": {"n": 1}, "b": {"n": 1}}
-        assert state_of(spark, stream) == {"a": {"n": 2, "tag": "old"},
-                                           "b": {"n": 1, "tag": None},
-                                           "c": {"n": 1, "tag": "new"}}
+    # Each batch read in its own schema: before the change, and after it.
+    assert state_of(spark, stream, batch_id=0) == {"a": {"n": 1}, "b": {"n": 1}}
+    assert state_of(spark, stream) == {"a": {"n": 2, "tag": "old"},
+                                       "b": {"n": 1, "tag": None},
+                                       "c": {"n": 1, "tag": "new"}}
     # Restarted again in the same schema: nothing to convert, the counts go on.
     stream.add("a", "b")
     stream.run_available_now(map_with_state(stream.read(spark), "word", after))
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("a", 2), ("c", 1), ("a", 3),
                                            ("b", 2))
     assert [v for v, _ in history(stream)] == [2]
-    if spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory":
-        # The converting batch (1) wrote the whole state: a change feed starts after it.
-        with pytest.raises(Exception, match="the oldest batch whose changes are readable is 2"):
-            read_state_changes(spark, stream.checkpoint, start_batch=0).collect()
-        changes = read_state_changes(spark, stream.checkpoint, start_batch=2).collect()
-        assert sorted((r["word"], r["n"], r["tag"]) for r in changes) == [
-            ("a", 3, "old"), ("b", 2, "old")]
+    # The converting batch (1) wrote the whole state: a change feed starts after it.
+    with pytest.raises(Exception, match="the oldest batch whose changes are readable is 2"):
+        read_state_changes(spark, stream.checkpoint, start_batch=0).collect()
+    changes = read_state_changes(spark, stream.checkpoint, start_batch=2).collect()
+    assert sorted((r["word"], r["n"], r["tag"]) for r in changes) == [
+        ("a", 3, "old"), ("b", 2, "old")]
 
 
 def collections_count(n_type, order):
@@ -281,25 +279,19 @@ def test_timers_set_before_the_change_fire_after_it(spark, tmp_path):
     stream.add_events(("a", 100), ("b", 104))
     stream.run_available_now(map_with_state(stream.read_events(spark), "word",
                                             timed_count("n INT, latest TIMESTAMP")))
-    memory = spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory"
-    if memory:
-        timers = {r["word"]: r["timeout_at"] for r in
-                  read_state(spark, stream.checkpoint).collect()}
+    timers = {r["word"]: r["timeout_at"] for r in read_state(spark, stream.checkpoint).collect()}
     # The watermark passes a's timer (110 s) but not b's (114 s): a fires after the change.
     stream.add_events(("c", 117))
     after = timed_count("latest TIMESTAMP, n BIGINT, tag STRING")
     stream.run_available_now(map_with_state(stream.read_events(spark), "word", after))
-    if memory:
-        kept = {r["word"]: r["timeout_at"] for r in
-                read_state(spark, stream.checkpoint).collect()}
-        assert kept["b"] == timers["b"]
+    kept = {r["word"]: r["timeout_at"] for r in read_state(spark, stream.checkpoint).collect()}
+    assert kept["b"] == timers["b"]
     stream.add_events(("c", 130))
     stream.run_available_now(map_with_state(stream.read_events(spark), "word", after))
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("c", 1), ("a", 1001),
                                            ("c", 2), ("b", 1001))
 
 
-@pytest.mark.memory_only  # read_state reads the heap backend's files
 @pytest.mark.connect_only  # classic plans through the same JVM code
 def test_idle_clocks_are_kept(spark, tmp_path):
     stream = Stream(str(tmp_path))
@@ -358,15 +350,13 @@ def test_a_migration_renames_and_recomputes_once_over_three_restarts(spark, tmp_
     stream = Stream(str(tmp_path))
     stream.add("a", "b")
     stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
-    memory = spark.conf.get("spark.mapwithstate.stateStore.backend", "memory") == "memory"
     for words in (["a"], ["a", "b"], ["c"]):
         stream.add(*words)
         stream.run_available_now(map_with_state(stream.read(spark), "word", migrated_count()))
-        if memory:
-            state = state_of(spark, stream)
-            assert {k: v["migrations"] for k, v in state.items()} == \
-                {"a": 1, "b": 1, **({"c": None} if "c" in state else {})}
-            assert all(v["doubled"] == 2 * v["total"] for v in state.values())
+        state = state_of(spark, stream)
+        assert {k: v["migrations"] for k, v in state.items()} == \
+            {"a": 1, "b": 1, **({"c": None} if "c" in state else {})}
+        assert all(v["doubled"] == 2 * v["total"] for v in state.values())
     assert stream.results(spark) == counts(("a", 1), ("b", 1), ("a", 2), ("a", 3), ("b", 2),
                                            ("c", 1))
     assert [v for v, _ in history(stream)] == [2]
@@ -415,7 +405,6 @@ def profile(state_schema, fields):
         emit=F.struct(F.col("word"), S.new_state("n").cast("bigint").alias("n")))
 
 
-@pytest.mark.memory_only  # read_state reads the heap backend's files
 def test_an_old_batch_reads_in_the_current_schema_when_asked(spark, tmp_path):
     """Three schemas: `old` dropped by the first change and added again (as another type) by
     the second, `n` widened twice, `s` (a struct) gaining a field. Asked in the current schema,
@@ -467,7 +456,6 @@ def test_an_old_batch_reads_in_the_current_schema_when_asked(spark, tmp_path):
         read_state(spark, stream.checkpoint, in_current_schema="yes")
 
 
-@pytest.mark.memory_only
 def test_a_migrated_batch_is_refused_in_the_current_schema(spark, tmp_path):
     stream = Stream(str(tmp_path))
     stream.add("a", "b")

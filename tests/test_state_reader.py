@@ -1,7 +1,8 @@
 """read_state and read_state_changes: map_with_state's state read back from a checkpoint.
 
 Every expectation comes from the stream itself: its ``output="snapshots"`` rows, or the words
-fed to it; the checkpoints are written by real queries.
+fed to it; the checkpoints are written by real queries, with the state on the heap and (on
+Connect) in RocksDB, and the same query on both backends reads back the same rows.
 """
 import collections
 import glob
@@ -20,8 +21,9 @@ from mapwithstate import functions as S
 from specs import running_count
 from streams import Stream, corrupt
 
-# Every test reads through both doors: a Spark Connect session and a classic one (the JVM API).
-pytestmark = pytest.mark.sessions("connect", "classic")
+# Every test reads through both doors: a Spark Connect session and a classic one (the JVM API);
+# on Connect, from a checkpoint of each backend too.
+pytestmark = [pytest.mark.sessions("connect", "classic"), pytest.mark.backends("rocksdb")]
 
 # A failed Spark job: Spark Connect raises it as a PySparkException, classic pyspark as py4j's
 # error (it converts analysis errors only); the tests assert on its message either way.
@@ -59,18 +61,40 @@ def state_of(df):
     return dict((r.word, r.n) for r in df.select("word", "n").collect())
 
 
+def backend_of(spark):
+    return spark.conf.get("spark.mapwithstate.stateStore.backend", "memory")
+
+
+# A state snapshot every 2 versions, on either backend.
+SNAPSHOT_EVERY_2 = {"spark.mapwithstate.stateStore.snapshotInterval": "2",
+                    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2"}
+
+
 @pytest.fixture(scope="module")
-def snapshots_stream(connect_spark, tmp_path_factory):
-    spark = connect_spark
-    """The six batches run with snapshots output, a state snapshot every 2 versions."""
-    stream = Stream(str(tmp_path_factory.mktemp("snapshots")))
+def snapshots_streams(connect_spark, tmp_path_factory):
+    """The six batches run with snapshots output on Connect, once per backend (made when a
+    test first asks for that backend's)."""
+    made = {}
+
+    def of(backend):
+        if backend not in made:
+            made[backend] = run_snapshots_stream(connect_spark, backend,
+                                                 str(tmp_path_factory.mktemp(backend)))
+        return made[backend]
+    return of
+
+
+def run_snapshots_stream(spark, backend, root):
+    stream = Stream(root)
     add_batches(stream, BATCHES)
-    spark.conf.set("spark.mapwithstate.stateStore.snapshotInterval", "2")
+    for key, value in SNAPSHOT_EVERY_2.items():
+        spark.conf.set(key, value)
     try:
-        stream.run_available_now(
-            map_with_state(stream.read(spark), "word", count_to_three(), output="snapshots"))
+        stream.run_available_now(map_with_state(
+            stream.read(spark), "word", count_to_three().backend(backend), output="snapshots"))
     finally:
-        spark.conf.unset("spark.mapwithstate.stateStore.snapshotInterval")
+        for key in SNAPSHOT_EVERY_2:
+            spark.conf.unset(key)
     rows = spark.read.schema("batch_time TIMESTAMP, word STRING, n BIGINT").json(stream.output) \
         .selectExpr("unix_micros(batch_time) AS t", "word", "n").collect()
     by_time = collections.defaultdict(dict)
@@ -80,6 +104,12 @@ def snapshots_stream(connect_spark, tmp_path_factory):
     assert sorted(times) == list(range(len(BATCHES)))
     snapshots = {b: by_time.get(ms * 1000, {}) for b, ms in times.items()}
     return stream, snapshots, times
+
+
+@pytest.fixture
+def snapshots_stream(spark, snapshots_streams):
+    """The six batches' stream of the test's backend: (stream, snapshots by batch, times)."""
+    return snapshots_streams(backend_of(spark))
 
 
 def test_read_state_at_every_batch_equals_the_streams_snapshots(spark, snapshots_stream):
@@ -223,16 +253,53 @@ def test_a_checkpoint_of_another_operator_is_refused(spark, tmp_path):
         mws.read_state(spark, stream.checkpoint).schema
 
 
-def test_a_checkpoint_of_the_rocksdb_backend_is_refused_naming_its_files(spark, tmp_path):
-    # The reader reads the heap backend's delta and snapshot files; RocksDB keeps other ones.
+@pytest.mark.backend_only("rocksdb")  # it reads both backends' checkpoints
+def test_the_same_query_on_both_backends_reads_back_the_same_state_and_changes(
+        spark, snapshots_streams):
+    def rows(df):
+        return sorted(tuple(r) for r in df.drop("partition").collect())
+    heap, rocks = snapshots_streams("memory")[0], snapshots_streams("rocksdb")[0]
+    for batch in range(len(BATCHES)):
+        # Only the times differ: each query's batches ran at their own times.
+        read = [mws.read_state(spark, s.checkpoint, batch_id=batch)
+                .select("word", "n", F.col("last_updated").isNotNull(), "timeout_at")
+                for s in (heap, rocks)]
+        assert rows(read[0]) == rows(read[1]), f"batch {batch}"
+    for start in range(len(BATCHES)):
+        read = [mws.read_state_changes(spark, s.checkpoint, start_batch=start)
+                for s in (heap, rocks)]
+        assert rows(read[0]) == rows(read[1]), f"changes from batch {start}"
+
+
+@pytest.mark.connect_only
+def test_a_key_added_and_removed_in_one_batch_is_no_change_on_either_backend(spark, tmp_path):
+    # RocksDB's changelog holds the key's writes and its removal; the heap's delta holds
+    # nothing of it. The feed shows nothing, as the state before and after has nothing.
     stream = Stream(str(tmp_path))
-    stream.add("a", "b")
-    stream.run_available_now(
-        map_with_state(stream.read(spark), "word", running_count().backend("rocksdb")))
-    with pytest.raises(PySparkException, match=r"are not those of the heap state backend "
-                                               r"\(<version>\.delta, <version>\.snapshot\), "
-                                               r"the one this reader reads"):
-        mws.read_state(spark, stream.checkpoint).schema
+    add_batches(stream, [["a"], ["x", "x", "x", "a"], ["a"]])
+    stream.run_available_now(map_with_state(stream.read(spark), "word", count_to_three()))
+    changes = mws.read_state_changes(spark, stream.checkpoint, start_batch=0).collect()
+    assert sorted(tuple(r) for r in changes) == [(0, "update", "a", 1), (1, "update", "a", 2),
+                                                 (2, "delete", "a", None)]
+
+
+@pytest.mark.backend_only("rocksdb")
+def test_a_rocksdb_checkpoint_without_changelogs_reads_its_state_but_not_its_changes(
+        spark, tmp_path):
+    stream = Stream(str(tmp_path))
+    add_batches(stream, [["a", "b"], ["a"]])
+    off = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+    spark.conf.set(off, "false")
+    try:
+        stream.run_available_now(map_with_state(stream.read(spark), "word", running_count()))
+    finally:
+        spark.conf.unset(off)
+    assert state_of(mws.read_state(spark, stream.checkpoint, batch_id=0)) == {"a": 1, "b": 1}
+    assert state_of(mws.read_state(spark, stream.checkpoint)) == {"a": 2, "b": 1}
+    with pytest.raises(PySparkException, match=r"has no changelog files \(its query ran with "
+                                               r"spark\.sql\.streaming\.stateStore\.rocksdb\."
+                                               r"changelogCheckpointing\.enabled=false\)"):
+        mws.read_state_changes(spark, stream.checkpoint, start_batch=0).schema
 
 
 def test_a_batch_beyond_the_last_committed_is_refused(spark, small_stream):
@@ -245,6 +312,7 @@ def test_a_batch_beyond_the_last_committed_is_refused(spark, small_stream):
         mws.read_state(spark, small_stream.checkpoint, batch_id=-1)
 
 
+@pytest.mark.memory_only  # the heap backend's files
 def test_a_cleaned_up_version_names_the_oldest_readable_batch(spark, small_stream):
     # What maintenance leaves when it keeps versions 2 and later: the files before the
     # snapshot of version 2 are gone.
@@ -261,6 +329,7 @@ def test_a_cleaned_up_version_names_the_oldest_readable_batch(spark, small_strea
         mws.read_state_changes(spark, small_stream.checkpoint, start_batch=1).schema
 
 
+@pytest.mark.memory_only  # the heap backend's files
 def test_a_damaged_state_file_fails_the_read_naming_the_file(spark, small_stream):
     delta = max(state_files(small_stream, "3.delta"), key=os.path.getsize)  # one with records
     corrupt(delta, "flip")

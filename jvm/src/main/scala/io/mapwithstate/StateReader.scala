@@ -64,7 +64,7 @@ object StateReader {
    * the Spark Connect plugin).
    */
   def plan(session: classic.SparkSession, request: StateReadRequest): LogicalPlan =
-    request.relation(session.sessionState.newHadoopConf())
+    request.relation(session)
 
   private def dataFrame(spark: SparkSession, request: StateReadRequest): DataFrame =
     classicDataFrame(spark, "reads the state")(plan(_, request))

@@ -9,14 +9,22 @@ import io.mapwithstate.execution.MapWithStateStreamExec
 import io.mapwithstate.state.{
   CommitLineage,
   OperatorMetadata,
+  StateBackend,
   StateCheckpointFiles,
   StateFileListing,
   StateSchemaHistory
 }
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.streaming.checkpointing.{
+  CommitLog,
+  OffsetSeqLog,
+  OffsetSeqMetadata
+}
 import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -24,7 +32,10 @@ import org.apache.spark.sql.types.StructType
  * map_with_state operators is (`state/<operator id>/<partition>/`; a query with several has
  * one directory each), its key and state schemas (as Spark's state schema
  * check recorded them in `state/<operator id>/0/_metadata/schema` on the query's first batch),
- * its number of partitions and the last batch in the commit log (`commits/<batch id>`).
+ * its number of partitions, the last batch in the commit log (`commits/<batch id>`) and how
+ * its state backend's files are read ([[StoredStateFormat]]; the backend is the one its
+ * operator metadata records). The state's fields are [[valueSchema]], without a backend's own
+ * columns.
  *
  * Only committed batches are readable: a micro-batch writes its state files before Spark
  * records it in the commit log, so files beyond the last commit may belong to a batch that is
@@ -46,7 +57,8 @@ final case class QueryCheckpoint(
     lastCommittedBatch: Long,
     timeSlot: String = OperatorMetadata.UpdateTimes,
     schemaHistory: Seq[StateSchemaHistory.Entry] = Nil,
-    checkpointIds: Map[Long, IndexedSeq[String]] = Map.empty) {
+    checkpointIds: Map[Long, IndexedSeq[String]] = Map.empty,
+    format: StoredStateFormat = StoredStateFormat.DeltaFiles) {
 
   /** State `version` of `partition` as its commit names it (its checkpoint id, if any). */
   def commitOf(version: Long, partition: Int): CommitLineage.Commit =
@@ -72,7 +84,24 @@ final case class QueryCheckpoint(
 
   def partitionDirectory(partition: Int): Path = new Path(stateDirectory, partition.toString)
 
-  /** A read-only view of one partition's state files. */
+  /**
+   * This checkpoint with the unique ids of its state files after each of `batches`, for a
+   * backend whose files are named by them (RocksDB under checkpoint format v2: the commit log
+   * entry of a batch records them); itself for the others.
+   */
+  def withCheckpointIdsOf(batches: Seq[Long], session: SparkSession): QueryCheckpoint =
+    format match {
+      case StoredStateFormat.DeltaFiles => this
+      case rocks: StoredStateFormat.RocksDB =>
+        val commits = new CommitLog(session, new Path(location, "commits").toString)
+        val ids = batches.distinct.flatMap { batch =>
+          commits.get(batch).flatMap(_.stateUniqueIds).flatMap(_.get(operatorId))
+            .map(partitions => batch -> partitions.toIndexedSeq.map(_.head))
+        }
+        copy(format = rocks.copy(checkpointIds = rocks.checkpointIds ++ ids))
+    }
+
+  /** A read-only view of one partition's heap state files. */
   def partitionFiles(partition: Int, hadoopConf: Configuration): StateCheckpointFiles =
     new StateCheckpointFiles(partitionDirectory(partition), hadoopConf, readOnly = true)
 
@@ -127,7 +156,17 @@ final case class QueryCheckpoint(
             s"$start to $last are not in one schema; the oldest batch whose changes are " +
             s"readable is $converted (read_state reads each batch in its own schema)")
       }
-    val oldest = listings(hadoopConf).map(QueryCheckpoint.oldestDeltaVersion).max
+    val partitionListings = listings(hadoopConf)
+    format match {
+      case StoredStateFormat.RocksDB(_, _) if partitionListings.exists(_.deltas.isEmpty) =>
+        throw MapWithStateException(ErrorCondition.BatchUnavailable,
+          s"start_batch: the RocksDB state of $location has no changelog files (its query ran " +
+            s"with ${StateBackend.RocksDB.ChangelogCheckpointing}=false), and a change feed " +
+            "reads each batch's changes from its changelog; read_state reads the state " +
+            "after each batch")
+      case _ =>
+    }
+    val oldest = partitionListings.map(QueryCheckpoint.oldestDeltaVersion).max
     if (start + 1 < oldest) {
       throw MapWithStateException(ErrorCondition.BatchUnavailable,
         s"start_batch: the changes of batch $start of $location have " +
@@ -157,7 +196,7 @@ final case class QueryCheckpoint(
   }
 
   private def listings(hadoopConf: Configuration): Seq[StateFileListing] =
-    (0 until numPartitions).map(p => partitionFiles(p, hadoopConf).list())
+    (0 until numPartitions).map(p => format.listing(this, p, hadoopConf))
 }
 
 object QueryCheckpoint {
@@ -168,8 +207,9 @@ object QueryCheckpoint {
    * was found when it is not a checkpoint of a query with map_with_state, or holds several
    * and none was chosen.
    */
-  def resolve(location: String, hadoopConf: Configuration,
+  def resolve(location: String, session: SparkSession,
       operatorId: Option[Long] = None): QueryCheckpoint = {
+    val hadoopConf = session.sessionState.newHadoopConf()
     val (fs, root) = open(location, hadoopConf)
     def children(dir: Path): Seq[String] =
       (try fs.listStatus(dir).toSeq
@@ -198,18 +238,28 @@ object QueryCheckpoint {
         s"the state of $location ($stateDir) should have partition " +
           s"directories 0 to n - 1, but has ${describe(partitions.map(_.toString))}")
     }
-    // Another state backend keeps other files; better to say so than to report missing deltas.
+    val backend = OperatorMetadata.backend(stateDir, hadoopConf)
+    // Files of another backend than the recorded one: better to say so than to report missing
+    // deltas.
     val firstPartition = children(new Path(stateDir, "0")).filterNot(_ == "_metadata")
-    if (firstPartition.nonEmpty && !firstPartition.exists(name =>
-        name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
-        name.endsWith(StateCheckpointFiles.SnapshotSuffix))) {
+    val (expected, holdsItsFiles) = backend match {
+      case StateBackend.RocksDBName =>
+        ("<version>.zip, <version>.changelog, SSTs/",
+          StoredStateFormat.RocksDB.holdsItsFiles(firstPartition))
+      case _ =>
+        ("<version>.delta, <version>.snapshot",
+          firstPartition.exists(name =>
+            name.endsWith(StateCheckpointFiles.DeltaSuffix) ||
+            name.endsWith(StateCheckpointFiles.SnapshotSuffix)))
+    }
+    if (firstPartition.nonEmpty && !holdsItsFiles) {
       throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
         s"the state files of $location (${describe(firstPartition)} " +
-          s"in $stateDir/0) are not those of the heap state backend (<version>.delta, " +
-          "<version>.snapshot), the one this reader reads")
+          s"in $stateDir/0) are not those of the $backend state backend its operator " +
+          s"metadata records ($expected)")
     }
     // Spark's schema check writes it under the store location of partition 0.
-    val (keySchema, valueSchema) =
+    val (keySchema, storeValueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
     // A checkpoint with checkpoint ids: each committed version's, from its commit-log entry.
     val withIds = firstPartition.exists(_.contains("_"))
@@ -238,10 +288,30 @@ object QueryCheckpoint {
         }
       }.toMap
     }
+    val (valueSchema, format) = backend match {
+      case StateBackend.RocksDBName =>
+        val queryConf = recordedConf(session, root, commits.last)
+        (StateBackend.RocksDB(Map.empty).stateTypeOf(storeValueSchema),
+          StoredStateFormat.RocksDB(queryConf.getAllConfs ++
+            StateBackend.RocksDB.fromConf(queryConf).storeSqlConfs +
+            (SQLConf.STATE_STORE_PROVIDER_CLASS.key -> StateBackend.RocksDB.ProviderClass)))
+      case _ => (storeValueSchema, StoredStateFormat.DeltaFiles)
+    }
     QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
       commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf),
       StateSchemaHistory.read(stateDir, hadoopConf).filter(_.fromVersion <= commits.last + 1),
-      checkpointIds)
+      checkpointIds, format)
+  }
+
+  /**
+   * The SQL settings the query of the checkpoint at `root` ran `batch` with: the session's,
+   * under those its offset log recorded (its state store's among them).
+   */
+  private def recordedConf(session: SparkSession, root: Path, batch: Long): SQLConf = {
+    val conf = session.sessionState.conf.clone()
+    new OffsetSeqLog(session, new Path(root, "offsets").toString).get(batch)
+      .flatMap(_.metadataOpt).foreach(OffsetSeqMetadata.setSessionConf(_, conf))
+    conf
   }
 
   /**

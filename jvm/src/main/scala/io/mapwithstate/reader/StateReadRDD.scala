@@ -1,12 +1,6 @@
 package io.mapwithstate.reader
 
-import io.mapwithstate.state.{
-  CommitLineage,
-  KeyStateColumns,
-  OperatorMetadata,
-  StateMap,
-  StateMapSerde
-}
+import io.mapwithstate.state.{KeyStateColumns, OperatorMetadata}
 import org.apache.spark.{Partition, SparkContext, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -17,11 +11,9 @@ import org.apache.spark.util.SerializableConfiguration
 
 /**
  * The rows of a [[StateRead]], one RDD partition per state partition. Each task opens its
- * partition's files read-only and goes through the same code as the store: the state at a
- * version is loaded by [[CommitLineage]] (newest snapshot at or below it, then deltas; with
- * checkpoint ids, of the lineage the version's commit names),
- * a batch's changes are the records of its delta file ([[StateMapSerde.readDeltaRecords]]);
- * both check every file and fail naming a damaged or missing one.
+ * partition's files read-only and reads them as the checkpoint's backend wrote them
+ * ([[StoredStateFormat]]): the keys of a version, or the changes of each batch of a range;
+ * either way the same rows, whichever the backend.
  */
 final class StateReadRDD(
     sc: SparkContext,
@@ -34,25 +26,22 @@ final class StateReadRDD(
 
   override def compute(split: Partition, context: TaskContext): Iterator[InternalRow] = {
     val partition = split.index
-    val files = checkpoint.partitionFiles(partition, hadoopConf.value.value)
-    val keyFields = checkpoint.keySchema.length
+    val conf = hadoopConf.value.value
     val stateFields = checkpoint.valueSchema.length
     val project = UnsafeProjection.create(read.schema(checkpoint).fields.map(_.dataType))
     read match {
       case StateRead.At(version) =>
-        // Along the lineage its commit names, in a checkpoint with checkpoint ids.
-        val map = CommitLineage.load(files, checkpoint.commitOf(version, partition), keyFields,
-          stateFields, StateMap.DefaultDeltaChainThreshold).map
         val times = new KeyStateColumns.Times(checkpoint.timeSlot == OperatorMetadata.Timers)
         val partitionColumn = new GenericInternalRow(Array[Any](partition))
         val row = new JoinedRow
         val keyAndState = new JoinedRow
         val withTimes = new JoinedRow
         // A key holding only a timer has no state to show (nor do a stream's snapshots).
-        map.getAll().filter(_.state != null).map { entry =>
-          project(row(withTimes(keyAndState(entry.key, entry.state), times.of(entry.updateTime)),
-              partitionColumn))
-        }
+        checkpoint.format.state(checkpoint, partition, version, conf).filter(_.state != null)
+          .map { entry =>
+            project(row(withTimes(keyAndState(entry.key, entry.state), times.of(entry.updateTime)),
+                partitionColumn))
+          }
       case StateRead.Changes(first, last) =>
         val noState = new GenericInternalRow(stateFields)
         val prefix = new GenericInternalRow(2)
@@ -60,18 +49,13 @@ final class StateReadRDD(
         val delete = UTF8String.fromString(StateRead.Delete)
         val row = new JoinedRow
         val prefixAndKey = new JoinedRow
-        // One batch's delta at a time: a feed over many batches holds one delta in memory.
-        Iterator.range(0, (last - first + 1).toInt).map(first + _).flatMap { batch =>
-          val delta = files.deltaFile(batch + 1, checkpoint.commitOf(batch + 1, partition).id)
-          files.read(delta)(in => StateMapSerde.readDeltaRecords(in, keyFields, stateFields))
-            .iterator.map { record =>
-              // A key left holding only a timer no longer has a state: a delete, as for the
-              // state read at that batch (also when only its timer changed).
-              val deleted = record.state == null
-              prefix.setLong(0, batch)
-              prefix.update(1, if (deleted) delete else update)
-              project(row(prefixAndKey(prefix, record.key), if (deleted) noState else record.state))
-            }
+        checkpoint.format.changes(checkpoint, partition, first, last, conf).map { change =>
+          // A key left holding only a timer no longer has a state: a delete, as for the
+          // state read at that batch (also when only its timer changed).
+          val deleted = change.state == null
+          prefix.setLong(0, change.batch)
+          prefix.update(1, if (deleted) delete else update)
+          project(row(prefixAndKey(prefix, change.key), if (deleted) noState else change.state))
         }
     }
   }

@@ -1,7 +1,7 @@
 package io.mapwithstate.reader
 
-import org.apache.hadoop.conf.Configuration
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
+import org.apache.spark.sql.classic.SparkSession
 
 /**
  * What a caller asks of the state reader, as every door (the JVM API
@@ -16,19 +16,24 @@ sealed trait StateReadRequest {
   def inCurrentSchema: Boolean
 
   /** The plan of the read, after resolving the checkpoint and checking the batches. */
-  final def relation(hadoopConf: Configuration): LogicalPlan = {
-    val resolved = QueryCheckpoint.resolve(checkpoint, hadoopConf, operatorId)
+  final def relation(session: SparkSession): LogicalPlan = {
+    val hadoopConf = session.sessionState.newHadoopConf()
+    val resolved = QueryCheckpoint.resolve(checkpoint, session, operatorId)
     // Each batch is read in the state schema it was written in, unless asked in the current.
     val keys = resolved.keySchema.size
-    val (version, read, stateOffset, batch) = this match {
+    // The batches whose state files the read opens: the one read, or the range's last and the
+    // one before its first (where a removal's key is looked up).
+    val (version, read, stateOffset, batch, opened) = this match {
       case StateReadRequest.State(_, batchId, _, _) =>
         val version = resolved.versionOf(batchId, hadoopConf)
-        (version, StateRead.At(version), keys, s"batch ${version - 1}")
+        (version, StateRead.At(version), keys, s"batch ${version - 1}", Seq(version - 1))
       case StateReadRequest.Changes(_, startBatch, endBatch, _, _) =>
         val (first, last) = resolved.changeRange(startBatch, endBatch, hadoopConf)
-        (first + 1, StateRead.Changes(first, last), 2 + keys, s"batches $first to $last")
+        (first + 1, StateRead.Changes(first, last), 2 + keys, s"batches $first to $last",
+          Seq(first - 1, last).filter(_ >= 0))
     }
-    val relation = StateReadRelation(resolved.inStateTypeOf(version), read)
+    val relation = StateReadRelation(
+      resolved.inStateTypeOf(version).withCheckpointIdsOf(opened, session), read)
     if (!inCurrentSchema) relation
     else InCurrentStateSchema(relation, stateOffset, resolved.stateTypesSince(version), batch)
   }

@@ -257,6 +257,9 @@ object StateBackend {
   object RocksDB {
     val ConfPrefix = "spark.sql.streaming.stateStore.rocksdb."
 
+    /** Whether a commit uploads the version's changes (a changelog) rather than a snapshot. */
+    val ChangelogCheckpointing = s"${ConfPrefix}changelogCheckpointing.enabled"
+
     /** Spark's provider, named: it is `private[sql]`, so made by name as Spark makes it. */
     val ProviderClass = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -271,7 +274,7 @@ object StateBackend {
      * stay; see bench/README.md).
      */
     val Defaults: Map[String, String] = Map(
-      s"${ConfPrefix}changelogCheckpointing.enabled" -> "true",
+      ChangelogCheckpointing -> "true",
       s"${ConfPrefix}trackTotalNumberOfRows" -> "false",
       s"${ConfPrefix}boundedMemoryUsage" -> "false")
 

@@ -229,13 +229,11 @@ final class StoreBackedStateMap(
 
   override def getAll(): Iterator[StateEntry] = entries()
 
+  private val storedEntry = new StoreBackedStateMap.StoredEntries(stateType)
+
   /** Every entry, copied out of the store's iterator (which reuses its rows). */
-  private def entries(): Iterator[StateEntry] = store.iterator().map { pair =>
-    val stored = storedTime(pair.value)
-    val state =
-      if (StoreBackedStateMap.marksNoState(stored)) null else toState(pair.value).copy()
-    StateEntry(pair.key.copy(), state, StoreBackedStateMap.decodeTime(stored))
-  }
+  private def entries(): Iterator[StateEntry] =
+    store.iterator().map(pair => storedEntry(pair.key, pair.value))
 
   private def storedTime(value: UnsafeRow): Long = value.getLong(stateNumFields)
 
@@ -273,4 +271,23 @@ object StoreBackedStateMap {
 
   /** The key's time (its timer, or update time) from a stored time. */
   def decodeTime(stored: Long): Long = if (marksNoState(stored)) stored ^ NoStateBit else stored
+
+  /**
+   * The entries of a store's key and value rows, for a state of `stateType`: the state (null
+   * for a key holding only a timer) and the key's time, both copied out of the rows (a store's
+   * iterator reuses them). What the map reads, and what the state reader reads of a store it
+   * opens read-only or of a changelog.
+   */
+  final class StoredEntries(stateType: StructType) {
+    private val stateFields = stateType.length
+    private val toState = UnsafeProjection.create(stateType.fields.toSeq.zipWithIndex.map {
+      case (f, i) => BoundReference(i, f.dataType, nullable = true)
+    })
+
+    def apply(key: UnsafeRow, value: UnsafeRow): StateEntry = {
+      val stored = value.getLong(stateFields)
+      val state = if (marksNoState(stored)) null else toState(value).copy()
+      StateEntry(key.copy(), state, decodeTime(stored))
+    }
+  }
 }

@@ -52,10 +52,11 @@ object TaskLocalRocksDB {
 
   /**
    * Spark's provider takes the streaming run's id from the Hadoop conf (it names the run that
-   * holds the RocksDB instance); a task-local store is a run of its own.
+   * holds the RocksDB instance); a task-local store is a run of its own. `base`: the file
+   * systems' settings, for a store whose files are a query's checkpoint.
    */
-  def hadoopConf(): Configuration = {
-    val conf = new Configuration()
+  def hadoopConf(base: Configuration = new Configuration()): Configuration = {
+    val conf = new Configuration(base)
     conf.set(RunIdKey, java.util.UUID.randomUUID().toString)
     conf
   }

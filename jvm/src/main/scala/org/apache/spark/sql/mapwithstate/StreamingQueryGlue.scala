@@ -1,11 +1,13 @@
 package org.apache.spark.sql.mapwithstate
 
 import java.util.UUID
+import java.util.concurrent.ConcurrentHashMap
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.{SparkConf, SparkEnv}
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 import org.apache.spark.sql.execution.streaming.RealTimeTrigger
 import org.apache.spark.sql.execution.streaming.checkpointing.CommitLog
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
@@ -16,13 +18,23 @@ import org.apache.spark.sql.execution.streaming.runtime.{
 }
 import org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink
 import org.apache.spark.sql.execution.streaming.state.{
+  NoPrefixKeyStateEncoderSpec,
+  RocksDBKeyStateEncoder,
+  RocksDBStateEncoder,
+  RocksDBStateStoreChangeDataReader,
+  RocksDBStateStoreProvider,
+  RocksDBValueStateEncoder,
   StateSchemaCompatibilityChecker,
   StateSchemaValidationResult,
   StateStore,
+  StateStoreChangeDataReader,
   StateStoreColFamilySchema,
+  StateStoreConf,
   StateStoreCoordinatorRef,
   StateStoreId,
-  StateStoreProviderId
+  StateStoreProvider,
+  StateStoreProviderId,
+  UnsafeRowDataEncoder
 }
 import org.apache.spark.sql.types.StructType
 
@@ -45,7 +57,9 @@ import org.apache.spark.sql.types.StructType
  *  - Real-Time Mode: whether the query runs under it, and admitting the streaming operator to
  *    its operator allowlist (see [[admitToRealTimeMode]]);
  *  - the queries running in the application, for `repartition_state` to refuse their
- *    checkpoints.
+ *    checkpoints;
+ *  - the change reader of a RocksDB state partition, for `read_state_changes` (see
+ *    [[rocksDBChanges]]).
  */
 object StreamingQueryGlue {
 
@@ -218,6 +232,45 @@ object StreamingQueryGlue {
    */
   def compressionCodec(conf: SparkConf, name: String): CompressionCodec =
     CompressionCodec.createCodec(conf, name)
+
+  /**
+   * The records of the default column family in the changelogs of versions `startVersion` to
+   * `endVersion` of a partition of Spark's RocksDB provider, `provider` (made with the store's
+   * key and value schemas and `storeConf`, column families on), read as Spark's state data
+   * source reads them (`getStateStoreChangeDataReader`) but filtered by the family's id as the
+   * checkpoint records it. Spark's provider fixes the default family's id when it is made,
+   * before loading any version, and its change reader keeps the records of that id; a store
+   * whose writer ended up with another id for it (the map_with_state stores: 1, where a new
+   * provider says 0) would read none. So `provider` must have loaded a version of the
+   * checkpoint first, whose ids its RocksDB then holds. `endCheckpointId`: the unique id of
+   * `endVersion`'s files under checkpoint format v2.
+   */
+  def rocksDBChanges(
+      provider: StateStoreProvider,
+      keySchema: StructType,
+      valueSchema: StructType,
+      storeConf: StateStoreConf,
+      hadoopConf: Configuration,
+      startVersion: Long,
+      endVersion: Long,
+      endCheckpointId: Option[String]): StateStoreChangeDataReader = {
+    val rocks = provider.asInstanceOf[RocksDBStateStoreProvider]
+    val family = StateStore.DEFAULT_COL_FAMILY_NAME
+    val familyId = rocks.rocksDB.createColFamilyIfAbsent(family, false)
+    val spec = NoPrefixKeyStateEncoderSpec(keySchema)
+    val data = new UnsafeRowDataEncoder(spec, valueSchema)
+    val encoders =
+      new ConcurrentHashMap[String, (RocksDBKeyStateEncoder, RocksDBValueStateEncoder, Short)]()
+    encoders.put(family, (RocksDBStateEncoder.getKeyEncoder(data, spec, true),
+        RocksDBStateEncoder.getValueEncoder(data, valueSchema, false), familyId))
+    val location = provider.stateStoreId.storeCheckpointLocation()
+    val sparkConf = Option(SparkEnv.get).map(_.conf).getOrElse(new SparkConf)
+    new RocksDBStateStoreChangeDataReader(provider.stateStoreId,
+      CheckpointFileManager.create(location, hadoopConf), rocks.rocksDB, location, startVersion,
+      endVersion, endCheckpointId,
+      CompressionCodec.createCodec(sparkConf, storeConf.compressionCodec), encoders, storeConf,
+      Some(family))
+  }
 
   /** This JVM's reference to the driver's coordinator, and the SparkEnv it was set up in. */
   private var coordinatorRef: (SparkEnv, StateStoreCoordinatorRef) = _
