@@ -29,6 +29,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
   private var capacity = tableSizeFor(initialCapacity)
   private var mask = capacity - 1
+  private var homeSeed = homeSeedFor(capacity)
   private var growThreshold = (capacity * LoadFactor).toInt
   private var hashes = new Array[Int](capacity)
   private var addresses = new Array[Long](capacity)
@@ -87,10 +88,32 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   def footprintBytes: Long = capacity.toLong * BytesPerSlot + arena.footprintBytes
 
   /**
+   * The slot where the probe for a key of `hash` starts: the hash mixed again with a seed of
+   * this table's capacity (Murmur3's finalizer), then its low bits. A file's records, a
+   * compaction's and a rebuild's come in their table's slot order; with the hash's own low bits
+   * as the home slot that order would be the hash's order, and inserting keys in hash order
+   * into a table of another capacity is linear probing's quadratic case: into a smaller one
+   * they sweep its slots once per factor of two between the capacities, each sweep over the
+   * runs the last one left (loading a partition of millions of keys from its files took many
+   * minutes). Seeded by capacity, two tables of different capacities place keys independently,
+   * so such an insert runs as in random order; two of the same capacity place them alike, in
+   * one pass.
+   */
+  @inline private def home(hash: Int): Int = {
+    var h = hash ^ homeSeed
+    h ^= h >>> 16
+    h *= 0x85ebca6b
+    h ^= h >>> 13
+    h *= 0xc2b2ae35
+    h ^= h >>> 16
+    h & mask
+  }
+
+  /**
    * The slot word where a probe for `hash` starts. Reading these words for a group of keys
    * before probing for any of them has their cache misses overlap (see [[recordWord]]).
    */
-  def probeStartWord(hash: Int): Long = addresses(hash & mask)
+  def probeStartWord(hash: Int): Long = addresses(home(hash))
 
   /**
    * The first word of the record a slot word (from [[probeStartWord]]) points at, or 0 for an
@@ -122,7 +145,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
    * Handing that slot to the insert saves probing the table a second time.
    */
   def probe(hash: Int, keyBase: AnyRef, keyOffset: Long, keyLength: Int): Int = {
-    var slot = hash & mask
+    var slot = home(hash)
     while (true) {
       val address = addresses(slot)
       if (address == EmptySlot) return -1 - slot
@@ -355,7 +378,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
       emptySlot: Int, hash: Int, flaggedAddress: Long, updateTime: Long): Unit = {
     var slot = emptySlot
     if (slot < 0) {
-      slot = hash & mask
+      slot = home(hash)
       while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
     }
     hashes(slot) = hash
@@ -381,6 +404,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
     capacity = newCapacity
     mask = newCapacity - 1
+    homeSeed = homeSeedFor(newCapacity)
     growThreshold = (newCapacity * LoadFactor).toInt
     hashes = new Array[Int](newCapacity)
     addresses = new Array[Long](newCapacity)
@@ -397,7 +421,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
           usedSlots -= 1
         } else {
           val newAddress = if (moveRecords) moveRecord(oldArena, address) else address
-          var slot = oldHashes(oldSlot) & mask
+          var slot = home(oldHashes(oldSlot))
           while (addresses(slot) != EmptySlot) slot = (slot + 1) & mask
           hashes(slot) = oldHashes(oldSlot)
           addresses(slot) = newAddress
@@ -471,6 +495,10 @@ private[state] object RowHashMap {
    * its own array for rebuilds.
    */
   private val TagBits = 0xfff80000L
+
+  /** The seed of a table's home slots ([[RowHashMap.home]]): one per capacity. */
+  private def homeSeedFor(capacity: Int): Int =
+    (Integer.numberOfTrailingZeros(capacity) + 1) * 0x9e3779b9
   private val RecordHeaderSize = 8
 
   /** One hash int, one address long and one update-time long per slot. */
