@@ -2,10 +2,6 @@ package io.mapwithstate.state
 
 import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, DataOutputStream}
 
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection
-import org.apache.spark.sql.types.{DataType, LongType}
-
 /**
  * Measures how long a state partition of N keys (key BIGINT, state one BIGINT) takes to load
  * from its files, as a restart loads it: one delta holding every key (a partition's first
@@ -23,19 +19,8 @@ object StateMapLoadBench {
   }
 
   private def measure(entries: Int): Unit = {
-    val keys = UnsafeProjection.create(Array[DataType](LongType))
-    val states = UnsafeProjection.create(Array[DataType](LongType))
-    val input = InternalRow.fromSeq(Seq(0L))
-    val empty = StateMap.empty(1, 1).asInstanceOf[DeltaChainStateMap]
-    val map = empty.copy()
-    var i = 0
-    while (i < entries) {
-      input.setLong(0, i.toLong)
-      val key = keys(input)
-      input.setLong(0, i * 7L)
-      map.put(key, states(input), i)
-      i += 1
-    }
+    val map = StateMap.empty(1, 1).asInstanceOf[DeltaChainStateMap].copy()
+    StateMapMemoryBench.putSequentialKeys(map, entries)
     val delta = new ByteArrayOutputStream()
     val deltaOut = new DataOutputStream(delta)
     StateMapSerde.writeDelta(map, deltaOut)

@@ -24,6 +24,21 @@ object StateMapMemoryBench {
     sizes.foreach(measure)
   }
 
+  /** Puts the BIGINT keys 0 until `entries` into `map`, key i with state i * 7 at time i. */
+  def putSequentialKeys(map: StateMap, entries: Int): Unit = {
+    val keys = UnsafeProjection.create(Array[DataType](LongType))
+    val states = UnsafeProjection.create(Array[DataType](LongType))
+    val input = InternalRow.fromSeq(Seq(0L))
+    var i = 0
+    while (i < entries) {
+      input.setLong(0, i.toLong)
+      val key = keys(input)
+      input.setLong(0, i * 7L)
+      map.put(key, states(input), i)
+      i += 1
+    }
+  }
+
   private def measure(entries: Int): Unit = {
     val keys = UnsafeProjection.create(Array[DataType](LongType))
     val states = UnsafeProjection.create(Array[DataType](LongType))
@@ -31,16 +46,7 @@ object StateMapMemoryBench {
 
     val before = usedHeap()
     var map = StateMap.empty(1, 1)
-    val putTime = timed {
-      var i = 0
-      while (i < entries) {
-        input.setLong(0, i.toLong)
-        val key = keys(input)
-        input.setLong(0, i * 7L)
-        map.put(key, states(input), i)
-        i += 1
-      }
-    }
+    val putTime = timed(putSequentialKeys(map, entries))
     val after = usedHeap()
     val heapPerEntry = (after - before).toDouble / entries
     println(f"$entries%,d entries: ${(after - before) >> 20}%,d MB used heap " +
