@@ -29,7 +29,8 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
   private var capacity = tableSizeFor(initialCapacity)
   private var mask = capacity - 1
-  private var homeSeed = homeSeedFor(capacity)
+  private val tableSeed = nextTableSeed()
+  private var homeSeed = homeSeedFor(tableSeed, capacity)
   private var growThreshold = (capacity * LoadFactor).toInt
   private var hashes = new Array[Int](capacity)
   private var addresses = new Array[Long](capacity)
@@ -52,6 +53,21 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   def layoutVersion: Int = rebuilds
 
   def slotCapacity: Int = capacity
+
+  /**
+   * The mean distance, in slots, from a used slot back to its key's home slot: how long probes
+   * run. About 1–2 at this load factor when keys land as in random order; a table filled in
+   * its own probe order shows thousands.
+   */
+  private[state] def meanProbeDistance: Double = {
+    var total = 0L
+    var slot = 0
+    while (slot < capacity) {
+      if (addresses(slot) != EmptySlot) total += (slot - home(hashes(slot))) & mask
+      slot += 1
+    }
+    if (usedSlots == 0) 0.0 else total.toDouble / usedSlots
+  }
 
   /** Slots holding a key, live or removed. */
   def usedSlotCount: Int = usedSlots
@@ -88,16 +104,17 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
   def footprintBytes: Long = capacity.toLong * BytesPerSlot + arena.footprintBytes
 
   /**
-   * The slot where the probe for a key of `hash` starts: the hash mixed again with a seed of
-   * this table's capacity (Murmur3's finalizer), then its low bits. A file's records, a
-   * compaction's and a rebuild's come in their table's slot order; with the hash's own low bits
-   * as the home slot that order would be the hash's order, and inserting keys in hash order
-   * into a table of another capacity is linear probing's quadratic case: into a smaller one
-   * they sweep its slots once per factor of two between the capacities, each sweep over the
-   * runs the last one left (loading a partition of millions of keys from its files took many
-   * minutes). Seeded by capacity, two tables of different capacities place keys independently,
-   * so such an insert runs as in random order; two of the same capacity place them alike, in
-   * one pass.
+   * The slot where the probe for a key of `hash` starts: the hash mixed again with this
+   * table's seed (Murmur3's finalizer), then its low bits. A file's records, a compaction's, a
+   * rebuild's and a rewrite's come in some table's slot order; were two tables to place keys
+   * alike, that order would be the new table's own probe order, linear probing's quadratic
+   * case: into a smaller table the keys sweep its slots once per factor of two between the
+   * capacities, each sweep over the runs the last one left (loading a partition of millions of
+   * keys from its files took many minutes), and into a table of the same capacity two such
+   * streams (a repartition's or a conversion's merge of two partitions or two layers) pile
+   * twice the table's density onto the same stretch of slots. So each table has a seed of its
+   * own, changed with its capacity ([[homeSeedFor]]): any other table's order is a random order
+   * here. A rebuild at the same capacity keeps the seed and runs in one pass.
    */
   @inline private def home(hash: Int): Int = {
     var h = hash ^ homeSeed
@@ -404,7 +421,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
 
     capacity = newCapacity
     mask = newCapacity - 1
-    homeSeed = homeSeedFor(newCapacity)
+    homeSeed = homeSeedFor(tableSeed, newCapacity)
     growThreshold = (newCapacity * LoadFactor).toInt
     hashes = new Array[Int](newCapacity)
     addresses = new Array[Long](newCapacity)
@@ -496,9 +513,15 @@ private[state] object RowHashMap {
    */
   private val TagBits = 0xfff80000L
 
-  /** The seed of a table's home slots ([[RowHashMap.home]]): one per capacity. */
-  private def homeSeedFor(capacity: Int): Int =
-    (Integer.numberOfTrailingZeros(capacity) + 1) * 0x9e3779b9
+  /** Tables made so far: each table's seed is drawn from it ([[nextTableSeed]]). */
+  private val tablesMade = new java.util.concurrent.atomic.AtomicInteger()
+
+  /** A new table's own seed: consecutive tables' seeds differ in many bits (an odd multiplier). */
+  private def nextTableSeed(): Int = tablesMade.incrementAndGet() * 0x632be5ab
+
+  /** The seed of a table's home slots ([[RowHashMap.home]]): its own, and one per capacity. */
+  private def homeSeedFor(tableSeed: Int, capacity: Int): Int =
+    tableSeed ^ (Integer.numberOfTrailingZeros(capacity) + 1) * 0x9e3779b9
   private val RecordHeaderSize = 8
 
   /** One hash int, one address long and one update-time long per slot. */

@@ -5,9 +5,11 @@ import java.io.{ByteArrayInputStream, ByteArrayOutputStream, DataInputStream, Da
 /**
  * Measures how long a state partition of N keys (key BIGINT, state one BIGINT) takes to load
  * from its files, as a restart loads it: one delta holding every key (a partition's first
- * batch), and a snapshot. A file's records come in its writer's slot order; loading them must
- * stay linear in N (a table that places them by the hash's low bits falls into linear probing's
- * quadratic case, see [[RowHashMap]]). Prints only; nothing is asserted.
+ * batch), and a snapshot; and how long one map takes to fill from two maps of N / 2 keys each,
+ * in their slot order, as a repartition merges two partitions or a conversion a map's layers.
+ * Records come in their source table's slot order; filling a table from them must stay linear
+ * in N (tables that place keys alike fall into linear probing's quadratic case, see
+ * [[RowHashMap]]). Prints only; nothing is asserted.
  *
  * `java -Xmx8g -cp <test classpath> io.mapwithstate.state.StateMapLoadBench 250000 2500000`
  */
@@ -41,7 +43,18 @@ object StateMapLoadBench {
       val loaded = StateMapSerde.readSnapshot(in, 1, 1)
       require(loaded.size == entries, s"${loaded.size} keys loaded of $entries")
     }
-    println(f"$entries%,d keys: delta loaded in $deltaMs%,d ms, snapshot in $snapshotMs%,d ms")
+    val halves = Seq(0L, entries / 2L).map { first =>
+      val half = StateMap.empty(1, 1).copy()
+      StateMapMemoryBench.putSequentialKeys(half, entries / 2, first)
+      half
+    }
+    val mergeMs = timed {
+      val merged = StateMap.empty(1, 1).copy()
+      halves.foreach(_.getAll().foreach(e => merged.put(e.key, e.state, e.updateTime)))
+      require(merged.size == entries / 2 * 2, s"${merged.size} keys merged of $entries")
+    }
+    println(f"$entries%,d keys: delta loaded in $deltaMs%,d ms, snapshot in $snapshotMs%,d ms, " +
+      f"two halves merged in $mergeMs%,d ms")
   }
 
   private def timed(body: => Unit): Long = {

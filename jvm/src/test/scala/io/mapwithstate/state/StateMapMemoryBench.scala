@@ -24,14 +24,17 @@ object StateMapMemoryBench {
     sizes.foreach(measure)
   }
 
-  /** Puts the BIGINT keys 0 until `entries` into `map`, key i with state i * 7 at time i. */
-  def putSequentialKeys(map: StateMap, entries: Int): Unit = {
+  /**
+   * Puts `entries` BIGINT keys from `firstKey` on into `map`, the i-th with state i * 7 at time
+   * i.
+   */
+  def putSequentialKeys(map: StateMap, entries: Int, firstKey: Long = 0L): Unit = {
     val keys = UnsafeProjection.create(Array[DataType](LongType))
     val states = UnsafeProjection.create(Array[DataType](LongType))
     val input = InternalRow.fromSeq(Seq(0L))
     var i = 0
     while (i < entries) {
-      input.setLong(0, i.toLong)
+      input.setLong(0, firstKey + i)
       val key = keys(input)
       input.setLong(0, i * 7L)
       map.put(key, states(input), i)

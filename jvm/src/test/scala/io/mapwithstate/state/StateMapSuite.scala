@@ -463,6 +463,27 @@ class StateMapSuite extends AnyFunSuite {
     assert(longContents(compacted) === (1L until keys).map(k => k -> (k, 3L)).toMap)
   }
 
+  test("a layer filled from two layers of its capacity, in their slot order, probes short") {
+    // As a repartition merges two partitions, or a conversion a map's layers: each source
+    // 60% full of its capacity, so two of them placed alike would overfill the same slots.
+    val perSource = (RowHashMap.capacityFor(40000) * 0.6).toInt
+    def source(first: Long): DeltaChainStateMap = {
+      val map = StateMap.empty(1, 1).copy()
+      for (k <- first until first + perSource) map.put(longKey(k), longState(k), 1L)
+      map
+    }
+    val (a, b) = (source(0), source(perSource))
+    assert(a.layer.slotCapacity === b.layer.slotCapacity)
+    val merged = StateMap.empty(1, 1).copy()
+    // All of a and the start of b, stopping before the merged layer outgrows the sources'.
+    val beforeGrowth = (a.layer.slotCapacity * 0.74).toInt - perSource
+    (a.getAll() ++ b.getAll().take(beforeGrowth)).foreach { e =>
+      merged.put(e.key, e.state, e.updateTime)
+    }
+    assert(merged.layer.slotCapacity === a.layer.slotCapacity)
+    assert(merged.layer.meanProbeDistance < 4.0, merged.layer.meanProbeDistance)
+  }
+
   test("a copy's layer is sized for the smaller of the last two batches' writes") {
     def batch(map: StateMap, keys: Long, time: Long): Unit =
       for (k <- 0L until keys) map.put(longKey(k), longState(time), time)
