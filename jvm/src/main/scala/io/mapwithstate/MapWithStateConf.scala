@@ -46,7 +46,8 @@ object MapWithStateConf {
   /**
    * In a real-time batch (Real-Time Mode), the least time in milliseconds between two looks
    * for the keys due to time out, made as records arrive (default 100; 0: before every
-   * record). See [[execution.BatchClock.WallClock]].
+   * record), and how often a partition that gets no records looks (at least every 10 ms).
+   * See [[execution.BatchClock.WallClock]].
    */
   val RealTimeTimerInterval = "spark.mapwithstate.realTimeMode.timerIntervalMs"
 

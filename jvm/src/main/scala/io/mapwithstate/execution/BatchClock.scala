@@ -18,7 +18,10 @@ import org.apache.spark.sql.execution.datasources.v2.LowLatencyClock
  *    whatever the batch's start. This is what Spark's `transformWithState` does in Real-Time
  *    Mode (its `TimerValues` give each call the clock read for it, and it fires its due timers
  *    after every record and at the input's end), but throttled: a look costs a read of the
- *    front of the state's expiry index, too much for every record of a busy partition.
+ *    front of the state's expiry index, too much for every record of a busy partition. And
+ *    when the task's records are handed off by a reader thread ([[RecordHandOff]]), a
+ *    partition waiting for records also looks at the batch's start and then every
+ *    `intervalMs` (at least [[WallClock.MinIdleWaitMs]]) while none arrives.
  *
  * Event-time timers time out against the batch's watermark in both, which Real-Time Mode only
  * advances between batches: within a long batch they fall due at its first look.
@@ -44,6 +47,16 @@ object BatchClock {
 
     /** The time now, in microseconds. */
     def nowMicros(): Long = millis() * 1000L
+  }
+
+  object WallClock {
+
+    /**
+     * The least time (ms) a partition waits for a record before it looks for due keys again
+     * when none arrives: with an interval of 0 (a look before every record), an idle
+     * partition would otherwise look without pause.
+     */
+    val MinIdleWaitMs: Long = 10L
   }
 
   /** Between records of a real-time batch, due keys are looked for at most this often. */

@@ -14,7 +14,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow
  *
  * Output is produced lazily, so a partition's emitted records never have to fit in memory.
  *
- * @param records     the partition's records, sorted by batch time (then by `order_by`)
+ * @param records     the partition's records, sorted by batch time (then by `order_by`); in
+ *                    a real-time batch, possibly read by a thread of their own
+ *                    ([[RecordHandOff]]), so that due keys time out while none arrives
  * @param batchTimeOf the batch time of a record (micros); ignored for a one-batch timeline
  * @param firstBatch  the number, in the query, of the timeline's first batch (from 1)
  * @param stateRows   when set, the state rows that follow each batch (snapshots, or after the
@@ -41,13 +43,13 @@ class BatchReplayIterator(
 
   // Read ahead in groups when the map can prefetch for them (see [[ReadAheadRecords]]) and
   // the records may wait for the rest of their group.
-  private val input: scala.collection.BufferedIterator[InternalRow] =
-    if (readAhead && updater.prefetches) {
+  private val input: scala.collection.BufferedIterator[InternalRow] = records match {
+    case handedOff: RecordHandOff => handedOff
+    case _ if readAhead && updater.prefetches =>
       new ReadAheadRecords(records, ReadAheadRecords.GroupSize,
         (group, count) => updater.prefetch(group, count))
-    } else {
-      records.buffered
-    }
+    case _ => records.buffered
+  }
   // A streaming micro-batch: every record is in the one batch, none needs its time looked up.
   private val oneBatch = timeline.size == 1 && !timeline.fromData
   private var batch = 0
@@ -72,6 +74,13 @@ class BatchReplayIterator(
   private var now = 0L
   private var clockRead = false
   private var nextLook = Long.MinValue
+  // With a wall clock, a real-time task's records read by a thread of their own: while none
+  // arrives, due keys are looked for as the interval passes. Else null: waits in `records`.
+  private val handOff: RecordHandOff = records match {
+    case handedOff: RecordHandOff if wallClock != null && timeouts != TimeoutPolicy.Never =>
+      handedOff
+    case _ => null
+  }
 
   updater.startBatch(timeline.watermarkAt(0))
 
@@ -103,14 +112,14 @@ class BatchReplayIterator(
     nextEmitted += 1
   } else phase match {
     case Records =>
-      if (input.hasNext && inThisBatch(input.head) && wallClock != null && !clockRead) {
+      if (handOff != null && !clockRead && !handOff.ready && !handOff.await(idleWaitMs())) {
+        // No record arrived while the partition waited until its next look: look now.
+        now = wallClock.nowMicros()
+        lookForDueKeys()
+      } else if (input.hasNext && inThisBatch(input.head) && wallClock != null && !clockRead) {
         clockRead = true
         now = wallClock.nowMicros()
-        if (now >= nextLook && timeouts != TimeoutPolicy.Never) {
-          nextLook = now + wallClock.intervalMs * 1000L
-          phase = DueBetweenRecords
-          timingOut = dueKeys(timeouts.dueBefore(now, timeline.watermarkAt(batch)))
-        }
+        if (now >= nextLook && timeouts != TimeoutPolicy.Never) lookForDueKeys()
       } else if (input.hasNext && inThisBatch(input.head)) {
         clockRead = false
         val record = input.next()
@@ -159,6 +168,26 @@ class BatchReplayIterator(
       }
     case Done =>
   }
+
+  /** With a wall clock: the keys due by `now` time out next, before any other record runs. */
+  private def lookForDueKeys(): Unit = {
+    nextLook = now + wallClock.intervalMs * 1000L
+    phase = DueBetweenRecords
+    timingOut = dueKeys(timeouts.dueBefore(now, timeline.watermarkAt(batch)))
+  }
+
+  /**
+   * How long a task whose records are handed off waits for one before it looks for due keys
+   * (ms): not at all before the batch's first look; then until the next look is due, and at
+   * least [[BatchClock.WallClock.MinIdleWaitMs]], so that an interval of 0 (a look before every
+   * record) does not spin while no record comes.
+   */
+  private def idleWaitMs(): Long =
+    if (nextLook == Long.MinValue) 0L
+    else {
+      val untilLook = math.max(0L, nextLook - wallClock.nowMicros())
+      math.max(BatchClock.WallClock.MinIdleWaitMs, (untilLook + 999L) / 1000L)
+    }
 
   /** Runs the timing-out call of the next key of `timingOut`, if one is left; whether it was. */
   private def timeOutNext(): Boolean = timingOut.hasNext && {

@@ -71,7 +71,8 @@ import org.apache.spark.sql.types.{DataType, StructType}
  * In a long-running batch of Real-Time Mode ([[RealTimeMode]]) each record's output is handed
  * on as the record is run: a task serves one partition, its records run in arrival order, none
  * read ahead; calls see the wall clock and keys time out between records as it passes their
- * deadline ([[BatchClock.WallClock]]); the store still commits when the batch's input ends.
+ * deadline ([[BatchClock.WallClock]]), and while none arrives, the records being read by a
+ * thread of their own ([[RecordHandOff]]); the store still commits when the batch's input ends.
  *
  * `stateInfo` comes from the running query at planning time (see
  * [[MapWithStateStreamExec.operatorId]] and `StreamingQueryGlue`); `initialState` is planned
@@ -360,6 +361,9 @@ case class MapWithStateStreamExec(
       if (realTimeMode) BatchClock.WallClock(MapWithStateConf.realTimeTimerIntervalMs(conf))
       else BatchClock.OfTimeline
     val failureMarker = TaskFailureInjection.marker(conf)
+    // In a real-time batch whose keys can time out, the records are read by a thread of their
+    // own, so that due keys fire while the partition waits for records ([[RecordHandOff]]).
+    val handOff = realTimeMode && timeoutPolicy != TimeoutPolicy.Never
     val allUpdatesTimeMs = longMetric("allUpdatesTimeMs")
     val commitTimeMs = longMetric("commitTimeMs")
 
@@ -376,9 +380,11 @@ case class MapWithStateStreamExec(
           if (backend.readsFasterInKeyOrder && !realTimeMode) {
             new KeyOrderedRecords(records, runner.keyOrdinals, runner.keyTypes)
           } else records
+        val input = TaskFailureInjection.around(ordered, failureMarker)
         runner.run(store.id.partitionId, stateMap,
-          TaskFailureInjection.around(ordered, failureMarker), initial, timeline, _ => batchTime,
-          batchNumber, backend.heapLimitBytes, readAhead = !realTimeMode, clock) {
+          if (handOff) RecordHandOff.start(input, TaskContext.get()) else input, initial,
+          timeline, _ => batchTime, batchNumber, backend.heapLimitBytes,
+          readAhead = !realTimeMode, clock) {
           allUpdatesTimeMs += TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started)
           commitTimeMs += timeTakenMs {
             stateMap.flush()

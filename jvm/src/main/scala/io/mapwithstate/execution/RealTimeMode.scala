@@ -42,8 +42,11 @@ import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
  * each timing-out call's output handed on at once ([[BatchClock.WallClock]]), as Spark's
  * transformWithState does in Real-Time Mode. They change the state like a record's calls,
  * committed with the batch: a batch re-executed from the last commit fires them again from
- * that state. A task waits in the shuffle for its next record, so a partition with no records
- * arriving fires its due keys at the batch's end.
+ * that state. A partition that gets no records fires its due keys too, within about the
+ * interval: its task's records are read by a thread of their own ([[RecordHandOff]]), which
+ * waits in the shuffle while the task's thread waits for it with a timeout and looks for due
+ * keys as the interval passes. transformWithState waits in the shuffle itself, so its timers
+ * in a quiet partition fire only when a record arrives or at the batch's end.
  */
 object RealTimeMode {
 

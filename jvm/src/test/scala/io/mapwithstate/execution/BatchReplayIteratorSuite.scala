@@ -4,6 +4,7 @@ import io.mapwithstate.{LocalSpark, MapWithStateException}
 import io.mapwithstate.plan.{
   FunctionKind,
   GroupAggregates,
+  StateFunction,
   StateFunctionInput,
   StateFunctionResolver
 }
@@ -21,6 +22,7 @@ import org.apache.spark.sql.catalyst.expressions.{
   UnixMicros,
   UnsafeProjection
 }
+import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{LongType, StringType, StructType, TimestampType}
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
@@ -33,44 +35,18 @@ import org.scalatest.funsuite.AnyFunSuite
  * The function counts records per key and emits (key, count after, timing out, batch time).
  */
 class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
-  private val stateType = new StructType().add("n", LongType)
+  import BatchReplayIteratorSuite.perRecord
 
-  /** A per-record function's kind; a group function's has no aggregates here (no values). */
-  private val perRecord = FunctionKind.PerRecord(Nil, Nil)
+  /** A group function's kind, with no aggregates here (no values). */
   private val perGroup = FunctionKind.PerGroup(GroupAggregates(Nil, Nil), Nil)
 
   /** An updater for `timeouts`; with timers, the function sets them (see `timeoutAt`). */
   private def updater(
       timeouts: TimeoutPolicy,
       kind: FunctionKind = perRecord,
-      clock: BatchClock = BatchClock.OfTimeline): StateUpdater = {
-    val key = AttributeReference("k", StringType)()
-    val ts = AttributeReference("ts", TimestampType)()
-    val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
-    val newState =
-      UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState), Literal("n"))
-    val update =
-      CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
-    val emit = CreateNamedStruct(Seq(
-        Literal("k"), UnresolvedAttribute("k"),
-        Literal("n"), Coalesce(Seq(newState, state)),
-        Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
-        Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
-    // With timers: a record sets its key's timer 5 after the batch; a timing-out call clears it.
-    val timeoutAt = If(UnresolvedAttribute(StateFunctionInput.IsTimingOut),
-      Literal(null, TimestampType),
-      MicrosToTimestamp(Add(UnixMicros(UnresolvedAttribute(StateFunctionInput.BatchTime)),
-          Literal(5L))))
-    val function = new StateFunctionResolver(spark).resolve(Seq(key, ts), stateType,
-      Some(update), None, Some(emit),
-      timeouts match {
-        case _: TimeoutPolicy.Timers => Some(timeoutAt)
-        case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => None
-      })
-    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
-    compiled.initialize(0)
-    StateUpdater(StateMap.empty(1, 1), compiled, 2, kind, Seq(1), timeouts, clock = clock)
-  }
+      clock: BatchClock = BatchClock.OfTimeline): StateUpdater =
+    BatchReplayIteratorSuite.updater(BatchReplayIteratorSuite.counting(spark, timeouts),
+      timeouts, kind, clock)
 
   private def record(key: String, time: Long): InternalRow =
     InternalRow(UTF8String.fromString(key), time)
@@ -367,4 +343,53 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     UnsafeProjection.create(Array[org.apache.spark.sql.types.DataType](LongType))
   private def keyRow(k: String) = keyProjection(InternalRow(UTF8String.fromString(k))).copy()
   private def stateRow(n: Long) = stateProjection(InternalRow(n)).copy()
+}
+
+object BatchReplayIteratorSuite {
+  private val stateType = new StructType().add("n", LongType)
+
+  /** A per-record function's kind. */
+  val perRecord: FunctionKind = FunctionKind.PerRecord(Nil, Nil)
+
+  /**
+   * The suites' function over records (k STRING, ts): counts records per key in `n` and emits
+   * (k, n after, timing out, batch time); with timers, a record sets its key's timer 5 µs
+   * after its batch time and a timing-out call clears it. Resolved on the driver; serializable,
+   * so a task can compile it ([[updater]]).
+   */
+  def counting(spark: SparkSession, timeouts: TimeoutPolicy): StateFunction = {
+    val key = AttributeReference("k", StringType)()
+    val ts = AttributeReference("ts", TimestampType)()
+    val state = UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.State), Literal("n"))
+    val newState =
+      UnresolvedExtractValue(UnresolvedAttribute(StateFunctionInput.NewState), Literal("n"))
+    val update =
+      CreateNamedStruct(Seq(Literal("n"), Add(Coalesce(Seq(state, Literal(0L))), Literal(1L))))
+    val emit = CreateNamedStruct(Seq(
+        Literal("k"), UnresolvedAttribute("k"),
+        Literal("n"), Coalesce(Seq(newState, state)),
+        Literal("timing_out"), UnresolvedAttribute(StateFunctionInput.IsTimingOut),
+        Literal("batch"), UnresolvedAttribute(StateFunctionInput.BatchTime)))
+    val timeoutAt = If(UnresolvedAttribute(StateFunctionInput.IsTimingOut),
+      Literal(null, TimestampType),
+      MicrosToTimestamp(Add(UnixMicros(UnresolvedAttribute(StateFunctionInput.BatchTime)),
+          Literal(5L))))
+    new StateFunctionResolver(spark).resolve(Seq(key, ts), stateType,
+      Some(update), None, Some(emit),
+      timeouts match {
+        case _: TimeoutPolicy.Timers => Some(timeoutAt)
+        case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => None
+      })
+  }
+
+  /** An updater of [[counting]] over a new state map, compiled where it is called. */
+  def updater(
+      function: StateFunction,
+      timeouts: TimeoutPolicy,
+      kind: FunctionKind = perRecord,
+      clock: BatchClock = BatchClock.OfTimeline): StateUpdater = {
+    val compiled = new CompiledStateFunction(function, Seq(0, 1), 2, Seq(0), Seq(StringType))
+    compiled.initialize(0)
+    StateUpdater(StateMap.empty(1, 1), compiled, 2, kind, Seq(1), timeouts, clock = clock)
+  }
 }

@@ -4,7 +4,7 @@ import java.util.UUID
 import java.util.concurrent.ConcurrentHashMap
 
 import org.apache.hadoop.conf.Configuration
-import org.apache.spark.{SparkConf, SparkEnv}
+import org.apache.spark.{SparkConf, SparkEnv, TaskContext}
 import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
@@ -37,6 +37,7 @@ import org.apache.spark.sql.execution.streaming.state.{
   UnsafeRowDataEncoder
 }
 import org.apache.spark.sql.types.StructType
+import org.apache.spark.util.TaskCompletionListener
 
 /**
  * Everything mapWithState needs from Spark's streaming internals, which have no public hook for
@@ -59,7 +60,10 @@ import org.apache.spark.sql.types.StructType
  *  - the queries running in the application, for `repartition_state` to refuse their
  *    checkpoints;
  *  - the change reader of a RocksDB state partition, for `read_state_changes` (see
- *    [[rocksDBChanges]]).
+ *    [[rocksDBChanges]]);
+ *  - a task's life, for the thread that reads a real-time task's records
+ *    ([[io.mapwithstate.execution.RecordHandOff]]): its `TaskContext` set on that thread, a
+ *    listener run before the task's completion listeners, and the task's kill.
  */
 object StreamingQueryGlue {
 
@@ -144,6 +148,31 @@ object StreamingQueryGlue {
     }
     true
   }
+
+  /**
+   * Runs `body` on this thread (one the plugin started for `context`'s task) as part of the
+   * task: with `context` as its `TaskContext`, which Spark's readers, `SQLConf.get` and the
+   * shuffle's fetch-failure reporting look up, as Spark's continuous processing sets it on its
+   * reader thread (`ContinuousQueuedDataReader`). Unset afterwards.
+   */
+  def runAsPartOf[T](context: TaskContext)(body: => T): T = {
+    TaskContext.setTaskContext(context)
+    try body
+    finally TaskContext.unset()
+  }
+
+  /**
+   * Runs `f` when `context`'s task ends (succeeded, failed or killed), before any of its
+   * completion listeners: Spark's pre-completion listeners run first, whenever the others were
+   * added, so `f` may stop what still uses resources those listeners release.
+   */
+  def beforeTaskCompletes(context: TaskContext)(f: => Unit): Unit =
+    context.addTaskPreCompletionListener(new TaskCompletionListener {
+      override def onTaskCompletion(context: TaskContext): Unit = f
+    })
+
+  /** Throws Spark's `TaskKilledException`, with its reason, if `context`'s task was killed. */
+  def killTaskIfInterrupted(context: TaskContext): Unit = context.killTaskIfInterrupted()
 
   /**
    * The streaming query running on this thread (its id and execution), or None when none is.
