@@ -99,15 +99,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
    * so such an insert runs as in random order; two of the same capacity place them alike, in
    * one pass.
    */
-  @inline private def home(hash: Int): Int = {
-    var h = hash ^ homeSeed
-    h ^= h >>> 16
-    h *= 0x85ebca6b
-    h ^= h >>> 13
-    h *= 0xc2b2ae35
-    h ^= h >>> 16
-    h & mask
-  }
+  @inline private def home(hash: Int): Int = homeSlot(hash, homeSeed, mask)
 
   /**
    * The slot word where a probe for `hash` starts. Reading these words for a group of keys
@@ -497,8 +489,22 @@ private[state] object RowHashMap {
   private val TagBits = 0xfff80000L
 
   /** The seed of a table's home slots ([[RowHashMap.home]]): one per capacity. */
-  private def homeSeedFor(capacity: Int): Int =
+  private[state] def homeSeedFor(capacity: Int): Int =
     (Integer.numberOfTrailingZeros(capacity) + 1) * 0x9e3779b9
+
+  /**
+   * The home slot of `hash` in a table of `mask + 1` slots whose seed is `seed` (see
+   * [[RowHashMap.home]]): the seeded hash through Murmur3's finalizer, then its low bits.
+   */
+  @inline private[state] def homeSlot(hash: Int, seed: Int, mask: Int): Int = {
+    var h = hash ^ seed
+    h ^= h >>> 16
+    h *= 0x85ebca6b
+    h ^= h >>> 13
+    h *= 0xc2b2ae35
+    h ^= h >>> 16
+    h & mask
+  }
   private val RecordHeaderSize = 8
 
   /** One hash int, one address long and one update-time long per slot. */
