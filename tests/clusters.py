@@ -59,12 +59,22 @@ def wait_for_port(port: int, timeout: float, what: str, log=lambda: "") -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
+    """Whether process ``pid`` exists and is not a zombie (one waiting for its parent to reap
+    it does not run)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def kill_local_server(server: "mws.LocalConnectServer", timeout: float = 30) -> None:
+    """Kills ``server``'s JVM with SIGKILL, as a crash would, and waits until it has ended."""
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while server.running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not server.running(), f"the server {server.pid} outlived SIGKILL by {timeout:.0f} s"
 
 
 class ConnectDaemon:

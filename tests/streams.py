@@ -17,6 +17,13 @@ OUTPUT_SCHEMA = "word STRING, n BIGINT"
 MAPWITHSTATE_DELTA_MAGICS = (b"MWSZ", b"MWSD")
 
 
+def committed_batches(checkpoint):
+    """The ids of the batches a streaming query's checkpoint has committed, in order."""
+    commits = os.path.join(checkpoint, "commits")
+    return sorted(int(n) for n in os.listdir(commits) if n.isdigit()) \
+        if os.path.isdir(commits) else []
+
+
 class Stream:
     """An input directory, a checkpoint and an output directory under one temp dir."""
 

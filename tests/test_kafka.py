@@ -8,16 +8,16 @@ record the pipeline writes has an idempotent key and a reader keeps one record p
 state is exactly once: every input record's effect is in it once, also across a ``kill -9``.
 """
 import json
-import os
 import random
-import signal
 import time
 
 import pytest
 
 import mapwithstate as mws
 from examples import kafka_fraud
+from clusters import kill_local_server
 from kafka import consume, deduplicated, produce, topic_name
+from streams import committed_batches
 
 pytestmark = pytest.mark.slow
 
@@ -127,11 +127,6 @@ def test_kafka_sink_has_no_transactions(kafka_broker, kafka_spark):
             .option("kafka.delivery.timeout.ms", "2000").save()
 
 
-def _committed_batches(checkpoint):
-    commits = os.path.join(checkpoint, "commits")
-    return len([n for n in os.listdir(commits) if n.isdigit()]) if os.path.isdir(commits) else 0
-
-
 def test_server_killed_mid_stream_restarts_exactly_once_in_state(
         kafka_broker, kafka_server, monkeypatch, tmp_path):
     monkeypatch.setenv(_CONNECT_MODE, "1")
@@ -146,16 +141,12 @@ def test_server_killed_mid_stream_restarts_exactly_once_in_state(
         # 20 records a micro-batch over the 2 partitions: 12 batches or more to read them all.
         query = topics.start(spark, bootstrap, checkpoint, max_offsets_per_trigger=20)
         deadline = time.monotonic() + 300
-        while _committed_batches(checkpoint) < 2:
+        while len(committed_batches(checkpoint)) < 2:
             assert query.exception() is None and time.monotonic() < deadline, \
                 f"the query did not commit 2 batches: {query.exception()}"
             time.sleep(0.2)
-        os.kill(doomed.pid, signal.SIGKILL)
-        killed_after = _committed_batches(checkpoint)
-        deadline = time.monotonic() + 30
-        while doomed.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not doomed.running()
+        kill_local_server(doomed)
+        killed_after = len(committed_batches(checkpoint))
     assert killed_after < 12, f"the query had read everything ({killed_after} batches)"
 
     # A new server continues from the checkpoint: each record's effect once in the state.

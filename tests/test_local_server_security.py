@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import mapwithstate as mws
+from clusters import kill_local_server, pid_alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads Linux's /proc socket and process tables")
@@ -127,10 +128,7 @@ def test_stop_removes_the_servers_directory_unless_its_log_is_needed():
     assert not os.path.exists(directory)
     # A server that ended on its own keeps its log (and not its settings).
     crashed = mws.LocalConnectServer()
-    os.kill(crashed.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while crashed.running() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    kill_local_server(crashed)
     crashed.stop()
     assert os.listdir(os.path.dirname(crashed.log_path)) == ["server.log"]
     shutil.rmtree(os.path.dirname(crashed.log_path))
@@ -162,21 +160,12 @@ def test_the_server_ends_when_its_owner_is_killed():
         owner.send_signal(signal.SIGKILL)
         owner.wait()
         deadline = time.monotonic() + 20
-        while _alive(jvm) and time.monotonic() < deadline:
+        while pid_alive(jvm) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _alive(jvm), f"the server JVM {jvm} outlived its owner by 20 s"
+        assert not pid_alive(jvm), f"the server JVM {jvm} outlived its owner by 20 s"
     finally:
         owner.kill()
         owner.wait()
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_local_session_reuses_one_server_per_settings():

@@ -20,7 +20,6 @@ with 2 shuffle partitions, and the servers a test starts of its own.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -32,10 +31,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 import mapwithstate as mws
+from clusters import kill_local_server
 from kafka import consume, deduplicated, produce, topic_name
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from specs import map_running_count
+from streams import committed_batches
 
 pytestmark = pytest.mark.slow
 
@@ -90,12 +91,6 @@ def start(spark, bootstrap, topics, checkpoint, spec=None, trigger=None):
         .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap) \
         .option("topic", topics[1]).option("checkpointLocation", checkpoint) \
         .outputMode("update").trigger(**(trigger or {"realTime": BATCH})).start()
-
-
-def committed_batches(checkpoint):
-    commits = os.path.join(checkpoint, "commits")
-    return sorted(int(n) for n in os.listdir(commits) if n.isdigit()) \
-        if os.path.isdir(commits) else []
 
 
 def expected(records):
@@ -293,11 +288,7 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
         _, outputs = expected(first + second)
         read_outputs(spark, bootstrap, topics[1], len(outputs), 25, query)
         killed_after = committed_batches(checkpoint)
-        os.kill(doomed.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while doomed.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not doomed.running()
+        kill_local_server(doomed)
     # The second records were run, but the batch that ran them never committed: the restarted
     # query runs them again, on the state batch 0 committed.
     assert killed_after == before, (before, killed_after)

@@ -116,15 +116,7 @@ private[state] final class RowHashMap(initialCapacity: Int, initialPageSize: Int
    * own, changed with its capacity ([[homeSeedFor]]): any other table's order is a random order
    * here. A rebuild at the same capacity keeps the seed and runs in one pass.
    */
-  @inline private def home(hash: Int): Int = {
-    var h = hash ^ homeSeed
-    h ^= h >>> 16
-    h *= 0x85ebca6b
-    h ^= h >>> 13
-    h *= 0xc2b2ae35
-    h ^= h >>> 16
-    h & mask
-  }
+  @inline private def home(hash: Int): Int = homeSlot(hash, homeSeed, mask)
 
   /**
    * The slot word where a probe for `hash` starts. Reading these words for a group of keys
@@ -517,11 +509,25 @@ private[state] object RowHashMap {
   private val tablesMade = new java.util.concurrent.atomic.AtomicInteger()
 
   /** A new table's own seed: consecutive tables' seeds differ in many bits (an odd multiplier). */
-  private def nextTableSeed(): Int = tablesMade.incrementAndGet() * 0x632be5ab
+  private[state] def nextTableSeed(): Int = tablesMade.incrementAndGet() * 0x632be5ab
 
   /** The seed of a table's home slots ([[RowHashMap.home]]): its own, and one per capacity. */
-  private def homeSeedFor(tableSeed: Int, capacity: Int): Int =
+  private[state] def homeSeedFor(tableSeed: Int, capacity: Int): Int =
     tableSeed ^ (Integer.numberOfTrailingZeros(capacity) + 1) * 0x9e3779b9
+
+  /**
+   * The home slot of `hash` in a table of `mask + 1` slots whose seed is `seed` (see
+   * [[RowHashMap.home]]): the seeded hash through Murmur3's finalizer, then its low bits.
+   */
+  @inline private[state] def homeSlot(hash: Int, seed: Int, mask: Int): Int = {
+    var h = hash ^ seed
+    h ^= h >>> 16
+    h *= 0x85ebca6b
+    h ^= h >>> 13
+    h *= 0xc2b2ae35
+    h ^= h >>> 16
+    h & mask
+  }
   private val RecordHeaderSize = 8
 
   /** One hash int, one address long and one update-time long per slot. */

@@ -2,18 +2,7 @@ package io.mapwithstate.state
 
 import java.io.{File, RandomAccessFile}
 
-import io.mapwithstate.TempDirs
-import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.Path
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{
-  NoPrefixKeyStateEncoderSpec,
-  StateStoreConf,
-  StateStoreId
-}
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -21,13 +10,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Real-Time Mode runs): each commit's files are its own, a version is opened along the lineage
  * its id names, and maintenance keeps every file a committed version needs.
  */
-class CommitLineageSuite extends AnyFunSuite with TempDirs {
-
-  private val keySchema = new StructType().add("k", LongType)
-  private val stateSchema = new StructType().add("n", LongType)
-  private val project = UnsafeProjection.create(Seq(BoundReference(0, LongType, nullable = true)))
-
-  private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
+class CommitLineageSuite extends AnyFunSuite with HeapStoreFixture {
 
   /** A provider whose cadence never makes a snapshot due by itself (see [[snapshot]]). */
   private def provider(root: File, minVersionsToRetain: Int = 100,
@@ -37,13 +20,10 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
     sqlConf.setConfString(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION.key,
       if (checkpointIds) "2" else "1")
-    val storeConf = new StateStoreConf(sqlConf,
+    heapProvider(root,
       Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> "1000",
-        DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString))
-    val p = new DeltaChainStateStoreProvider
-    p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
-    p
+        DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString),
+      sqlConf)
   }
 
   /** Commits the version after (`version`, `id`) with key `key` set to `key`; returns its id. */
@@ -81,10 +61,6 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
   private def keys(p: DeltaChainStateStoreProvider, version: Long, id: String): Set[Long] =
     p.load(version, Some(id)).getAll().map(_.key.getLong(0)).toSet
 
-  private def dir(root: File): File = new File(root, "1000/0")
-
-  private def names(root: File): Set[String] = dir(root).list().toSet
-
   test("each commit writes files named by its version and a new id, and reports the id") {
     withDir { root =>
       val p = provider(root)
@@ -92,7 +68,7 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
       assert(ids.distinct.size == 3)
       assert(names(root) == ids.zipWithIndex.map { case (id, i) => s"${i + 1}_$id.delta" }.toSet)
       // Each delta names the version it was written on.
-      val files = new StateCheckpointFiles(new Path(dir(root).getAbsolutePath), new Configuration())
+      val files = partitionFiles(root)
       assert(CommitLineage.parentFromFile(files, 1, 1)(CommitLineage.Commit(3, Some(ids(2)))) ==
         CommitLineage.Commit(2, Some(ids(1))))
       assert(CommitLineage.parentFromFile(files, 1, 1)(CommitLineage.Commit(1, Some(ids(0)))) ==
@@ -133,7 +109,7 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
       assert(keys(provider(root), 5, more(1)) == Set(1, 2, 3, 4, 5))
       // Without the lineage's own deltas 1..3, version 5 cannot be rebuilt: the abandoned
       // snapshot of version 4 is not of its lineage.
-      (0 to 2).foreach(i => new File(dir(root), s"${i + 1}_${ids(i)}.delta").delete())
+      (0 to 2).foreach(i => new File(partitionDir(root), s"${i + 1}_${ids(i)}.delta").delete())
       val error = intercept[java.io.IOException](provider(root).load(5, Some(more(1))))
       assert(error.getMessage.contains(s"3_${ids(2)}.delta"))
       assert(error.getMessage.contains("of its lineage is missing"))
@@ -145,7 +121,7 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
       val p = provider(root)
       val ids = commitChain(p, 3)
       snapshot(root, 3, ids(2))
-      val damaged = new File(dir(root), s"3_${ids(2)}.snapshot")
+      val damaged = new File(partitionDir(root), s"3_${ids(2)}.snapshot")
       val f = new RandomAccessFile(damaged, "rw")
       try f.setLength(f.length() / 2)
       finally f.close()
@@ -212,7 +188,7 @@ class CommitLineageSuite extends AnyFunSuite with TempDirs {
       store.commit()
       assert(store.getStateStoreCheckpointInfo().stateStoreCkptId.isEmpty)
       assert(names(root) == Set("1.delta"))
-      val files = new StateCheckpointFiles(new Path(dir(root).getAbsolutePath), new Configuration())
+      val files = partitionFiles(root)
       // The delta magic, then format version 2, as before checkpoint ids.
       assert(files.readStart(files.deltaFile(1))(in => (in.readInt(), in.readInt())) ==
         (StateMapSerde.DeltaMagic, 2))

@@ -3,27 +3,11 @@ package io.mapwithstate.state
 import java.io.{File, IOException, RandomAccessFile}
 import java.util.concurrent.{CountDownLatch, TimeUnit}
 
-import io.mapwithstate.TempDirs
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{
-  NoPrefixKeyStateEncoderSpec,
-  StateStoreConf,
-  StateStoreId
-}
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
-class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
-
-  private val keySchema = new StructType().add("k", LongType)
-  private val stateSchema = new StructType().add("n", LongType)
-  private val project = UnsafeProjection.create(Seq(BoundReference(0, LongType, nullable = true)))
-
-  private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
+class DeltaChainStateStoreProviderSuite extends AnyFunSuite with HeapStoreFixture {
 
   private def provider(root: File, snapshotInterval: Int = 10, minVersionsToRetain: Int = 100,
       snapshotDeltaBytes: Long = DeltaChainStateStoreProvider.DefaultSnapshotDeltaBytes,
@@ -33,36 +17,19 @@ class DeltaChainStateStoreProviderSuite extends AnyFunSuite with TempDirs {
       : DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     sqlConf.setConfString(SQLConf.MIN_BATCHES_TO_RETAIN.key, minVersionsToRetain.toString)
-    val storeConf = new StateStoreConf(sqlConf,
+    heapProvider(root,
       Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString,
         DeltaChainStateStoreProvider.SnapshotDeltaBytesOption -> snapshotDeltaBytes.toString,
         DeltaChainStateStoreProvider.DeltaChainThresholdOption -> deltaChainThreshold.toString,
-        DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString))
-    val p = new DeltaChainStateStoreProvider
-    p.init(StateStoreId(root.getAbsolutePath, 1000L, partition), keySchema, stateSchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
-    p
+        DeltaChainStateStoreProvider.SnapshotDeltaRatioOption -> snapshotDeltaRatio.toString),
+      sqlConf, partition)
   }
-
-  /** Commits versions from+1..n: version v sets key v to v and removes key v - 2. */
-  private def commitVersions(p: DeltaChainStateStoreProvider, n: Int, from: Int = 0,
-      closes: Option[DeferredCloses] = None): Unit =
-    (from until n).foreach { v =>
-      val store = p.getStore(v, None, closes)
-      store.stateMap.put(row(v + 1), row(v + 1), (v + 1) * 10L)
-      if (v - 1 >= 1) store.stateMap.remove(row(v - 1))
-      assert(store.commit() == v + 1)
-    }
 
   private def contents(p: DeltaChainStateStoreProvider, version: Long): Map[Long, (Long, Long)] =
     p.load(version).getAll().map(e => e.key.getLong(0) -> (e.state.getLong(0), e.updateTime)).toMap
 
   private def expected(version: Int): Map[Long, (Long, Long)] =
     (math.max(1, version - 1) to version).map(v => v.toLong -> (v.toLong, v * 10L)).toMap
-
-  private def partitionDir(root: File): File = new File(root, "1000/0")
-
-  private def names(root: File): Set[String] = partitionDir(root).list().toSet
 
   /**
    * Runs maintenance on a fresh provider that has loaded `version` and finds a snapshot due at

@@ -4,17 +4,8 @@ import java.io.{ByteArrayOutputStream, File, IOException, RandomAccessFile}
 import java.nio.charset.StandardCharsets
 import java.nio.file.Files
 
-import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{
-  NoPrefixKeyStateEncoderSpec,
-  StateStoreConf,
-  StateStoreId
-}
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -22,23 +13,14 @@ import org.scalatest.funsuite.AnyFunSuite
  * codec setting, read back whatever they were written with (another codec, or none, as
  * earlier versions wrote them), and damage to the container reported as damage.
  */
-class StateFileCompressionSuite extends AnyFunSuite {
+class StateFileCompressionSuite extends AnyFunSuite with HeapStoreFixture {
 
-  private val keySchema = new StructType().add("k", LongType)
-  private val project = UnsafeProjection.create(Seq(BoundReference(0, LongType, nullable = true)))
   private val CodecKey = SQLConf.STATE_STORE_COMPRESSION_CODEC.key
-
-  private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
 
   private def provider(root: File, codec: Option[String] = None): DeltaChainStateStoreProvider = {
     val sqlConf = new SQLConf()
     codec.foreach(sqlConf.setConfString(CodecKey, _))
-    val p = new DeltaChainStateStoreProvider
-    p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, keySchema,
-      NoPrefixKeyStateEncoderSpec(keySchema), false,
-      new StateStoreConf(sqlConf, Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> "2")),
-      new Configuration(), false, None)
-    p
+    heapProvider(root, Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> "2"), sqlConf)
   }
 
   /** Commits versions `from + 1` to `to`: version v sets keys 0 until 1000 to v. */
@@ -51,32 +33,16 @@ class StateFileCompressionSuite extends AnyFunSuite {
     p.doMaintenance()
   }
 
-  private def withRoot(body: File => Unit): Unit = {
-    val root = Files.createTempDirectory("mws-compression").toFile
-    try body(root)
-    finally deleteRecursively(root)
-  }
-
-  private def deleteRecursively(f: File): Unit = {
-    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
-    f.delete()
-  }
-
-  private def dir(root: File): File = new File(root, "1000/0")
-
   private def stateFiles(root: File): Seq[File] =
-    dir(root).listFiles().toSeq.filter(_.getName.matches("\\d+\\.(delta|snapshot)"))
+    partitionDir(root).listFiles().toSeq.filter(_.getName.matches("\\d+\\.(delta|snapshot)"))
 
   /** Leaves the deltas alone to rebuild every version from. */
   private def deleteSnapshots(root: File): Unit =
     stateFiles(root).filter(_.getName.endsWith(".snapshot")).foreach(_.delete())
 
-  private def files(root: File, codec: Option[String] = None): StateCheckpointFiles =
-    new StateCheckpointFiles(new Path(dir(root).getAbsolutePath), new Configuration(),
-      compressionCodec = codec)
-
   private def load(root: File, version: Long): Map[Long, Long] =
-    StateVersionLoader.load(files(root), version, 1, 1, StateMap.DefaultDeltaChainThreshold)
+    StateVersionLoader
+      .load(partitionFiles(root), version, 1, 1, StateMap.DefaultDeltaChainThreshold)
       .getAll().map(e => e.key.getLong(0) -> e.state.getLong(0)).toMap
 
   private def expected(version: Long): Map[Long, Long] = (0L until 1000L).map(_ -> version).toMap
@@ -91,37 +57,37 @@ class StateFileCompressionSuite extends AnyFunSuite {
 
   /** A file's content as the state format has it (decompressed). */
   private def content(root: File, name: String): Array[Byte] =
-    files(root).read(new Path(new File(dir(root), name).getAbsolutePath)) { in =>
+    partitionFiles(root).read(new Path(new File(partitionDir(root), name).getAbsolutePath)) { in =>
       val out = new ByteArrayOutputStream()
       in.transferTo(out)
       out.toByteArray
     }
 
   test("the store's files are compressed with Spark's state store codec, LZ4 by default") {
-    withRoot { root =>
+    withDir { root =>
       commit(provider(root), 0, 3)
       val stored = stateFiles(root)
       assert(stored.count(_.getName.endsWith(".delta")) == 3)
       assert(stored.exists(_.getName.endsWith(".snapshot")))
       stored.foreach(f => assert(codecOf(f).contains("lz4"), f.getName))
       // 1000 records of a bigint key and state: 48 bytes each in the format, mostly zeros.
-      val delta = new File(dir(root), "2.delta")
+      val delta = new File(partitionDir(root), "2.delta")
       assert(content(root, "2.delta").length > 48000)
       assert(delta.length() < content(root, "2.delta").length / 4)
       assert(load(root, 3) == expected(3))
     }
-    withRoot { root =>
+    withDir { root =>
       commit(provider(root, Some("zstd")), 0, 2)
-      assert(codecOf(new File(dir(root), "2.delta")).contains("zstd"))
+      assert(codecOf(new File(partitionDir(root), "2.delta")).contains("zstd"))
       assert(load(root, 2) == expected(2))
     }
   }
 
   test("files of another codec, or uncompressed as earlier versions wrote them, read back") {
-    withRoot { root =>
+    withDir { root =>
       commit(provider(root, Some("zstd")), 0, 2)
       // Versions 1 and 2 as an earlier version wrote them: the format's bytes as they are.
-      val plain = files(root)
+      val plain = partitionFiles(root)
       stateFiles(root).foreach { file =>
         val bytes = content(root, file.getName)
         plain.write(new Path(file.getAbsolutePath))(_.write(bytes))
@@ -131,17 +97,17 @@ class StateFileCompressionSuite extends AnyFunSuite {
       // A store with the default codec continues the checkpoint: it reloads version 2 from
       // the uncompressed deltas, and its own files are LZ4.
       commit(provider(root), 2, 4)
-      assert(codecOf(new File(dir(root), "4.delta")).contains("lz4"))
+      assert(codecOf(new File(partitionDir(root), "4.delta")).contains("lz4"))
       assert(load(root, 2) == expected(2))
       assert(load(root, 4) == expected(4))
     }
   }
 
   test("a damaged compression header or bytes after a file's end are damage, naming the file") {
-    withRoot { root =>
+    withDir { root =>
       commit(provider(root), 0, 3)
       deleteSnapshots(root)
-      val delta = new File(dir(root), "3.delta")
+      val delta = new File(partitionDir(root), "3.delta")
       val original = Files.readAllBytes(delta.toPath)
       def loadError(): IOException = {
         val error = intercept[IOException](load(root, 3))
@@ -184,7 +150,7 @@ class StateFileCompressionSuite extends AnyFunSuite {
   }
 
   test("a codec Spark does not have fails the store's setup naming the setting") {
-    withRoot { root =>
+    withDir { root =>
       val error = intercept[IllegalArgumentException](provider(root, Some("lz5")))
       assert(error.getMessage.contains(CodecKey))
       assert(error.getMessage.contains("'lz5'"))

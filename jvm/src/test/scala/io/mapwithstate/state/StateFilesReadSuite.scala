@@ -1,19 +1,9 @@
 package io.mapwithstate.state
 
 import java.io.{File, IOException, RandomAccessFile}
-import java.nio.file.Files
 
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
-import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
-import org.apache.spark.sql.execution.streaming.state.{
-  NoPrefixKeyStateEncoderSpec,
-  StateStoreConf,
-  StateStoreId
-}
-import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{LongType, StructType}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -21,41 +11,19 @@ import org.scalatest.funsuite.AnyFunSuite
  * version through [[StateVersionLoader]] with a read-only [[StateCheckpointFiles]], and a
  * delta's records through [[StateMapSerde.readDeltaRecords]].
  */
-class StateFilesReadSuite extends AnyFunSuite {
+class StateFilesReadSuite extends AnyFunSuite with HeapStoreFixture {
 
-  private val keySchema = new StructType().add("k", LongType)
-  private val stateSchema = new StructType().add("n", LongType)
-  private val project = UnsafeProjection.create(Seq(BoundReference(0, LongType, nullable = true)))
-
-  private def row(v: Long): UnsafeRow = project(InternalRow(v)).copy()
-
-  private def withCommitted(versions: Int, snapshotInterval: Int)(body: File => Unit): Unit = {
-    val root = Files.createTempDirectory("mws-read").toFile
-    try {
-      val storeConf = new StateStoreConf(new SQLConf(),
+  private def withCommitted(versions: Int, snapshotInterval: Int)(body: File => Unit): Unit =
+    withDir { root =>
+      val p = heapProvider(root,
         Map(DeltaChainStateStoreProvider.SnapshotIntervalOption -> snapshotInterval.toString))
-      val p = new DeltaChainStateStoreProvider
-      p.init(StateStoreId(root.getAbsolutePath, 1000L, 0), keySchema, stateSchema,
-        NoPrefixKeyStateEncoderSpec(keySchema), false, storeConf, new Configuration(), false, None)
-      // Version v sets key v to v and removes key v - 2.
-      (0 until versions).foreach { v =>
-        val store = p.getStore(v, None, false, false).asInstanceOf[DeltaChainStateStore]
-        store.stateMap.put(row(v + 1), row(v + 1), (v + 1) * 10L)
-        if (v - 1 >= 1) store.stateMap.remove(row(v - 1))
-        store.commit()
-      }
+      commitVersions(p, versions)
       // Snapshots are written off the commit, in the background: settle them (maintenance waits
       // for a write in flight and writes what is due) so the files stop changing.
       p.doMaintenance()
       p.close()
-      body(new File(root, "1000/0"))
-    } finally deleteRecursively(root)
-  }
-
-  private def deleteRecursively(f: File): Unit = {
-    Option(f.listFiles()).foreach(_.foreach(deleteRecursively))
-    f.delete()
-  }
+      body(partitionDir(root))
+    }
 
   private def readOnly(dir: File) =
     new StateCheckpointFiles(new Path(dir.getAbsolutePath), new Configuration(), readOnly = true)
@@ -80,13 +48,14 @@ class StateFilesReadSuite extends AnyFunSuite {
   }
 
   test("a read-only view of a missing directory creates nothing and refuses writes") {
-    val dir = new File(Files.createTempDirectory("mws-read").toFile, "absent")
-    val files = readOnly(dir)
-    assert(!dir.exists())
-    val error = intercept[IllegalStateException](files.write(files.deltaFile(1))(_ => ()))
-    assert(error.getMessage.contains("read-only"))
-    assert(!dir.exists())
-    dir.getParentFile.delete()
+    withDir { root =>
+      val dir = new File(root, "absent")
+      val files = readOnly(dir)
+      assert(!dir.exists())
+      val error = intercept[IllegalStateException](files.write(files.deltaFile(1))(_ => ()))
+      assert(error.getMessage.contains("read-only"))
+      assert(!dir.exists())
+    }
   }
 
   test("a delta's records are its version's puts and removals") {

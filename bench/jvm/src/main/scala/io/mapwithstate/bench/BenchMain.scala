@@ -2,6 +2,8 @@ package io.mapwithstate.bench
 
 import java.io.{File, FileWriter}
 
+import io.mapwithstate.bench.StreamingRun.{HdfsProvider, RocksDbProvider}
+import io.mapwithstate.bench.StreamingSystem.{stateful, Plain, Timed}
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.OutputMode
 
@@ -59,41 +61,24 @@ object BenchMain {
 
   private def run(spark: SparkSession, system: String, input: String, dir: String): Seq[Batch] =
     system match {
-      case "floor" =>
-        // With S4's timers, on their trigger too, so that the floor's batches are alike.
-        val trigger = spark.conf.getOption(TimerCount.ConfKey).map(TimerCount.params(_).stepMs)
-        StreamingRun(spark, input, dir, OutputMode.Append(), None, trigger)(StatelessFloor.query)
-      case "fmgws-hdfs" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
-          RunningCount.query)
-      case "fmgws-rocksdb" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
-          RunningCount.query)
-      case "fmgws-sum-hdfs" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.HdfsProvider))(
-          GroupCountSum.query)
-      case "fmgws-sum-rocksdb" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
-          GroupCountSum.query)
-      case "fmgws-timers-hdfs" | "fmgws-timers-rocksdb" =>
-        val provider =
-          if (system.endsWith("hdfs")) StreamingRun.HdfsProvider else StreamingRun.RocksDbProvider
-        val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(provider), Some(params.stepMs))(
-          TimerCount.query(params))
-      case "tws" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
-          TransformWithStateRunningCount.query)
-      case "tws-sum" =>
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider))(
-          TransformWithStateCountSum.query)
-      case "tws-timers" =>
-        val params = TimerCount.params(spark.conf.get(TimerCount.ConfKey))
-        StreamingRun(spark, input, dir, OutputMode.Update(), Some(StreamingRun.RocksDbProvider),
-          Some(params.stepMs))(TransformWithStateTimers.query(params))
       case "dstream" => DStreamRunningCount.run(spark, input, dir)
-      case other => throw new IllegalArgumentException(s"unknown system $other")
+      case streaming => streamingSystem(streaming).run(spark, streaming, input, dir)
     }
+
+  /** The Structured Streaming systems, by the names bench/systems.py gives them. */
+  private def streamingSystem(name: String): StreamingSystem = name match {
+    case "floor" => StreamingSystem(OutputMode.Append(), None, Plain(StatelessFloor.query))
+    case "fmgws-hdfs" => stateful(HdfsProvider, Plain(RunningCount.query))
+    case "fmgws-rocksdb" => stateful(RocksDbProvider, Plain(RunningCount.query))
+    case "fmgws-sum-hdfs" => stateful(HdfsProvider, Plain(GroupCountSum.query))
+    case "fmgws-sum-rocksdb" => stateful(RocksDbProvider, Plain(GroupCountSum.query))
+    case "fmgws-timers-hdfs" => stateful(HdfsProvider, Timed(TimerCount.query))
+    case "fmgws-timers-rocksdb" => stateful(RocksDbProvider, Timed(TimerCount.query))
+    case "tws" => stateful(RocksDbProvider, Plain(TransformWithStateRunningCount.query))
+    case "tws-sum" => stateful(RocksDbProvider, Plain(TransformWithStateCountSum.query))
+    case "tws-timers" => stateful(RocksDbProvider, Timed(TransformWithStateTimers.query))
+    case other => throw new IllegalArgumentException(s"unknown system $other")
+  }
 
   private def append(path: String, line: String): Unit = {
     val out = new FileWriter(path, true)
