@@ -1,13 +1,16 @@
 """Backfill, then go live: a batch replay's ``output="final_state"`` (every key's state after
-its last batch, as ``read_state`` shows it) resumed by ``initial_state(..., last_updated=)``.
+its last batch, as ``read_state`` shows it) resumed by ``initial_state(..., last_updated=)``,
+with its keys holding only a timer (``include_timer_only_keys``, resumed by ``has_state=``)
+and its event-time watermark (``output="final_watermark"``, resumed by ``watermark=``).
 
 The guarantee: a run started from a replay's final state goes on exactly as one long run over
-history-then-live would, idle timeouts and timers included. Checked on seeded random input,
-for both operators and both models of expiry: one replay over every batch against a replay of
-the history (``final_state``) then a replay of the live batches (resuming it), and against a
-real stream over files started from the final state, on both backends — its reference replay
-stamps the live records with the stream's own batch times, read from its offset log, so the
-comparison is exact whatever the wall clock did.
+history-then-live would, idle timeouts, timers, late rows and watermarks included. Checked on
+seeded random input, for both operators and every model of expiry (idle, processing-time and
+event-time timers): one replay over every batch against a replay of the history
+(``final_state``) then a replay of the live batches (resuming it), and against a real stream
+over files started from the final state, on both backends — its reference replay stamps the
+live records with the stream's own batch times, read from its offset log, so the comparison is
+exact whatever the wall clock did.
 """
 import random
 from datetime import datetime, timedelta
@@ -26,14 +29,22 @@ pytestmark = pytest.mark.sessions("connect", "classic")
 
 T0 = datetime(2026, 1, 1)
 SCHEMA = "user STRING, amount BIGINT, ts TIMESTAMP"
-STATE_COLUMNS = ["user", "n", "total", "last_updated", "timeout_at"]
+# With event time: each record's event time, up to 6 s before its batch time.
+EVENT_SCHEMA = SCHEMA + ", et TIMESTAMP"
+DELAY = "2 seconds"
+STATE_COLUMNS = ["user", "n", "total", "last_updated", "timeout_at"]  # read_state's
+WITH_HAS_STATE = STATE_COLUMNS + ["has_state"]  # with include_timer_only_keys
 OPERATORS = {"map_with_state": map_with_state, "map_groups_with_state": map_groups_with_state}
 
 
 def spec(groups, expiry, idle="3 seconds"):
     """Counts and sums a user's amounts; emits after every call, and on a timing-out call (the
-    key is then removed). ``expiry``: ``"idle"`` (``timeout``, scanned every batch) or
-    ``"timers"`` (a processing-time timer ``idle`` after each batch that saw the key)."""
+    key's state is then removed). ``expiry``: ``"idle"`` (``timeout``, scanned every batch),
+    ``"timers"`` (a processing-time timer ``idle`` after each batch that saw the key) or
+    ``"event_time"`` (an event-time timer ``idle`` after the key's latest record's event time;
+    the input has a watermark on ``et``). With timers, a key timing out with a state keeps a
+    timer ten seconds later without one — a key holding only a timer — whose call emits null
+    counts and lets the key go; with event time every call also emits its watermark."""
     timing_out = S.is_timing_out()
     n = F.coalesce(S.state("n"), F.lit(0)) + (F.count("*") if groups else F.lit(1))
     total = F.coalesce(S.state("total"), F.lit(0)) + (F.sum("amount") if groups
@@ -43,14 +54,21 @@ def spec(groups, expiry, idle="3 seconds"):
         F.coalesce(S.new_state("n"), S.state("n")).alias("n"),
         F.coalesce(S.new_state("total"), S.state("total")).alias("total"),
         timing_out.alias("timing_out"),
-        S.batch_time().alias("bt"))
-    timer = F.when(~timing_out, S.batch_time() + F.expr(f"INTERVAL {idle}"))
+        S.batch_time().alias("bt"),
+        *([S.watermark().alias("wm")] if expiry == "event_time" else []))
+    # A timing-out call sees no records: its event time is null, the watermark its clock.
+    clock = (S.batch_time() if expiry == "timers" else
+             F.coalesce(F.max("et") if groups else F.col("et"), S.watermark()))
+    timer = F.when(~timing_out, clock + F.expr(f"INTERVAL {idle}")) \
+        .when(S.state_exists(), clock + F.expr("INTERVAL 10 seconds"))
     built = StateSpec.function(
         "n BIGINT, total BIGINT",
         update=F.struct(n.alias("n"), total.alias("total")),
         remove=timing_out,
         emit=emit,
-        timeout_at=timer if expiry == "timers" else None)
+        timeout_at=timer if expiry != "idle" else None)
+    if expiry == "event_time":
+        return built.timeout_domain("event_time")
     return built.timeout(idle).checkpoint_interval(1) if expiry == "idle" else built
 
 
@@ -66,42 +84,82 @@ def events(seed, batches, start=T0, step=timedelta(seconds=1), users=12):
     return rows
 
 
+def with_event_times(seed, rows):
+    """``rows`` with an event time each, zero to six seconds before its batch time."""
+    rng = random.Random(seed)
+    return [(u, a, t, t - timedelta(seconds=rng.randint(0, 6))) for u, a, t in rows]
+
+
+def nulls_first(row):
+    """A sort key for rows with nulls (a timer-only key's call emits null counts)."""
+    return [(v is not None, v) for v in row]
+
+
 def emitted(df):
-    return sorted(tuple(r) for r in df.collect() if r is not None and r.user is not None)
+    return sorted((tuple(r) for r in df.collect() if r is not None and r.user is not None),
+                  key=nulls_first)
 
 
-def states(df):
-    return sorted(tuple(r) for r in df.select(*STATE_COLUMNS).collect())
+def states(df, columns=STATE_COLUMNS):
+    return sorted((tuple(r) for r in df.select(*columns).collect()), key=nulls_first)
 
 
-def resume(built, final, expiry):
-    """``built`` resuming the state ``final`` (read_state's or final_state's rows, as they are)."""
-    return built.initial_state(final, timeout_at="timeout_at" if expiry == "timers" else None,
-                               last_updated="last_updated")
+def resume(built, final, expiry, watermark=None):
+    """``built`` resuming the state ``final`` (read_state's or final_state's rows, as they are;
+    with ``has_state`` when they have it) from the event-time ``watermark``, if any."""
+    return built.initial_state(final, timeout_at="timeout_at" if expiry != "idle" else None,
+                               last_updated="last_updated",
+                               has_state="has_state" if "has_state" in final.columns else None,
+                               watermark=watermark)
 
 
-@pytest.mark.parametrize("expiry", ["idle", "timers"])
+@pytest.mark.parametrize(("seed", "expiry"), [
+    (7, "idle"), (42, "idle"), (7, "timers"), (42, "timers"),
+    # Event time: late rows, watermarks and event-time timers across the boundary.
+    (7, "event_time")])
 @pytest.mark.parametrize("operator", sorted(OPERATORS))
-@pytest.mark.parametrize("seed", [7, 42])
 def test_history_then_live_equals_one_replay(spark, operator, expiry, seed):
     run = OPERATORS[operator]
     groups = operator == "map_groups_with_state"
     rows = events(seed, batches=40)
+    event_time = expiry == "event_time"
+    if event_time:
+        rows = with_event_times(seed, rows)
     cut = T0 + timedelta(seconds=25)
     history = [r for r in rows if r[2] < cut]
     live = [r for r in rows if r[2] >= cut]
     replay = dict(batch_time="ts", batch_interval="1 second")
-    everything = spark.createDataFrame(rows, SCHEMA)
+
+    def frame(records):
+        df = spark.createDataFrame(records, EVENT_SCHEMA if event_time else SCHEMA)
+        return df.withWatermark("et", DELAY) if event_time else df
+
+    everything = frame(rows)
     whole = run(everything, key="user", spec=spec(groups, expiry), **replay)
     whole_final = run(everything, key="user", spec=spec(groups, expiry), output="final_state",
-                      **replay)
+                      include_timer_only_keys=True, **replay)
 
     # The history's timeline ends where the live one starts (until=: its last empty batches).
-    final = run(spark.createDataFrame(history, SCHEMA), key="user", spec=spec(groups, expiry),
-                output="final_state", until=cut - timedelta(seconds=1), **replay)
-    assert final.columns == STATE_COLUMNS
-    resumed = resume(spec(groups, expiry), final, expiry)
-    live_df = spark.createDataFrame(live, SCHEMA)
+    history_df = frame(history)
+    until = cut - timedelta(seconds=1)
+    final = run(history_df, key="user", spec=spec(groups, expiry), output="final_state",
+                include_timer_only_keys=True, until=until, **replay)
+    assert final.columns == WITH_HAS_STATE
+    if expiry == "timers":
+        # By default the same keys with a state and the same columns, as read_state's.
+        default = run(history_df, key="user", spec=spec(groups, expiry), output="final_state",
+                      until=until, **replay)
+        assert default.columns == STATE_COLUMNS
+        assert states(default) == states(final.where("has_state"))
+    watermark = None
+    if event_time:
+        (row,) = run(history_df, key="user", spec=spec(groups, expiry),
+                     output="final_watermark", until=until, **replay).collect()
+        watermark = row.watermark
+        # The largest event time of the history less the delay, as Spark's tracker leaves it.
+        assert watermark == max(r[3] for r in history) - timedelta(seconds=2)
+    resumed = resume(spec(groups, expiry), final, expiry, watermark)
+    live_df = frame(live)
     go_live = run(live_df, key="user", spec=resumed, **replay)
 
     expected = [r for r in emitted(whole) if r[4] >= cut]
@@ -109,11 +167,28 @@ def test_history_then_live_equals_one_replay(spark, operator, expiry, seed):
     # Not vacuous: keys time out in the live batches before any live record of theirs, on the
     # clock and state the history left them.
     first_live = {}
-    for u, _, t in live:
-        first_live.setdefault(u, t)
+    for r in live:
+        first_live.setdefault(r[0], r[2])
     assert any(r[3] and first_live.get(r[0], r[4]) >= r[4] for r in expected)
-    assert states(run(live_df, key="user", spec=resumed, output="final_state", **replay)) == \
-        states(whole_final)
+    if expiry != "idle":
+        # Keys holding only a timer at the cut are in the final state, and their timers fire
+        # in the live run (a timing-out call with no state: null counts).
+        timer_only = [r for r in final.collect() if not r.has_state]
+        assert timer_only
+        assert all(r.n is None and r.total is None and r.timeout_at is not None
+                   for r in timer_only)
+        assert any(r[0] in {t.user for t in timer_only} and r[1] is None and r[3]
+                   for r in expected)
+    if event_time:
+        # The first live batch runs with the history's watermark: its records at or before it
+        # are late (dropped: they emit nothing), and timers it passes fire there.
+        late = [r for r in live if r[2] == cut and r[3] <= watermark]
+        assert late
+        assert not any(r[4] == cut and r[5] != watermark for r in expected)
+        assert any(r[4] == cut and r[3] for r in expected)
+    assert states(run(live_df, key="user", spec=resumed, output="final_state",
+                      include_timer_only_keys=True, **replay), WITH_HAS_STATE) == \
+        states(whole_final, WITH_HAS_STATE)
 
 
 @pytest.mark.parametrize("operator", sorted(OPERATORS))
@@ -168,7 +243,7 @@ def test_a_stream_started_from_the_final_state_continues_one_replay(
         return spec(groups, expiry, idle="1 hour").backend(backend)
 
     final = run(spark.createDataFrame(history, SCHEMA), key="user", spec=built(),
-                batch_time="ts", output="final_state")
+                batch_time="ts", output="final_state", include_timer_only_keys=True)
     stream = Stream(str(tmp_path))
     for records in live_files:
         stream.add_records({"user": u, "amount": a} for u, a in records)
@@ -188,7 +263,8 @@ def test_a_stream_started_from_the_final_state_continues_one_replay(
     live_start = min(r[2] for r in stamped)
     expected = [r for r in emitted(reference) if r[4] >= live_start]
     schema = "user STRING, n BIGINT, total BIGINT, timing_out BOOLEAN, bt TIMESTAMP"
-    got = sorted(tuple(r) for r in spark.read.schema(schema).json(stream.output).collect())
+    got = sorted((tuple(r) for r in spark.read.schema(schema).json(stream.output).collect()),
+                 key=nulls_first)
     assert got == expected
     # Not vacuous: history keys both expired in the stream and went on in it (a count above
     # the key's live records so far carries the history's).
@@ -200,8 +276,13 @@ def test_a_stream_started_from_the_final_state_continues_one_replay(
                for r in got)
     if backend == "memory":  # read_state reads the heap backend's files only
         reference_final = run(whole, key="user", spec=built(), batch_time="ts",
-                              output="final_state")
-        assert states(mws.read_state(spark, stream.checkpoint)) == states(reference_final)
+                              output="final_state", include_timer_only_keys=True)
+        read = mws.read_state(spark, stream.checkpoint, include_timer_only_keys=True)
+        assert read.columns == WITH_HAS_STATE + ["partition"]
+        assert states(read, WITH_HAS_STATE) == states(reference_final, WITH_HAS_STATE)
+        # By default read_state leaves out the keys holding only a timer.
+        assert states(mws.read_state(spark, stream.checkpoint)) == \
+            states(reference_final.where("has_state"))
 
 
 def test_read_state_resumes_as_is(spark, tmp_path):
@@ -283,6 +364,44 @@ def test_mapwithstate_testing_resumes_as_the_server_does(spark):
     assert sorted(tuple(d.values()) for b in in_python for d in b.emitted) == expected
 
 
+THREE_SECONDS = timedelta(seconds=3)
+
+
+@mws.state_function("n BIGINT")
+def event_count(user, et, state):
+    if state.timing_out:
+        return {"user": user, "n": state.n, "wm": state.watermark}
+    state.update(n=(state.n or 0) + 1)
+    state.set_timer(et + THREE_SECONDS)
+    return {"user": user, "n": state.n, "wm": state.watermark}
+
+
+def test_mapwithstate_testing_resumes_timers_and_the_watermark_as_the_server_does(spark):
+    # Resumed: b holds only a timer (5 s), which the resumed watermark (10 s) has passed, so it
+    # fires in the first batch (no state: n null); a's record (8 s) is late by that watermark;
+    # c's (12 s) is not, and sees the resumed watermark.
+    initial = spark.createDataFrame(
+        [("b", None, None, T0 + timedelta(seconds=5), False),
+         ("d", 4, None, T0 + timedelta(seconds=30), True)],
+        "user STRING, n BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP, has_state BOOLEAN")
+    wm = T0 + timedelta(seconds=10)
+    resumed = event_count.timeout_domain("event_time").initial_state(
+        initial, timeout_at="timeout_at", last_updated="last_updated", has_state="has_state",
+        watermark=wm)
+    records = [("a", T0 + timedelta(seconds=8), T0 + timedelta(seconds=20)),
+               ("c", T0 + timedelta(seconds=12), T0 + timedelta(seconds=20))]
+    df = spark.createDataFrame(records, "user STRING, et TIMESTAMP, ts TIMESTAMP") \
+        .withWatermark("et", DELAY)
+    on_server = map_with_state(df, key="user", spec=resumed, batch_time="ts", value="et")
+    in_python = python_replay(resumed, [{"user": u, "et": e, "ts": t} for u, e, t in records],
+                              key="user", batch_time="ts", event_time="et",
+                              watermark_delay=DELAY)
+    expected = [("b", None, wm), ("c", 1, wm)]
+    assert sorted((tuple(r) for r in on_server.collect()), key=nulls_first) == expected
+    assert sorted((tuple(d.values()) for b in in_python for d in b.emitted),
+                  key=nulls_first) == expected
+
+
 @pytest.mark.connect_only
 def test_final_state_is_refused_on_a_stream(spark, tmp_path):
     stream = Stream(str(tmp_path))
@@ -304,6 +423,46 @@ def test_initial_state_refuses_other_extra_columns(spark):
     with pytest.raises(PySparkException, match="neither key columns nor state fields"):
         map_with_state(more, key="user", spec=spec(False, "idle").initial_state(
             initial.drop("note"))).collect()
+    # has_state not named: taking the row as a state would resume a timer-only key as a key
+    # with an all-null state, so it is refused, saying how to take it.
+    with_has_state = initial.drop("note").withColumn("has_state", F.lit(False))
+    with pytest.raises(PySparkException,
+                       match="neither key columns nor state fields: has_state.*name has_state"):
+        map_with_state(more, key="user", spec=spec(False, "idle").initial_state(
+            with_has_state, last_updated="last_updated")).collect()
+
+
+@pytest.mark.connect_only
+def test_a_stream_keeps_the_resumed_watermark_after_a_restart(spark, tmp_path):
+    """The resumed watermark W holds in every micro-batch, also after the query restarts from
+    its checkpoint with the same spec, until the stream's own passes it: a record at or before
+    W is late though the stream's own watermark is below it."""
+    w = T0 + timedelta(minutes=10)
+    final = spark.createDataFrame(
+        [("a", 1, 1, None, w + timedelta(seconds=5), True)],
+        "user STRING, n BIGINT, total BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP, "
+        "has_state BOOLEAN")
+    stream = Stream(str(tmp_path))
+    source = spark.readStream.schema("user STRING, amount BIGINT, e BIGINT") \
+        .option("maxFilesPerTrigger", 1).json(stream.input) \
+        .select("user", "amount", F.timestamp_millis("e").alias("et")) \
+        .withWatermark("et", DELAY)
+    resumed = resume(spec(False, "event_time"), final, "event_time", watermark=w)
+
+    def add(*records):
+        stream.add_records({"user": u, "amount": 1, "e": round((w + d).timestamp() * 1000)}
+                           for u, d in records)
+
+    # b is late by W only (the stream has no watermark of its own yet); c is not.
+    add(("b", -timedelta(seconds=60)), ("c", timedelta(seconds=1)))
+    stream.run_available_now(map_with_state(source, key="user", spec=resumed))
+    # Restarted: the stream's own watermark is now W - 1 s, below d's event time; W is not.
+    add(("d", -timedelta(milliseconds=500)), ("e", timedelta(seconds=2)))
+    stream.run_available_now(map_with_state(source, key="user", spec=resumed))
+    schema = "user STRING, n BIGINT, total BIGINT, timing_out BOOLEAN, bt TIMESTAMP, wm TIMESTAMP"
+    got = sorted((r.user, r.n, r.wm)
+                 for r in spark.read.schema(schema).json(stream.output).collect())
+    assert got == [("c", 1, w), ("e", 1, w)]
 
 
 def test_bad_arguments_say_what_is_wrong(spark):
@@ -321,4 +480,30 @@ def test_bad_arguments_say_what_is_wrong(spark):
     with pytest.raises(PySparkException, match="initial_state has no column 'seen'"):
         map_with_state(df, key="user", spec=counted.initial_state(
             initial.drop("at"), last_updated="seen"), batch_time="ts").collect()
+    with pytest.raises(ValueError, match="include_timer_only_keys is for output='final_state'"):
+        map_with_state(df, key="user", spec=counted, include_timer_only_keys=True)
+    with pytest.raises(ValueError, match="has_state resume state read back.*last_updated"):
+        counted.initial_state(initial, has_state="has_state")
+    with pytest.raises(TypeError, match="initial_state's watermark must be a datetime"):
+        counted.initial_state(initial, last_updated="at", watermark=3)
+    resumed = spark.createDataFrame([("a", 1, 1, None, None, "no")],
+                                    "user STRING, n BIGINT, total BIGINT, last_updated TIMESTAMP, "
+                                    "timeout_at TIMESTAMP, has_state STRING")
+    with pytest.raises(PySparkException,
+                       match="initial_state column 'has_state' is STRING, which cannot be "
+                             "safely cast to BOOLEAN"):
+        map_with_state(df, key="user", spec=counted.initial_state(
+            resumed, last_updated="last_updated", has_state="has_state"),
+            batch_time="ts").collect()
+    # A watermark, resumed or a replay's final one, needs the input's event-time watermark.
+    with pytest.raises(PySparkException, match="initial_state's watermark resumes an event-time "
+                                               "watermark, but the input has none"):
+        map_with_state(df, key="user", spec=counted.initial_state(
+            resumed.drop("has_state"), last_updated="last_updated", watermark=T0),
+            batch_time="ts").collect()
+    with pytest.raises(PySparkException, match="output='final_watermark' is the replay's "
+                                               "event-time watermark after its last batch, but "
+                                               "the input has none"):
+        map_with_state(df, key="user", spec=counted, batch_time="ts",
+                       output="final_watermark").collect()
 

@@ -3,7 +3,8 @@ with ``output="final_state"`` — every user's state after its last batch, as ``
 would show it — and start the stream with that as its ``initial_state``, resumed with each
 key's ``last_updated``. The stream then goes on as one run over the history and the live data
 would have: a session idle since the history keeps its clock and closes on time, a session
-still open carries its count on.
+still open carries its count on. With timers, keys may hold only a timer and an event-time
+watermark may be running: the next recipe carries both over.
 """
 import os
 import tempfile

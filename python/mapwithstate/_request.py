@@ -28,7 +28,7 @@ ColumnsOrNames = Union[ColumnOrName, Sequence[ColumnOrName]]
 Until = Union[datetime.datetime, str]
 
 #: The output kinds a request may ask for.
-OUTPUTS = ("emitted", "snapshots", "final_state")
+OUTPUTS = ("emitted", "snapshots", "final_state", "final_watermark")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Request:
     order_by: List[ColumnOrName]
     output: str
     until: Optional[Until] = None
+    include_timer_only_keys: bool = False
 
     @property
     def function(self) -> str:
@@ -78,6 +79,7 @@ def run(
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
     until: Optional[Until] = None,
+    include_timer_only_keys: bool = False,
 ) -> "DataFrame":
     """The DataFrame of a ``map_with_state`` / ``map_groups_with_state`` call: the arguments
     are checked here, then the request is made through the session kind's serializer, which
@@ -90,6 +92,15 @@ def run(
         raise TypeError(
             "until must be a datetime or a string Spark casts to TIMESTAMP "
             f"('2026-01-01 10:00:00'), got {type(until).__name__}"
+        )
+    if not isinstance(include_timer_only_keys, bool):
+        raise TypeError(
+            f"include_timer_only_keys must be a bool, got {type(include_timer_only_keys).__name__}"
+        )
+    if include_timer_only_keys and output != "final_state":
+        raise ValueError(
+            "include_timer_only_keys is for output='final_state': the keys holding only a "
+            "timer are shown there, as read_state(..., include_timer_only_keys=True) shows them"
         )
     # A Python-authored state function becomes Columns here, against df's schema.
     spec = compile_for(spec, df, key, value, groups=groups)
@@ -105,6 +116,7 @@ def run(
         order_by=_names_or_columns(order_by, "order_by") if order_by is not None else [],
         output=output,
         until=until,
+        include_timer_only_keys=include_timer_only_keys,
     )
     if classic.is_classic_dataframe(df):
         return classic.dataframe(df, request)

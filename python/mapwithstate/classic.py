@@ -75,7 +75,7 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
         if request.batch_time is not None
         else None
     )
-    until = _java_until(jvm, request.until) if request.until is not None else None
+    until = _java_timestamp(jvm, request.until) if request.until is not None else None
     if request.groups:
         jdf = api.mapGroupsWithState(
             df._jdf,
@@ -86,6 +86,7 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
             request.output,
             seq(request.order_by, "order_by"),
             until,
+            request.include_timer_only_keys,
         )
     else:
         jdf = api.mapWithState(
@@ -98,19 +99,21 @@ def dataframe(df: "DataFrame", request: "Request") -> "DataFrame":
             seq(request.order_by, "order_by"),
             request.output,
             until,
+            request.include_timer_only_keys,
         )
     return DataFrame(jdf, session)
 
 
-def _java_until(jvm: JavaObject, until: "Until") -> JavaObject:
-    """The JVM literal of a replay's ``until``: a string as it is (the server casts it), a
-    datetime as the microseconds PySpark makes of it (a naive one in the local time zone)."""
+def _java_timestamp(jvm: JavaObject, value: "Until") -> JavaObject:
+    """The JVM literal of a timestamp argument (a replay's ``until``, a resumed watermark): a
+    string as it is (the server casts it), a datetime as the microseconds PySpark makes of it
+    (a naive one in the local time zone)."""
     from pyspark.sql.types import TimestampType
 
     functions = jvm.org.apache.spark.sql.functions
-    if isinstance(until, str):
-        return functions.lit(until)
-    return functions.timestamp_micros(functions.lit(TimestampType().toInternal(until)))
+    if isinstance(value, str):
+        return functions.lit(value)
+    return functions.timestamp_micros(functions.lit(TimestampType().toInternal(value)))
 
 
 def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
@@ -135,6 +138,7 @@ def read_state(spark: "SparkSession", message: "ReadMessage") -> "DataFrame":
             optional("batch_id"),
             operator_id,
             message.in_current_schema,
+            message.include_timer_only_keys,
         )
     else:
         jdf = api.readStateChanges(
@@ -218,8 +222,13 @@ def _java_spec(jvm: JavaObject, spec: StateSpec) -> JavaObject:
                 "one: both must come from the same session"
             )
         if spec.initial.last_updated is not None:
+            watermark = spec.initial.watermark
             java = java.initialState(
-                spec.initial.df._jdf, spec.initial.timeout_at, spec.initial.last_updated
+                spec.initial.df._jdf,
+                spec.initial.timeout_at,
+                spec.initial.last_updated,
+                spec.initial.has_state,
+                _java_timestamp(jvm, watermark) if watermark is not None else None,
             )
         else:
             java = java.initialState(spec.initial.df._jdf, spec.initial.timeout_at)

@@ -6,7 +6,8 @@ be Connect ones when the DataFrame is made, not when it is first sent.
 ``mapwithstate._request.run`` dispatches here; this module is not public API.
 """
 
-from typing import TYPE_CHECKING, List, TypeGuard, cast
+import datetime
+from typing import TYPE_CHECKING, List, TypeGuard, Union, cast
 
 from pyspark.sql import Column
 from pyspark.sql.connect import proto
@@ -28,6 +29,7 @@ _OUTPUTS = {
     "emitted": relations_pb2.MapWithState.OUTPUT_EMITTED,
     "snapshots": relations_pb2.MapWithState.OUTPUT_SNAPSHOTS,
     "final_state": relations_pb2.MapWithState.OUTPUT_FINAL_STATE,
+    "final_watermark": relations_pb2.MapWithState.OUTPUT_FINAL_WATERMARK,
 }
 
 
@@ -101,15 +103,23 @@ class MapWithStatePlan(LogicalPlan):
             message.order_by.append(order.sort_order)
         message.output = _OUTPUTS[request.output]
         message.groups = request.groups
+        message.include_timer_only_keys = request.include_timer_only_keys
         if request.until is not None:
-            from pyspark.sql.connect import functions as F
-
-            until = cast("ConnectColumn", F.lit(request.until))
-            message.until.CopyFrom(until.to_plan(session))
+            message.until.CopyFrom(timestamp_literal(request.until, session))
 
         relation = self._create_proto_relation()
         relation.extension.Pack(message)
         return relation
+
+
+def timestamp_literal(
+    value: "Union[datetime.datetime, str]", client: "SparkConnectClient"
+) -> proto.Expression:
+    """The literal of a timestamp argument (a replay's ``until``, a resumed watermark): a
+    datetime, or a string the server casts to TIMESTAMP."""
+    from pyspark.sql.connect import functions as F
+
+    return cast("ConnectColumn", F.lit(value)).to_plan(client)
 
 
 def spec_message(spec: StateSpec, client: "SparkConnectClient") -> state_spec_pb2.StateSpec:
@@ -136,6 +146,12 @@ def spec_message(spec: StateSpec, client: "SparkConnectClient") -> state_spec_pb
             message.initial_state_timeout_at = spec.initial.timeout_at
         if spec.initial.last_updated is not None:
             message.initial_state_last_updated = spec.initial.last_updated
+        if spec.initial.has_state is not None:
+            message.initial_state_has_state = spec.initial.has_state
+        if spec.initial.watermark is not None:
+            message.initial_state_watermark.CopyFrom(
+                timestamp_literal(spec.initial.watermark, client)
+            )
     for setting in SETTINGS.values():
         if setting.name in spec.settings:
             setattr(message, setting.name, spec.settings[setting.name])

@@ -23,6 +23,7 @@ def map_groups_with_state(
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
     until: Optional[Until] = None,
+    include_timer_only_keys: bool = False,
 ) -> "DataFrame":
     """Runs ``df`` through ``spec`` once per key and batch, like Spark's
     ``flatMapGroupsWithState``.
@@ -50,9 +51,12 @@ def map_groups_with_state(
     :param output: ``"emitted"``, ``"snapshots"`` (every key's state after each batch) or,
         for a batch DataFrame, ``"final_state"``: every key's state after the last batch as
         :func:`~mapwithstate.read_state` shows it, which ``spec.initial_state(df,
-        last_updated="last_updated")`` resumes (see :func:`~mapwithstate.map_with_state`).
+        last_updated="last_updated")`` resumes, or ``"final_watermark"``: the event-time
+        watermark after the last batch (see :func:`~mapwithstate.map_with_state`).
     :param until: with ``batch_time``: the replay goes on after its last record up to this
         time, as :func:`map_with_state`'s ``until``.
+    :param include_timer_only_keys: with ``output="final_state"``: also the keys holding only
+        a timer, and a ``has_state`` column, as :func:`~mapwithstate.map_with_state`'s.
 
     >>> from pyspark.sql import functions as F
     >>> import mapwithstate as mws
@@ -79,4 +83,5 @@ def map_groups_with_state(
         order_by=order_by,
         output=output,
         until=until,
+        include_timer_only_keys=include_timer_only_keys,
     )

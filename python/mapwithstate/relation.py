@@ -24,6 +24,7 @@ def map_with_state(
     order_by: Optional[ColumnsOrNames] = None,
     output: str = "emitted",
     until: Optional[Until] = None,
+    include_timer_only_keys: bool = False,
 ) -> "DataFrame":
     """Runs ``df`` through ``spec`` per key, like Spark's ``DStream.mapWithState``.
 
@@ -52,14 +53,23 @@ def map_with_state(
         fields, ``last_updated`` and ``timeout_at``. ``spec.initial_state(df,
         timeout_at=..., last_updated="last_updated")`` resumes it in another query, a stream
         or a replay of later data, which then goes on exactly as one run over both would
-        (see the backfill recipe). Keys holding only a timer (no state) are not in it; a
-        stream refuses it (use ``read_state``).
+        (see the backfill recipe); a stream refuses it (use ``read_state``). Or
+        ``"final_watermark"`` (the input needs ``withWatermark``): one row, ``watermark``
+        (TIMESTAMP; null while no record had an event time), the event-time watermark after
+        the last batch — the largest event time less the delay, at least ``until`` less the
+        delay — which ``spec.initial_state(..., watermark=...)`` resumes, so late rows and
+        event-time timers go on as in one run over both; it runs no state function.
     :param until: with ``batch_time``: the replay goes on after its last record up to this
         time (a ``datetime``, or a string Spark casts to TIMESTAMP), with an empty batch every
         ``batch_interval`` and the last one at ``until`` (without ``batch_interval``, that one
         batch), so idle timeouts and timers due by then fire as they would live; with an
         event-time watermark, the batch at ``until`` has the watermark ``until`` minus the
         delay. It may not be before the last batch time; streams take none.
+    :param include_timer_only_keys: with ``output="final_state"``: also the keys holding only
+        a timer (a call set a timer and removed or never set the state; their state fields
+        null), and one more column, ``has_state`` (BOOLEAN, false for them), which
+        ``spec.initial_state(..., has_state="has_state")`` resumes, so their timers fire in
+        the resumed run. Without it such keys are left out, as ``read_state`` leaves them.
 
     >>> from pyspark.sql import functions as F
     >>> import mapwithstate as mws
@@ -82,4 +92,5 @@ def map_with_state(
         order_by=order_by,
         output=output,
         until=until,
+        include_timer_only_keys=include_timer_only_keys,
     )

@@ -1,7 +1,7 @@
 """``StateSpec``: the state function of a mapWithState, as in Spark's ``StateSpec.function``."""
 
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional, Tuple, Union
 
@@ -56,6 +56,10 @@ class InitialState:
     df: "DataFrame"
     timeout_at: Optional[str] = None
     last_updated: Optional[str] = None
+    #: The BOOLEAN column saying which keys have a state (false: a timer only), if named.
+    has_state: Optional[str] = None
+    #: The event-time watermark the resumed run starts from, if given.
+    watermark: Optional[Union[datetime, str]] = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ class StateSpec:
         df: "DataFrame",
         timeout_at: Optional[str] = None,
         last_updated: Optional[str] = None,
+        has_state: Optional[str] = None,
+        watermark: Optional[Union[datetime, str]] = None,
     ) -> "StateSpec":
         """Loads ``df`` — the key columns and the state's fields, one row per key — before the
         first batch. With ``timeout_at`` (a column name of ``df``, a TIMESTAMP; null for
@@ -164,6 +170,19 @@ class StateSpec:
         hold read_state's other columns: ``partition`` and, when not named as ``timeout_at``,
         ``timeout_at``; both are ignored. Any other extra column is refused.
 
+        Two more arguments resume what the default columns cannot carry (both need
+        ``last_updated``). ``has_state`` names the BOOLEAN column that says which keys have a
+        state — ``has_state``, which ``read_state`` and ``output="final_state"`` add when
+        asked with ``include_timer_only_keys=True`` — and a row where it is false resumes a
+        key holding only its timer (its state fields are not read), so the timer fires in the
+        resumed run as in one long run. A ``has_state`` column that is not named is refused,
+        as any other extra column. ``watermark`` (a ``datetime``, or a string Spark casts to
+        TIMESTAMP; the input needs ``withWatermark``) is the event-time watermark the run
+        starts from: a replay's ``output="final_watermark"``. Every batch's watermark is then
+        the later of it and the query's own — for late rows, event-time timers and
+        ``S.watermark()``, in every batch, also after a restart from the checkpoint with the
+        same spec — which is what one run over the history and the live data would have.
+
         >>> from pyspark.sql import functions as F
         >>> from mapwithstate import StateSpec, functions as S
         >>> spec = StateSpec.function(
@@ -173,17 +192,39 @@ class StateSpec:
         ...     "word STRING, n BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP")
         >>> live = spec.timeout("1 day").initial_state(  # doctest: +SKIP
         ...     history, last_updated="last_updated")
+        >>> resumed = spec.initial_state(  # doctest: +SKIP
+        ...     final, timeout_at="timeout_at", last_updated="last_updated",
+        ...     has_state="has_state", watermark=datetime(2026, 1, 1, 9, 59))
         """
         from pyspark.sql import DataFrame as AnyDataFrame
 
         if not isinstance(df, AnyDataFrame):
             raise TypeError(f"initial_state must be a DataFrame, got {type(df).__name__}")
-        for name, column in (("timeout_at", timeout_at), ("last_updated", last_updated)):
+        columns = (("timeout_at", timeout_at), ("last_updated", last_updated))
+        for name, column in columns + (("has_state", has_state),):
             if column is not None and not isinstance(column, str):
                 raise TypeError(
                     f"initial_state's {name} must be a column name, got {type(column).__name__}"
                 )
-        return replace(self, initial=InitialState(df, timeout_at, last_updated))
+        if watermark is not None and not isinstance(watermark, (datetime, str)):
+            raise TypeError(
+                "initial_state's watermark must be a datetime or a string Spark casts to "
+                f"TIMESTAMP ('2026-01-01 10:00:00'), got {type(watermark).__name__}"
+            )
+        resumed_only = [
+            name
+            for name, value in (("has_state", has_state), ("watermark", watermark))
+            if value is not None
+        ]
+        if resumed_only and last_updated is None:
+            raise ValueError(
+                f"initial_state's {' and '.join(resumed_only)} resume state read back "
+                "(read_state's or output='final_state''s rows): name its last_updated column "
+                "too (last_updated='last_updated')"
+            )
+        return replace(
+            self, initial=InitialState(df, timeout_at, last_updated, has_state, watermark)
+        )
 
     def timeout_domain(self, domain: str) -> "StateSpec":
         """What ``timeout_at`` timers are compared with: ``"processing_time"`` (the default;

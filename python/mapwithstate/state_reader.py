@@ -52,6 +52,7 @@ def read_state(
     batch_id: Optional[int] = None,
     operator_id: Optional[int] = None,
     in_current_schema: bool = False,
+    include_timer_only_keys: bool = False,
 ) -> "DataFrame":
     """Every key's map_with_state state as committed after one micro-batch of a streaming query.
 
@@ -78,6 +79,12 @@ def read_state(
         converted it (fields added are null, widened types widened). A batch whose state a
         ``StateSpec.migrate`` carried over cannot be converted so, and is refused
         (``MAPWITHSTATE_STATE_SCHEMA_CHANGED``).
+    :param include_timer_only_keys: also the keys holding only a timer (a call set a timer and
+        removed or never set the state, as flatMapGroupsWithState keeps such keys; their state
+        fields null), and one more column before ``partition``, ``has_state`` (BOOLEAN, false
+        for them). By default they are left out: no other column tells them from a key whose
+        state fields are all null. ``StateSpec.initial_state(..., has_state="has_state")``
+        resumes them, so their timers fire in the resumed query.
     :raises pyspark.errors.IllegalArgumentException: the path is not a map_with_state
         checkpoint, ``operator_id`` is not one of its map_with_state operators (or is missing
         while it has several), the batch is not committed or has been cleaned up (naming the
@@ -90,10 +97,13 @@ def read_state(
     >>> mws.read_state(spark, "ck/", batch_id=3).count()  # doctest: +SKIP
     >>> mws.read_state(spark, "two_operators_ck/", operator_id=1001).show()  # doctest: +SKIP
     >>> mws.read_state(spark, "ck/", batch_id=0, in_current_schema=True)  # doctest: +SKIP
+    >>> mws.read_state(spark, "ck/", include_timer_only_keys=True)  # doctest: +SKIP
     """
     _check_checkpoint(checkpoint)
     message = state_reader_pb2.ReadState(
-        checkpoint=checkpoint, in_current_schema=_bool(in_current_schema, "in_current_schema")
+        checkpoint=checkpoint,
+        in_current_schema=_bool(in_current_schema, "in_current_schema"),
+        include_timer_only_keys=_bool(include_timer_only_keys, "include_timer_only_keys"),
     )
     if batch_id is not None:
         message.batch_id = _non_negative_int(batch_id, "batch_id")

@@ -27,7 +27,7 @@ from pyspark.sql.connect.proto import expressions_pb2 as spark_dot_connect_dot_e
 from pyspark.sql.connect.proto import relations_pb2 as spark_dot_connect_dot_relations__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmapwithstate/relations.proto\x12\x0cmapwithstate\x1a\x1dmapwithstate/state_spec.proto\x1a\x1fspark/connect/expressions.proto\x1a\x1dspark/connect/relations.proto\"\xbb\x04\n\x0cMapWithState\x12&\n\x05input\x18\x01 \x01(\x0b\x32\x17.spark.connect.Relation\x12\'\n\x04keys\x18\x02 \x03(\x0b\x32\x19.spark.connect.Expression\x12)\n\x06values\x18\x03 \x03(\x0b\x32\x19.spark.connect.Expression\x12%\n\x04spec\x18\x04 \x01(\x0b\x32\x17.mapwithstate.StateSpec\x12\x32\n\nbatch_time\x18\x05 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x00\x88\x01\x01\x12\x1b\n\x0e\x62\x61tch_interval\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x35\n\x08order_by\x18\x07 \x03(\x0b\x32#.spark.connect.Expression.SortOrder\x12\x31\n\x06output\x18\x08 \x01(\x0e\x32!.mapwithstate.MapWithState.Output\x12\x0e\n\x06groups\x18\t \x01(\x08\x12-\n\x05until\x18\n \x01(\x0b\x32\x19.spark.connect.ExpressionH\x02\x88\x01\x01\"b\n\x06Output\x12\x16\n\x12OUTPUT_UNSPECIFIED\x10\x00\x12\x12\n\x0eOUTPUT_EMITTED\x10\x01\x12\x14\n\x10OUTPUT_SNAPSHOTS\x10\x02\x12\x16\n\x12OUTPUT_FINAL_STATE\x10\x03\x42\r\n\x0b_batch_timeB\x11\n\x0f_batch_intervalB\x08\n\x06_untilB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmapwithstate/relations.proto\x12\x0cmapwithstate\x1a\x1dmapwithstate/state_spec.proto\x1a\x1fspark/connect/expressions.proto\x1a\x1dspark/connect/relations.proto\"\xf8\x04\n\x0cMapWithState\x12&\n\x05input\x18\x01 \x01(\x0b\x32\x17.spark.connect.Relation\x12\'\n\x04keys\x18\x02 \x03(\x0b\x32\x19.spark.connect.Expression\x12)\n\x06values\x18\x03 \x03(\x0b\x32\x19.spark.connect.Expression\x12%\n\x04spec\x18\x04 \x01(\x0b\x32\x17.mapwithstate.StateSpec\x12\x32\n\nbatch_time\x18\x05 \x01(\x0b\x32\x19.spark.connect.ExpressionH\x00\x88\x01\x01\x12\x1b\n\x0e\x62\x61tch_interval\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x35\n\x08order_by\x18\x07 \x03(\x0b\x32#.spark.connect.Expression.SortOrder\x12\x31\n\x06output\x18\x08 \x01(\x0e\x32!.mapwithstate.MapWithState.Output\x12\x0e\n\x06groups\x18\t \x01(\x08\x12-\n\x05until\x18\n \x01(\x0b\x32\x19.spark.connect.ExpressionH\x02\x88\x01\x01\x12\x1f\n\x17include_timer_only_keys\x18\x0b \x01(\x08\"~\n\x06Output\x12\x16\n\x12OUTPUT_UNSPECIFIED\x10\x00\x12\x12\n\x0eOUTPUT_EMITTED\x10\x01\x12\x14\n\x10OUTPUT_SNAPSHOTS\x10\x02\x12\x16\n\x12OUTPUT_FINAL_STATE\x10\x03\x12\x1a\n\x16OUTPUT_FINAL_WATERMARK\x10\x04\x42\r\n\x0b_batch_timeB\x11\n\x0f_batch_intervalB\x08\n\x06_untilB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,7 +36,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.mapwithstate.protoP\001'
   _globals['_MAPWITHSTATE']._serialized_start=142
-  _globals['_MAPWITHSTATE']._serialized_end=713
-  _globals['_MAPWITHSTATE_OUTPUT']._serialized_start=571
-  _globals['_MAPWITHSTATE_OUTPUT']._serialized_end=669
+  _globals['_MAPWITHSTATE']._serialized_end=774
+  _globals['_MAPWITHSTATE_OUTPUT']._serialized_start=604
+  _globals['_MAPWITHSTATE_OUTPUT']._serialized_end=730
 # @@protoc_insertion_point(module_scope)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmapwithstate/state_reader.proto\x12\x0cmapwithstate\"\x88\x01\n\tReadState\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\x12\x15\n\x08\x62\x61tch_id\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0boperator_id\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x11in_current_schema\x18\x04 \x01(\x08\x42\x0b\n\t_batch_idB\x0e\n\x0c_operator_id\"\xa6\x01\n\x10ReadStateChanges\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\x12\x13\n\x0bstart_batch\x18\x02 \x01(\x03\x12\x16\n\tend_batch\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0boperator_id\x18\x04 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x11in_current_schema\x18\x05 \x01(\x08\x42\x0c\n\n_end_batchB\x0e\n\x0c_operator_idB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fmapwithstate/state_reader.proto\x12\x0cmapwithstate\"\xa9\x01\n\tReadState\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\x12\x15\n\x08\x62\x61tch_id\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0boperator_id\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x11in_current_schema\x18\x04 \x01(\x08\x12\x1f\n\x17include_timer_only_keys\x18\x05 \x01(\x08\x42\x0b\n\t_batch_idB\x0e\n\x0c_operator_id\"\xa6\x01\n\x10ReadStateChanges\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\x12\x13\n\x0bstart_batch\x18\x02 \x01(\x03\x12\x16\n\tend_batch\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x18\n\x0boperator_id\x18\x04 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x11in_current_schema\x18\x05 \x01(\x08\x42\x0c\n\n_end_batchB\x0e\n\x0c_operator_idB\x19\n\x15io.mapwithstate.protoP\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,7 +33,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.mapwithstate.protoP\001'
   _globals['_READSTATE']._serialized_start=50
-  _globals['_READSTATE']._serialized_end=186
-  _globals['_READSTATECHANGES']._serialized_start=189
-  _globals['_READSTATECHANGES']._serialized_end=355
+  _globals['_READSTATE']._serialized_end=219
+  _globals['_READSTATECHANGES']._serialized_start=222
+  _globals['_READSTATECHANGES']._serialized_end=388
 # @@protoc_insertion_point(module_scope)

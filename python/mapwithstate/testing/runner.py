@@ -178,6 +178,14 @@ class Tester:
         )
         self._initial_timer = initial_state_timeout_at or settings.initial_state_timeout_at
         self._initial_updated = initial_state_last_updated or settings.initial_state_last_updated
+        self._initial_has_state = settings.initial_state_has_state
+        # A resumed run's starting watermark, below which no batch's goes.
+        resumed = settings.initial_state_watermark
+        self._resumed_ms: Optional[int] = (
+            (resumed - EPOCH) // datetime.timedelta(milliseconds=1)
+            if resumed is not None and event_time is not None
+            else None
+        )
         self._initial_keys: List[Key] = []
 
     @property
@@ -192,12 +200,10 @@ class Tester:
 
     @property
     def watermark(self) -> Optional[datetime.datetime]:
-        """The watermark the next batch will have (``None`` without one)."""
-        return (
-            None
-            if self._watermark_ms is None
-            else EPOCH + datetime.timedelta(milliseconds=self._watermark_ms)
-        )
+        """The watermark the next batch will have (``None`` without one): never before a
+        resumed run's starting watermark."""
+        known = [ms for ms in (self._watermark_ms, self._resumed_ms) if ms is not None]
+        return EPOCH + datetime.timedelta(milliseconds=max(known)) if known else None
 
     def batch(
         self, records: Iterable[Union[Record, Row]], batch_time: datetime.datetime
@@ -458,9 +464,15 @@ class Tester:
             key = self._key_of(row)
             if key in self._states:
                 raise ValueError(f"initial_state has more than one row for the key {key!r}")
+            timer = row.get(self._initial_timer) if self._initial_timer else None
+            if self._initial_has_state and row.get(self._initial_has_state) is False:
+                # A key that held only its timer (none: nothing to resume).
+                if self._initial_timer and timer is not None:
+                    self._use_timers()
+                    self._times[key] = timer
+                continue
             fields = {n: row.get(n) for n in self._schema.fieldNames()}
             self._states[key] = self._stored(fields)
-            timer = row.get(self._initial_timer) if self._initial_timer else None
             if self._initial_timer and timer is not None:
                 self._use_timers()
                 self._times[key] = timer  # not checked: no call set it

@@ -40,7 +40,8 @@ class SpecSettings:
     ``checkpoint_interval``: every how many batches idle keys are looked for (default 10);
     ``timeout_domain``: ``.timeout_domain(...)`` if named (timers then count from the start);
     ``initial_state``: the spec's initial-state DataFrame, with the columns of its timers and,
-    when it resumes state read back, of its keys' last update times."""
+    when it resumes state read back, of its keys' last update times, of whether each key has a
+    state (``has_state``), and the event-time watermark it resumes from."""
 
     function: Callable[..., Any]
     state_schema: StructType
@@ -50,6 +51,8 @@ class SpecSettings:
     initial_state: Any = None
     initial_state_timeout_at: Optional[str] = None
     initial_state_last_updated: Optional[str] = None
+    initial_state_has_state: Optional[str] = None
+    initial_state_watermark: Optional[datetime.datetime] = None
 
 
 def spec_settings(spec: Any) -> SpecSettings:
@@ -74,7 +77,23 @@ def spec_settings(spec: Any) -> SpecSettings:
         initial_state=initial.df if initial is not None else None,
         initial_state_timeout_at=initial.timeout_at if initial is not None else None,
         initial_state_last_updated=initial.last_updated if initial is not None else None,
+        initial_state_has_state=initial.has_state if initial is not None else None,
+        initial_state_watermark=(
+            _timestamp(initial.watermark, "initial_state's watermark")
+            if initial is not None and initial.watermark is not None
+            else None
+        ),
     )
+
+
+def _timestamp(value: Any, what: str) -> datetime.datetime:
+    """A timestamp argument: a datetime, or a string as Spark casts it ('2026-01-01 10:00:00')."""
+    if isinstance(value, datetime.datetime):
+        return value
+    try:
+        return datetime.datetime.fromisoformat(value)
+    except ValueError as e:
+        raise ValueError(f"{what}: {value!r} is not a timestamp") from e
 
 
 def checked_domain(domain: str) -> str:

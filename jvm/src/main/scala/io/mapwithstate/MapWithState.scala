@@ -40,11 +40,15 @@ object MapWithState {
    *                      batch, empty ones included, so timeouts fire as they would live
    * @param orderBy       the order of a key's records within a batch (ascending unless the
    *                      Column is a sort order, `col("seq").desc`)
-   * @param output        `"emitted"`, `"snapshots"` or (batch input) `"final_state"`
+   * @param output        `"emitted"`, `"snapshots"` or (batch input) `"final_state"` or
+   *                      `"final_watermark"` (one row: the event-time watermark after the last
+   *                      batch, which `StateSpec.initialState(..., watermark)` resumes)
    * @param until         with `batchTime`: the replay goes on after its last record up to this
    *                      time (a TIMESTAMP or a string literal, `lit("2026-01-01 10:00:00")`),
    *                      with empty batches every `batchInterval` (or one batch at `until`), so
    *                      timeouts and timers due by then fire; see the README's replays
+   * @param includeTimerOnlyKeys with `"final_state"`: also the keys holding only a timer (null
+   *                      state fields), and a `has_state` column, false for them
    */
   def mapWithState(
       df: DataFrame,
@@ -55,8 +59,10 @@ object MapWithState {
       batchInterval: String = null,
       orderBy: Seq[Column] = Nil,
       output: String = "emitted",
-      until: Column = null): DataFrame =
-    run(df, keys, spec, values, batchTime, batchInterval, orderBy, output, until, groups = false)
+      until: Column = null,
+      includeTimerOnlyKeys: Boolean = false): DataFrame =
+    run(df, keys, spec, values, batchTime, batchInterval, orderBy, output, until,
+      includeTimerOnlyKeys, groups = false)
 
   /**
    * Spark's `mapGroupsWithState` / `flatMapGroupsWithState` over `df`: the spec is called once
@@ -74,8 +80,10 @@ object MapWithState {
       batchInterval: String = null,
       output: String = "emitted",
       orderBy: Seq[Column] = Nil,
-      until: Column = null): DataFrame =
-    run(df, keys, spec, Nil, batchTime, batchInterval, orderBy, output, until, groups = true)
+      until: Column = null,
+      includeTimerOnlyKeys: Boolean = false): DataFrame =
+    run(df, keys, spec, Nil, batchTime, batchInterval, orderBy, output, until,
+      includeTimerOnlyKeys, groups = true)
 
   /** Java: [[mapGroupsWithState]] with every argument (null or an empty list where not wanted). */
   def mapGroupsWithState(
@@ -99,6 +107,7 @@ object MapWithState {
       orderBy: Seq[Column],
       output: String,
       until: Column,
+      includeTimerOnlyKeys: Boolean,
       groups: Boolean): DataFrame = {
     val input = classicDataset(df, "df")
     val session = input.sparkSession
@@ -132,14 +141,16 @@ object MapWithState {
         initialStateTimeoutAt = spec.initialStateTimeoutAt,
         backend = spec.backendSetting,
         initialStateLastUpdated = spec.initialStateLastUpdated,
-        migrate = spec.migration.map(session.expression)),
+        migrate = spec.migration.map(session.expression),
+        initialStateHasState = spec.initialStateHasState,
+        initialStateWatermark = spec.initialStateWatermark.map(session.expression)),
       batchTime = Option(batchTime).map(session.expression),
       batchInterval = Option(batchInterval),
       orderBy = expressions(orderBy, "orderBy").map {
         case o: SortOrder => o
         case e => SortOrder(e, org.apache.spark.sql.catalyst.expressions.Ascending)
       },
-      outputKind = outputKind(output),
+      outputKind = outputKind(output, includeTimerOnlyKeys),
       watermark = watermarkOf(input.queryExecution.logical),
       groups = groups,
       until = Option(until).map(session.expression))
@@ -189,13 +200,18 @@ object MapWithState {
   private def javaList(columns: java.util.List[Column], what: String): Seq[Column] =
     if (columns == null) Nil else columns.asScala.toSeq
 
-  private def outputKind(output: String): OutputKind = output match {
-    case "emitted" => OutputKind.Emitted
-    case "snapshots" => OutputKind.Snapshots
-    case "final_state" => OutputKind.FinalState
-    case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
-        "output must be 'emitted', 'snapshots' or 'final_state', got " +
-          (if (other == null) "null" else s"'$other'"))
+  private def outputKind(output: String, includeTimerOnlyKeys: Boolean): OutputKind = {
+    val kind = output match {
+      case "emitted" => OutputKind.Emitted
+      case "snapshots" => OutputKind.Snapshots
+      case "final_state" => OutputKind.FinalState(includeTimerOnlyKeys)
+      case "final_watermark" => OutputKind.FinalWatermark
+      case other => throw MapWithStateException(ErrorCondition.InvalidArgument,
+          "output must be 'emitted', 'snapshots', 'final_state' or 'final_watermark', got " +
+            (if (other == null) "null" else s"'$other'"))
+    }
+    OutputKind.checkTimerOnlyKeys(kind, includeTimerOnlyKeys)
+    kind
   }
 
   /** The plan is Catalyst, so the input must be a classic (in-process) Dataset. */

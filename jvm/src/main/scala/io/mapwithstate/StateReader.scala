@@ -32,15 +32,19 @@ object StateReader {
    * @param inCurrentSchema the state in the checkpoint's current state schema (its newest,
    *                   converted by the schema-evolution rules), not in the one the batch was
    *                   written in
+   * @param includeTimerOnlyKeys also the keys holding only a timer (null state fields), and a
+   *                   `has_state` column (false for them) before `partition`
    */
   def readState(
       spark: SparkSession,
       checkpoint: String,
       batchId: java.lang.Long = null,
       operatorId: java.lang.Long = null,
-      inCurrentSchema: Boolean = false): DataFrame =
+      inCurrentSchema: Boolean = false,
+      includeTimerOnlyKeys: Boolean = false): DataFrame =
     dataFrame(spark,
-      StateReadRequest.State(checkpoint, option(batchId), option(operatorId), inCurrentSchema))
+      StateReadRequest.State(checkpoint, option(batchId), option(operatorId), inCurrentSchema,
+        includeTimerOnlyKeys))
 
   /**
    * The change feed of the state: one row per change of a key in micro-batches `startBatch` to

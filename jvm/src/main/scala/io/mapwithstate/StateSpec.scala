@@ -39,7 +39,9 @@ final class StateSpec private (
     val initialStateTimeoutAt: Option[String],
     val backendSetting: Option[String] = None,
     val initialStateLastUpdated: Option[String] = None,
-    val migration: Option[Column] = None) extends Serializable {
+    val migration: Option[Column] = None,
+    val initialStateHasState: Option[String] = None,
+    val initialStateWatermark: Option[Column] = None) extends Serializable {
 
   private def copy(
       initialStateData: Option[DataFrame] = initialStateData,
@@ -50,10 +52,13 @@ final class StateSpec private (
       initialStateTimeoutAt: Option[String] = initialStateTimeoutAt,
       backendSetting: Option[String] = backendSetting,
       initialStateLastUpdated: Option[String] = initialStateLastUpdated,
-      migration: Option[Column] = migration): StateSpec =
+      migration: Option[Column] = migration,
+      initialStateHasState: Option[String] = initialStateHasState,
+      initialStateWatermark: Option[Column] = initialStateWatermark): StateSpec =
     new StateSpec(stateSchema, update, remove, emit, initialStateData, numPartitionsSetting,
       timeoutSetting, checkpointIntervalSetting, timeoutAt, timeoutDomainSetting,
-      initialStateTimeoutAt, backendSetting, initialStateLastUpdated, migration)
+      initialStateTimeoutAt, backendSetting, initialStateLastUpdated, migration,
+      initialStateHasState, initialStateWatermark)
 
   /**
    * Loads `df` — the key columns and the state's fields, one row per key — before the first
@@ -63,14 +68,15 @@ final class StateSpec private (
    */
   def initialState(df: DataFrame): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
-    copy(initialStateData = Some(df), initialStateTimeoutAt = None, initialStateLastUpdated = None)
+    copy(initialStateData = Some(df), initialStateTimeoutAt = None, initialStateLastUpdated = None,
+      initialStateHasState = None, initialStateWatermark = None)
   }
 
   /** [[initialState]] whose TIMESTAMP column `timeoutAt` gives each key's starting timer. */
   def initialState(df: DataFrame, timeoutAt: String): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
     copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt),
-      initialStateLastUpdated = None)
+      initialStateLastUpdated = None, initialStateHasState = None, initialStateWatermark = None)
   }
 
   /**
@@ -88,11 +94,31 @@ final class StateSpec private (
    *     spec.initialState(history, null, "last_updated"))
    * }}}
    */
-  def initialState(df: DataFrame, timeoutAt: String, lastUpdated: String): StateSpec = {
+  def initialState(df: DataFrame, timeoutAt: String, lastUpdated: String): StateSpec =
+    initialState(df, timeoutAt, lastUpdated, null, null)
+
+  /**
+   * [[initialState]] resuming state read back, as the three-argument form, and also (each
+   * null when not wanted): `hasState`, the BOOLEAN column saying which keys have a state
+   * (`has_state` of [[StateReader.readState]] or of `output = "final_state"`, asked for with
+   * `includeTimerOnlyKeys`; false resumes the key holding only its timer), and `watermark`, a
+   * TIMESTAMP Column (a literal) the event-time watermark starts from — a replay's
+   * `output = "final_watermark"` — below which no batch's watermark goes, so late rows and
+   * event-time timers go on as one run over the history and the live data would.
+   * {{{
+   *   val wm = MapWithState.mapWithState(old, Seq(col("user")), spec, batchTime = col("ts"),
+   *     output = "final_watermark").head().getTimestamp(0)
+   *   val live = MapWithState.mapWithState(stream, Seq(col("user")),
+   *     spec.initialState(history, "timeout_at", "last_updated", "has_state", lit(wm)))
+   * }}}
+   */
+  def initialState(df: DataFrame, timeoutAt: String, lastUpdated: String, hasState: String,
+      watermark: Column): StateSpec = {
     require(df != null, "initialState: the DataFrame is null")
     require(lastUpdated != null, "initialState: the lastUpdated column name is null")
     copy(initialStateData = Some(df), initialStateTimeoutAt = Option(timeoutAt),
-      initialStateLastUpdated = Some(lastUpdated))
+      initialStateLastUpdated = Some(lastUpdated), initialStateHasState = Option(hasState),
+      initialStateWatermark = Option(watermark))
   }
 
   /**

@@ -124,7 +124,10 @@ object MapWithStateRelationPlugin {
         backend = if (spec.hasBackend) Some(spec.getBackend) else None,
         initialStateLastUpdated =
           if (spec.hasInitialStateLastUpdated) Some(spec.getInitialStateLastUpdated) else None,
-        migrate = opt(spec.hasMigrate, spec.getMigrate)),
+        migrate = opt(spec.hasMigrate, spec.getMigrate),
+        initialStateWatermark = opt(spec.hasInitialStateWatermark, spec.getInitialStateWatermark),
+        initialStateHasState =
+          if (spec.hasInitialStateHasState) Some(spec.getInitialStateHasState) else None),
       batchTime = opt(rel.hasBatchTime, rel.getBatchTime),
       batchInterval = if (rel.hasBatchInterval) Some(rel.getBatchInterval) else None,
       orderBy = rel.getOrderByList.asScala.toSeq.map { o =>
@@ -157,15 +160,21 @@ object MapWithStateRelationPlugin {
     }.nextOption()
   }
 
-  private def outputKind(rel: proto.MapWithState): OutputKind = rel.getOutput match {
-    case proto.MapWithState.Output.OUTPUT_EMITTED => OutputKind.Emitted
-    case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
-    case proto.MapWithState.Output.OUTPUT_FINAL_STATE => OutputKind.FinalState
-    case other =>
-      throw MapWithStateException(ErrorCondition.MalformedRequest,
-        s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
-            s"${rel.getOutputValue}"
-          else other} is not an output kind; expected OUTPUT_EMITTED, " +
-          "OUTPUT_SNAPSHOTS or OUTPUT_FINAL_STATE")
+  private def outputKind(rel: proto.MapWithState): OutputKind = {
+    val kind = rel.getOutput match {
+      case proto.MapWithState.Output.OUTPUT_EMITTED => OutputKind.Emitted
+      case proto.MapWithState.Output.OUTPUT_SNAPSHOTS => OutputKind.Snapshots
+      case proto.MapWithState.Output.OUTPUT_FINAL_STATE =>
+        OutputKind.FinalState(rel.getIncludeTimerOnlyKeys)
+      case proto.MapWithState.Output.OUTPUT_FINAL_WATERMARK => OutputKind.FinalWatermark
+      case other =>
+        throw MapWithStateException(ErrorCondition.MalformedRequest,
+          s"output: ${if (other == proto.MapWithState.Output.UNRECOGNIZED) s"unknown value " +
+              s"${rel.getOutputValue}"
+            else other} is not an output kind; expected OUTPUT_EMITTED, " +
+            "OUTPUT_SNAPSHOTS, OUTPUT_FINAL_STATE or OUTPUT_FINAL_WATERMARK")
+    }
+    OutputKind.checkTimerOnlyKeys(kind, rel.getIncludeTimerOnlyKeys)
+    kind
   }
 }

@@ -27,7 +27,8 @@ class StateReaderRelationPlugin extends RelationPlugin {
     val request = if (message.is(classOf[proto.ReadState])) {
       val rel = message.unpack(classOf[proto.ReadState])
       Some(StateReadRequest.State(rel.getCheckpoint, option(rel.hasBatchId, rel.getBatchId),
-          option(rel.hasOperatorId, rel.getOperatorId), rel.getInCurrentSchema))
+          option(rel.hasOperatorId, rel.getOperatorId), rel.getInCurrentSchema,
+          rel.getIncludeTimerOnlyKeys))
     } else if (message.is(classOf[proto.ReadStateChanges])) {
       val rel = message.unpack(classOf[proto.ReadStateChanges])
       Some(StateReadRequest.Changes(rel.getCheckpoint, rel.getStartBatch,

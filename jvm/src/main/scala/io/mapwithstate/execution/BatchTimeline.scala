@@ -26,12 +26,21 @@ case class BatchTimeline(
    */
   def withWatermarks(fromRecords: Array[Long], delayMs: Long): BatchTimeline = {
     val watermarks = fromRecords.clone()
-    if (endsAtUntil) {
-      val atUntil = math.max(Math.floorDiv(times.last, 1000L) - delayMs, 0L) * 1000L
-      watermarks(size - 1) = math.max(watermarks(size - 1), atUntil)
-    }
+    if (endsAtUntil) watermarks(size - 1) = math.max(watermarks(size - 1), atUntil(delayMs))
     copy(watermarks = Some(watermarks))
   }
+
+  /**
+   * The watermark after the last batch (micros, or [[TimeoutPolicy.NoWatermark]]), which the
+   * batch after it would have, from `afterRecords` (the records' watermark after every batch):
+   * with a batch added at `until`, at least `until` minus the delay, as that batch has.
+   */
+  def watermarkAfterLast(afterRecords: Long, delayMs: Long): Long =
+    if (endsAtUntil) math.max(afterRecords, atUntil(delayMs)) else afterRecords
+
+  /** `until` (the last batch's time) minus the delay, in whole milliseconds, not before 0. */
+  private def atUntil(delayMs: Long): Long =
+    math.max(Math.floorDiv(times.last, 1000L) - delayMs, 0L) * 1000L
 
   /** The event-time watermark of a batch (micros), or [[TimeoutPolicy.NoWatermark]]. */
   def watermarkAt(batch: Int): Long =

@@ -34,7 +34,7 @@ case class LateRowFilterExec(
     val eventOrdinal = ordinal(eventTime)
     val watermarkOf: InternalRow => Long = watermark match {
       case LateRowFilterExec.Fixed(micros) => _ => micros
-      case LateRowFilterExec.PerBatch(batchTime, delayMs) =>
+      case LateRowFilterExec.PerBatch(batchTime, delayMs, resumedFrom) =>
         val batchOrdinal = ordinal(batchTime)
         // A record without a batch time fails in the operator, with its own error.
         val batchTimeOf = (row: InternalRow) =>
@@ -43,7 +43,8 @@ case class LateRowFilterExec(
           ReplayWatermarks.maxEventTimes(child.execute(), batchTimeOf, eventOrdinal), delayMs)
         row =>
           if (row.isNullAt(batchOrdinal)) TimeoutPolicy.NoWatermark
-          else watermarkAt(row.getLong(batchOrdinal))
+          else resumedFrom.fold(watermarkAt(row.getLong(batchOrdinal)))(
+            math.max(_, watermarkAt(row.getLong(batchOrdinal))))
     }
     val dropped = lateRows
     child.execute().mapPartitions { rows =>
@@ -66,11 +67,15 @@ object LateRowFilterExec {
   /** Where the watermark a record is compared with comes from. */
   sealed trait Watermark
 
-  /** A micro-batch's watermark (micros), the same for all its records. */
+  /** A micro-batch's (or a one-batch replay's) watermark (micros), the same for all records. */
   case class Fixed(micros: Long) extends Watermark
 
-  /** A batch replay's: each record's batch (`batchTime`) has its own, with `delayMs`. */
-  case class PerBatch(batchTime: Attribute, delayMs: Long) extends Watermark
+  /**
+   * A batch replay's: each record's batch (`batchTime`) has its own, with `delayMs`, never
+   * before the watermark a resumed run starts from (`resumedFrom`).
+   */
+  case class PerBatch(batchTime: Attribute, delayMs: Long, resumedFrom: Option[Long])
+    extends Watermark
 
   /**
    * Whether the record's event time (at `ordinal`) is at or before `watermark`: a late record.

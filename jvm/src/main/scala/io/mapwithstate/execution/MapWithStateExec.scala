@@ -1,12 +1,18 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.{MapWithStateConf, MapWithStateException}
-import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, StateFunction}
+import io.mapwithstate.plan.{FunctionKind, MapWithStateOptions, OutputKind, StateFunction}
 import io.mapwithstate.state.StateBackend
 import org.apache.spark.TaskContext
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{
+  Ascending,
+  Attribute,
+  GenericInternalRow,
+  SortOrder,
+  UnsafeProjection
+}
 import org.apache.spark.sql.catalyst.plans.physical.{
   ClusteredDistribution,
   Distribution,
@@ -67,9 +73,13 @@ case class MapWithStateExec(
     (batchTime.map(SortOrder(_, Ascending)).toSeq ++ withinBatchOrder) +:
       initialState.toSeq.map(_ => Nil)
 
-  override def outputPartitioning: Partitioning = UnknownPartitioning(options.numPartitions)
+  override def outputPartitioning: Partitioning = options.outputKind match {
+    case OutputKind.FinalWatermark => UnknownPartitioning(1)
+    case _ => UnknownPartitioning(options.numPartitions)
+  }
 
   override protected def doExecute(): RDD[InternalRow] = {
+    if (options.outputKind == OutputKind.FinalWatermark) return finalWatermark()
     val timeline = withWatermarks(batchTimeline())
     if (timeline.size == 0) return sparkContext.emptyRDD[InternalRow]
     longMetric("numBatches") += timeline.size
@@ -152,12 +162,41 @@ case class MapWithStateExec(
   private def withWatermarks(timeline: BatchTimeline): BatchTimeline =
     (eventTime, options.watermarkDelayMs, batchTime) match {
       case (Some(et), Some(delayMs), Some(_)) if timeline.size > 0 =>
-        val maxEventTimes = ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader,
-          child.output.indexWhere(_.exprId == et.exprId))
-        val watermarkAt = ReplayWatermarks.of(maxEventTimes, delayMs)
-        timeline.withWatermarks(timeline.times.map(watermarkAt), delayMs)
+        val watermarkAt = ReplayWatermarks.of(maxEventTimes(et), delayMs)
+        timeline.withWatermarks(timeline.times.map(t => options.watermarkOf(watermarkAt(t))),
+          delayMs)
+      // One batch without a watermark of its own: a resumed run's, if any.
+      case (Some(_), Some(_), None) =>
+        options.resumedWatermarkMicros.fold(timeline)(w =>
+          timeline.copy(watermarks =
+            Some(Array.fill(timeline.size)(w))))
       case _ => timeline
     }
+
+  /** The largest event time (at `et`) of each batch time, over all partitions. */
+  private def maxEventTimes(et: Attribute): Map[Long, Long] =
+    ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader,
+      child.output.indexWhere(_.exprId == et.exprId))
+
+  /**
+   * `output="final_watermark"`: one row, the watermark after the replay's last batch — the
+   * one the batch after it would have, as a stream going on from the replay would see it (all
+   * its event times, a batch at `until`, a resumed run's starting watermark), null without
+   * one — which a run resuming the replay's final state starts from. No state function runs.
+   */
+  private def finalWatermark(): RDD[InternalRow] = {
+    val (et, delayMs) = (eventTime, options.watermarkDelayMs) match {
+      case (Some(et), Some(delayMs)) => (et, delayMs)
+      case _ => throw new IllegalStateException("a final watermark needs an event-time column")
+    }
+    val afterRecords = ReplayWatermarks.afterLast(maxEventTimes(et), delayMs)
+    val watermark = options.watermarkOf(
+      batchTimeline().watermarkAfterLast(afterRecords, delayMs))
+    val row = new GenericInternalRow(1)
+    if (watermark != TimeoutPolicy.NoWatermark) row.setLong(0, watermark) else row.setNullAt(0)
+    val unsafe = UnsafeProjection.create(output.map(_.dataType).toArray).apply(row).copy()
+    sparkContext.parallelize(Seq[InternalRow](unsafe), 1)
+  }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[SparkPlan]): SparkPlan =
     copy(child = newChildren.head,

@@ -44,10 +44,12 @@ trait MapWithStateExecBase extends SparkPlan {
     val input = child.output
     def ordinal(a: Attribute): Int = input.indexWhere(_.exprId == a.exprId)
     val stateRows = options.outputKind match {
-      case OutputKind.Emitted => None
+      // The final watermark runs no state function (see MapWithStateExec).
+      case OutputKind.Emitted | OutputKind.FinalWatermark => None
       case OutputKind.Snapshots => Some(StateRowsAfterBatch.Snapshots(output.map(_.dataType)))
-      case OutputKind.FinalState => Some(StateRowsAfterBatch.FinalState(output.map(_.dataType),
-            timers = options.timerDomain.isDefined))
+      case OutputKind.FinalState(timerOnlyKeys) => Some(StateRowsAfterBatch.FinalState(
+            output.map(_.dataType), function.stateType.length,
+            timers = options.timerDomain.isDefined, timerOnlyKeys))
     }
     // With event-time timers, late rows are dropped by the operator from a per-record
     // function's records, and before the aggregation from a group function's.

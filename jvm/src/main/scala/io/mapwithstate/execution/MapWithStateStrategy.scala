@@ -32,16 +32,22 @@ object MapWithStateStrategy extends SparkStrategy {
       val partitions = batch.map(_.stateInfo.numPartitions)
         .getOrElse(SparkSession.active.sessionState.conf.numShufflePartitions)
       val watermarkMs = batch.map(_.batchWatermarkMs).getOrElse(0L)
-      val in = input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
+      val in = input(m, partitions,
+        Some(LateRowFilterExec.Fixed(m.options.watermarkOf(watermarkMs * 1000L))))
       MapWithStateStreamExec(m.keys, m.kind, m.function, m.options, m.output,
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
         batch.exists(_.terminatingTrigger), in.records,
         m.initialState.filter(_ => firstBatch).map(planLater), m.eventTime, watermarkMs,
         in.lateRows, in.withinBatchOrder, realTimeMode) :: Nil
     case m: MapWithState =>
-      // Without batch_time a replay is one batch, which has no watermark: nothing is late.
-      val watermark = for (bt <- m.batchTime; delay <- m.options.watermarkDelayMs)
-        yield LateRowFilterExec.PerBatch(bt, delay)
+      // Without batch_time a replay is one batch, which has no watermark of its own: nothing
+      // is late but at or before a resumed run's.
+      val resumed = m.options.resumedWatermarkMicros
+      val watermark = (m.batchTime, m.options.watermarkDelayMs) match {
+        case (Some(bt), Some(delay)) => Some(LateRowFilterExec.PerBatch(bt, delay, resumed))
+        case (None, Some(_)) => resumed.map(w => LateRowFilterExec.Fixed(w))
+        case (_, None) => None
+      }
       val in = input(m, m.options.numPartitions, watermark)
       MapWithStateExec(m.keys, m.kind, m.batchTime, m.function, m.options, m.output,
         in.records, m.initialState.map(planLater), m.eventTime, in.lateRows,

@@ -350,9 +350,10 @@ case class MapWithStateStreamExec(
   override protected def doExecute(): RDD[InternalRow] = {
     val info = getStateInfo
     val batchTime = TimeUnit.MILLISECONDS.toMicros(batchTimestampMs)
-    // Spark's watermark for this micro-batch, when the input has one (0 before it first moves).
-    val timeline = BatchTimeline.single(batchTime).copy(watermarks =
-      eventTime.map(_ => Array(TimeUnit.MILLISECONDS.toMicros(batchWatermarkMs))))
+    // Spark's watermark for this micro-batch, when the input has one (0 before it first
+    // moves), or a resumed run's starting watermark when that is later.
+    val timeline = BatchTimeline.single(batchTime).copy(watermarks = eventTime.map(_ =>
+      Array(options.watermarkOf(TimeUnit.MILLISECONDS.toMicros(batchWatermarkMs)))))
     val batchNumber = this.batchNumber(info)
     val runner = partitionRunner()
     val backend = this.backend

@@ -97,9 +97,10 @@ case class PartitionRunner(
 
   /**
    * Loads initial-state rows: the key columns, the state's fields, then each key's timer and
-   * its last update time (TIMESTAMPs, null: none given). With timers a key's map time is its
-   * timer; without, its last update time when resumed and given, else `time` (the first
-   * batch's).
+   * its last update time (TIMESTAMPs, null: none given), and whether it has a state. With
+   * timers a key's map time is its timer; without, its last update time when resumed and
+   * given, else `time` (the first batch's). A resumed key without a state holds only its
+   * timer, as the run that left it kept it (with no timer either, there is nothing to load).
    */
   private def loadInitialState(
       updater: StateUpdater, rows: Iterator[InternalRow], time: Long): Unit = {
@@ -112,6 +113,7 @@ case class PartitionRunner(
     })
     val timerOrdinal = keyTypes.size + function.stateType.length
     val lastUpdatedOrdinal = timerOrdinal + 1
+    val hasStateOrdinal = lastUpdatedOrdinal + 1
     def timeAt(ordinal: Int, default: Long)(row: InternalRow): Long =
       if (row.isNullAt(ordinal)) default else row.getLong(ordinal)
     val timeOf: InternalRow => Long = timeouts match {
@@ -122,7 +124,18 @@ case class PartitionRunner(
       case InitialStateKind.Seeded =>
         rows.foreach(row => updater.loadInitialState(key(row), state(row), timeOf(row)))
       case InitialStateKind.Resumed =>
-        rows.foreach(row => updater.resumeState(key(row), state(row), timeOf(row)))
+        val timerOnly: InternalRow => Long = timeouts match {
+          case _: TimeoutPolicy.Timers => timeAt(timerOrdinal, StateMap.NoTime)
+          case TimeoutPolicy.Never | _: TimeoutPolicy.Idle => _ => StateMap.NoTime
+        }
+        rows.foreach { row =>
+          if (row.getBoolean(hasStateOrdinal)) {
+            updater.resumeState(key(row), state(row), timeOf(row))
+          } else {
+            val timer = timerOnly(row)
+            if (timer != StateMap.NoTime) updater.resumeState(key(row), null, timer)
+          }
+        }
     }
   }
 }

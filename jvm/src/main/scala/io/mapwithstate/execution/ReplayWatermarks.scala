@@ -53,4 +53,11 @@ object ReplayWatermarks {
       watermarks(if (i >= 0) i else -i - 1)
     }
   }
+
+  /**
+   * The watermark after every batch (micros, or [[TimeoutPolicy.NoWatermark]]): the one a
+   * batch after the replay's last would have, from all the replay's event times.
+   */
+  def afterLast(maxEventTimes: Map[Long, Long], delayMs: Long): Long =
+    of(maxEventTimes, delayMs)(Long.MaxValue)
 }

@@ -15,7 +15,7 @@ import org.apache.spark.sql.types.{DataType, TimestampType}
  * after each batch, every key's state stamped with the batch time (`output="snapshots"`), or
  * after a replay's last batch, every key's state as `read_state` shows it
  * (`output="final_state"`, the columns of [[KeyStateColumns]]). A key holding only a timer has
- * no state to show in either.
+ * no state to show in a snapshot; the final state shows it when asked for (`timerOnlyKeys`).
  *
  * Plain data, shipped to the tasks; each task [[open]]s its own projections.
  */
@@ -61,21 +61,23 @@ object StateRowsAfterBatch {
   }
 
   /**
-   * After the last batch only: the key columns, the state's fields, `last_updated` and
-   * `timeout_at`, filled as `read_state` fills them from a map whose per-key time is a timer
-   * (`timers`) or the last update time.
+   * After the last batch only: the key columns, the state's fields (`stateWidth` of them),
+   * `last_updated` and `timeout_at`, and with `timerOnlyKeys` the keys holding only a timer and
+   * `has_state`, filled as `read_state` fills them ([[KeyStateColumns.Rows]]) from a map whose
+   * per-key time is a timer (`timers`) or the last update time.
    */
-  final case class FinalState(types: Seq[DataType], timers: Boolean)
-    extends StateRowsAfterBatch {
+  final case class FinalState(
+      types: Seq[DataType],
+      stateWidth: Int,
+      timers: Boolean,
+      timerOnlyKeys: Boolean) extends StateRowsAfterBatch {
     override def open(): Rows = {
       val project = projection()
-      val times = new KeyStateColumns.Times(timers)
-      val joined = new JoinedRow
-      val keyAndState = new JoinedRow
+      val columns = new KeyStateColumns.Rows(stateWidth, timers, timerOnlyKeys)
       (map, _, lastBatch) =>
         if (!lastBatch) Iterator.empty
-        else map.getAll().filter(_.state != null).map { e =>
-          project(joined(keyAndState(e.key, e.state), times.of(e.updateTime)))
+        else map.getAll().filter(e => columns.shows(e.state)).map { e =>
+          project(columns.of(e.key, e.state, e.updateTime))
         }
     }
   }

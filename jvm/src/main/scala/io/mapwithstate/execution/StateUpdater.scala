@@ -248,13 +248,13 @@ abstract class StateUpdater(
   /**
    * Loads a key's state read back from an earlier run, `time` as in [[loadInitialState]] (its
    * last update, or with timers its timer). Unlike [[loadInitialState]] the key is not called
-   * for it: the earlier run already called it.
+   * for it: the earlier run already called it. A null `state`: the key holds only its timer.
    */
   def resumeState(key: UnsafeRow, state: UnsafeRow, time: Long): Unit =
     putInitialState(key, state, initialTime(time))
 
   private def putInitialState(key: UnsafeRow, state: UnsafeRow, mapTime: Long): Unit = {
-    if (map.get(key) != null) {
+    if (map.contains(key)) {
       throw MapWithStateException(io.mapwithstate.ErrorCondition.InitialStateDuplicateKey,
         s"initial_state has more than one row for the key ${describe(key)}; each key may have " +
           "one initial state (as Spark says: the initial state provided contained multiple " +

@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.expressions.{
   AttributeSet,
   Cast,
   Ceil,
+  Coalesce,
   Divide,
   Expression,
   Literal,
@@ -26,6 +27,7 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.catalyst.util.IntervalUtils
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.types.{
+  BooleanType,
   DataType,
   DateType,
   DoubleType,
@@ -56,12 +58,15 @@ class MapWithStateBuilder(session: SparkSession) {
     val input = checkedInput(request.input)
     val (keys, values) = keysAndValues(request, input)
     checkBatchArguments(request, input)
-    val until = request.until.map(untilMicros(_, input))
+    val until = request.until.map(timestampMicros(_, input, "until"))
     val batchTime = request.batchTime.map(batchTimeColumn(_, input, request.batchIntervalMs))
     val (orderColumns, orderBy) = orderColumnsOf(request.orderBy, input)
     val spec = request.spec
     val watermark = watermarkOf(request.watermark, input)
     val domain = timerDomain(spec, watermark.isDefined, input.isStreaming)
+    checkResumedArguments(request, watermark.isDefined)
+    val resumedWatermark = spec.initialStateWatermark.map(
+      timestampMicros(_, input, "initial_state's watermark"))
     val eventTimeColumn = watermark.map(_._1)
 
     // One child projects what the operator reads: the key and value columns, then the batch
@@ -84,17 +89,12 @@ class MapWithStateBuilder(session: SparkSession) {
       timerDomain = domain,
       watermarkDelayMs = watermark.map(_._2),
       untilMicros = until,
+      resumedWatermarkMicros = resumedWatermark,
       initialState =
         if (spec.initialStateLastUpdated.isDefined) InitialStateKind.Resumed
         else InitialStateKind.Seeded)
-    for ((column, what) <- spec.initialStateTimeoutAt.map((_, "timeout_at names a timer")) ++
-        spec.initialStateLastUpdated.map((_, "last_updated names an update time"))
-      if spec.initialState.isEmpty) {
-      throw MapWithStateException(ErrorCondition.ConflictingArguments,
-        s"initial_state's $what column ('$column'), but there is no initial_state")
-    }
     val initialState = spec.initialState.map(initialStatePlan(_, keyAttrs, stateType,
-        spec.initialStateTimeoutAt, spec.initialStateLastUpdated))
+        spec.initialStateTimeoutAt, spec.initialStateLastUpdated, spec.initialStateHasState))
     if (request.groups) {
       val (function, aggregates) = new GroupFunctionResolver(session).resolve(keyAttrs,
         valueAttrs, stateType, spec.update, spec.remove, spec.emit, spec.timeoutAt)
@@ -245,9 +245,14 @@ class MapWithStateBuilder(session: SparkSession) {
         "until is for batch replays: a stream's timeline goes on as long as the query runs, and " +
           "its timeouts and timers fire in the micro-batches that come; stop the query instead")
     }
-    if (input.isStreaming && request.outputKind == OutputKind.FinalState) {
+    val afterLastBatch = request.outputKind match {
+      case _: OutputKind.FinalState => Some("final_state")
+      case OutputKind.FinalWatermark => Some("final_watermark")
+      case OutputKind.Emitted | OutputKind.Snapshots => None
+    }
+    for (output <- afterLastBatch if input.isStreaming) {
       throw MapWithStateException(ErrorCondition.ConflictingArguments,
-        "output='final_state' is for batch DataFrames: a stream has no last batch; read a " +
+        s"output='$output' is for batch DataFrames: a stream has no last batch; read a " +
           "running or stopped query's state with read_state(spark, checkpoint) instead")
     }
     request.spec.numPartitions.filter(n => input.isStreaming && n != conf.numShufflePartitions)
@@ -271,36 +276,76 @@ class MapWithStateBuilder(session: SparkSession) {
   }
 
   /**
-   * A replay's `until` in micros: a constant that is a TIMESTAMP, or a string or DATE Spark
-   * casts to one (in the session's time zone), evaluated once here.
+   * The arguments of a resumed run and of what a replay hands it: the initial state's columns
+   * and watermark need an initial state, `has_state` and the watermark belong to state read
+   * back (`last_updated` named), and a watermark, resumed or a replay's final one, needs the
+   * input's event-time watermark (`withWatermark`).
    */
-  private def untilMicros(e: Expression, input: LogicalPlan): Long = {
-    val Seq(raw) = project(Seq(Alias(e, "until")()), input, "until")
+  private def checkResumedArguments(request: MapWithStateRequest, hasWatermark: Boolean): Unit = {
+    val spec = request.spec
+    for ((column, what) <- spec.initialStateTimeoutAt.map((_, "timeout_at names a timer")) ++
+        spec.initialStateLastUpdated.map((_, "last_updated names an update time")) ++
+        spec.initialStateHasState.map((_, "has_state says which keys have a state"))
+      if spec.initialState.isEmpty) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        s"initial_state's $what column ('$column'), but there is no initial_state")
+    }
+    if (spec.initialStateWatermark.isDefined && spec.initialState.isEmpty) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "initial_state's watermark is given, but there is no initial_state")
+    }
+    val resumedOnly = spec.initialStateHasState.map(c => s"has_state ('$c')") ++
+      spec.initialStateWatermark.map(_ => "watermark")
+    if (resumedOnly.nonEmpty && spec.initialStateLastUpdated.isEmpty) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        s"initial_state's ${resumedOnly.mkString(" and ")} resume state read back " +
+          "(read_state's or output='final_state''s rows): name its last_updated column too " +
+          "(last_updated='last_updated')")
+    }
+    if (spec.initialStateWatermark.isDefined && !hasWatermark) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "initial_state's watermark resumes an event-time watermark, but the input has none: " +
+          "call withWatermark(column, delay) on the input first, with the replay's delay")
+    }
+    if (request.outputKind == OutputKind.FinalWatermark && !hasWatermark) {
+      throw MapWithStateException(ErrorCondition.ConflictingArguments,
+        "output='final_watermark' is the replay's event-time watermark after its last batch, " +
+          "but the input has none: call withWatermark(column, delay) on the input first")
+    }
+  }
+
+  /**
+   * A constant timestamp argument (`what`: a replay's `until`, a resumed watermark) in micros:
+   * a TIMESTAMP, or a string or DATE Spark casts to one (in the session's time zone),
+   * evaluated once here.
+   */
+  private def timestampMicros(e: Expression, input: LogicalPlan, what: String): Long = {
+    val Seq(raw) = project(Seq(Alias(e, "until")()), input, what)
     val value = raw match {
       case Alias(child, _) => child
       case other => other
     }
     if (!Seq(TimestampType, StringType, DateType).contains(value.dataType)) {
       throw MapWithStateException(ErrorCondition.TypeMismatch,
-        s"until must be a timestamp (a datetime, or a string such as '2026-01-01 10:00:00'), " +
+        s"$what must be a timestamp (a datetime, or a string such as '2026-01-01 10:00:00'), " +
           s"but ${e.sql} is ${value.dataType.sql}")
     }
     if (!value.foldable) {
       throw MapWithStateException(ErrorCondition.InvalidArgument,
-        s"until must be a constant timestamp, but ${e.sql} depends on the input's records; " +
+        s"$what must be a constant timestamp, but ${e.sql} depends on the input's records; " +
           "give the time itself")
     }
     val Seq(cast) =
-      project(Seq(Alias(Cast(value, TimestampType), "until")()), input, "until")
+      project(Seq(Alias(Cast(value, TimestampType), "until")()), input, what)
     val micros =
       try cast.eval()
       catch {
         case NonFatal(error) =>
           throw new MapWithStateException(ErrorCondition.InvalidArgument,
-            s"until: ${e.sql} is not a timestamp (${error.getMessage})", error)
+            s"$what: ${e.sql} is not a timestamp (${error.getMessage})", error)
       }
     if (micros == null) throw MapWithStateException(ErrorCondition.InvalidArgument,
-      s"until: ${e.sql} is not a timestamp (it casts to null); expected e.g. " +
+      s"$what: ${e.sql} is not a timestamp (it casts to null); expected e.g. " +
         "'2026-01-01 10:00:00'")
     micros.asInstanceOf[Long]
   }
@@ -359,7 +404,7 @@ class MapWithStateBuilder(session: SparkSession) {
 
   /**
    * The emitted columns; or batch_time, the keys and the state's fields; or the columns of the
-   * state as read_state reads it back.
+   * state as read_state reads it back; or the final watermark's one column.
    */
   private def outputAttributes(
       kind: OutputKind,
@@ -377,9 +422,12 @@ class MapWithStateBuilder(session: SparkSession) {
       AttributeReference("batch_time", TimestampType, nullable = false)() +:
         (keys.map(k => AttributeReference(k.name, k.dataType, k.nullable)()) ++
           DataTypeUtils.toAttributes(stateType))
-    case OutputKind.FinalState =>
+    case OutputKind.FinalState(timerOnlyKeys) =>
       DataTypeUtils.toAttributes(StructType(KeyStateColumns.fields(
-            keys.map(k => StructField(k.name, k.dataType, k.nullable)), stateType.fields.toSeq)))
+            keys.map(k => StructField(k.name, k.dataType, k.nullable)), stateType.fields.toSeq,
+            timerOnlyKeys)))
+    case OutputKind.FinalWatermark =>
+      Seq(AttributeReference(OutputKind.WatermarkColumn, TimestampType, nullable = true)())
   }
 
   private def named(e: Expression): NamedExpression = e match {
@@ -439,14 +487,18 @@ class MapWithStateBuilder(session: SparkSession) {
    * input's keys); the timer and the update time are null where no column is named for them.
    * State read back (a `last_updated` column named) may also have the other columns read_state
    * gives: its `partition` (where the state was kept; the new query places keys itself) and,
-   * unless named as the timer, its `timeout_at`, both ignored. Any other column is refused.
+   * unless named as the timer, its `timeout_at`, both ignored; and a BOOLEAN column named by
+   * `hasStateColumn` (read_state's and final_state's `has_state`) says which keys hold only a
+   * timer (false; null reads as true). Any other column is refused, an unnamed `has_state` too:
+   * ignoring it would resume a timer-only key as a key with an all-null state.
    */
   private def initialStatePlan(
       plan: LogicalPlan,
       keys: Seq[Attribute],
       stateType: StructType,
       timerColumn: Option[String],
-      lastUpdatedColumn: Option[String]): LogicalPlan = {
+      lastUpdatedColumn: Option[String],
+      hasStateColumn: Option[String]): LogicalPlan = {
     val analyzed = analyze(plan, "initial_state")
     if (analyzed.isStreaming) {
       throw MapWithStateException(ErrorCondition.InitialStateMismatch,
@@ -454,7 +506,8 @@ class MapWithStateBuilder(session: SparkSession) {
     }
     val expected = keys.map(k => (k.name, k.dataType)) ++
       stateType.fields.map(f => (f.name, f.dataType)) ++
-      (timerColumn ++ lastUpdatedColumn).map(c => (c, TimestampType))
+      (timerColumn ++ lastUpdatedColumn).map(c => (c, TimestampType)) ++
+      hasStateColumn.map(c => (c, BooleanType))
     val resolved = expected.map { case (name, dataType) =>
       val column = analyzed.output.find(a => conf.resolver(a.name, name)).getOrElse {
         throw MapWithStateException(ErrorCondition.InitialStateMismatch,
@@ -472,10 +525,19 @@ class MapWithStateBuilder(session: SparkSession) {
             s"safely cast to ${dataType.sql}")
       }
     }
-    val (keyAndState, times) = resolved.splitAt(keys.size + stateType.length)
+    val (keyAndState, rest) = resolved.splitAt(keys.size + stateType.length)
     def time(column: Option[String], as: String): NamedExpression = column match {
-      case Some(name) => times.find(_._1 == name).get._2
+      case Some(name) => rest.find(_._1 == name).get._2
       case None => Alias(Literal(null, TimestampType), as)()
+    }
+    val hasState = hasStateColumn match {
+      case Some(name) =>
+        val column = rest.find(_._1 == name).get._2 match {
+          case Alias(c, _) => c
+          case other => other
+        }
+        Alias(Coalesce(Seq(column, Literal(true))), InitialHasStateColumn)()
+      case None => Alias(Literal(true), InitialHasStateColumn)()
     }
     val ignored =
       if (lastUpdatedColumn.isEmpty) Nil else Seq(KeyStateColumns.TimeoutAt, "partition")
@@ -487,10 +549,15 @@ class MapWithStateBuilder(session: SparkSession) {
           extra.map(_.name).mkString(", ") +
           (if (lastUpdatedColumn.isEmpty) ""
            else " (besides read_state's timeout_at and " +
-             "partition, which are ignored)"))
+             "partition, which are ignored)") +
+          (if (!extra.exists(a => conf.resolver(a.name, KeyStateColumns.HasState))) ""
+           else s"; name ${KeyStateColumns.HasState} to resume its keys holding only a timer " +
+             s"(has_state='${KeyStateColumns.HasState}', with last_updated), or drop it to " +
+             "leave them out"))
     }
     val columns = keyAndState.map(_._2) ++ Seq(
-      time(timerColumn, InitialTimerColumn), time(lastUpdatedColumn, InitialLastUpdatedColumn))
+      time(timerColumn, InitialTimerColumn), time(lastUpdatedColumn, InitialLastUpdatedColumn),
+      hasState)
     analyze(Project(columns, analyzed), "initial_state")
   }
 }
@@ -508,6 +575,9 @@ object MapWithStateBuilder {
   /** The initial state's timer and last update time when no column of it is named for them. */
   val InitialTimerColumn: String = StateFunctionInput.ReservedPrefix + "initial_timer"
   val InitialLastUpdatedColumn: String = StateFunctionInput.ReservedPrefix + "initial_updated"
+
+  /** Whether an initial-state row has a state (false: its key holds only a timer). */
+  val InitialHasStateColumn: String = StateFunctionInput.ReservedPrefix + "initial_has_state"
 }
 
 /** Spark's analyzer over a plan, with an error that names the argument the plan came from. */

@@ -2,13 +2,37 @@ package io.mapwithstate.plan
 
 /**
  * What a mapWithState returns: the records `emit` produces, the state after each batch, or (a
- * batch replay only) the state after the last batch as `read_state` shows it.
+ * batch replay only) the state after the last batch as `read_state` shows it, or the event-time
+ * watermark after the last batch: what a run resuming the replay takes back.
  */
 sealed trait OutputKind
 object OutputKind {
   case object Emitted extends OutputKind
   case object Snapshots extends OutputKind
-  case object FinalState extends OutputKind
+
+  /**
+   * Every key's state after the last batch, in the columns of
+   * [[io.mapwithstate.state.KeyStateColumns]]; with `timerOnlyKeys` also the keys holding only
+   * a timer, and the `has_state` column.
+   */
+  final case class FinalState(timerOnlyKeys: Boolean = false) extends OutputKind
+
+  /** One row: the watermark after the last batch (the `watermark` column, null: none). */
+  case object FinalWatermark extends OutputKind
+
+  /** The name of the final watermark's one column. */
+  val WatermarkColumn = "watermark"
+
+  /** Refuses `include_timer_only_keys` (`asked`) with another output than the final state. */
+  def checkTimerOnlyKeys(kind: OutputKind, asked: Boolean): Unit = kind match {
+    case _: FinalState =>
+    case Emitted | Snapshots | FinalWatermark if asked =>
+      throw io.mapwithstate.MapWithStateException(
+        io.mapwithstate.ErrorCondition.ConflictingArguments,
+        "include_timer_only_keys is for output='final_state': the keys holding only a timer " +
+          "are shown there, as read_state(..., include_timer_only_keys=True) shows them")
+    case _ =>
+  }
 }
 
 /**
@@ -42,6 +66,8 @@ object InitialStateKind {
  * @param migrate            a streaming query's `StateSpec.migrate`, as sent: resolved only on
  *                           a restart with a changed state schema, against the schema the
  *                           checkpoint holds ([[StateMigrationResolver]])
+ * @param resumedWatermarkMicros the event-time watermark a resumed run starts from (a replay's
+ *                           final watermark), which no batch's watermark goes below
  */
 case class MapWithStateOptions(
     numPartitions: Int,
@@ -54,7 +80,18 @@ case class MapWithStateOptions(
     backend: String = io.mapwithstate.state.StateBackend.MemoryName,
     untilMicros: Option[Long] = None,
     initialState: InitialStateKind = InitialStateKind.Seeded,
-    migrate: Option[org.apache.spark.sql.catalyst.expressions.Expression] = None)
+    migrate: Option[org.apache.spark.sql.catalyst.expressions.Expression] = None,
+    resumedWatermarkMicros: Option[Long] = None) {
+
+  /**
+   * The watermark a batch runs with (micros; `Long.MinValue`: none yet), from the query's own
+   * for that batch: never before the resumed run's starting watermark, so late rows,
+   * event-time timers and `S.watermark()` see what one run over the history and the live data
+   * would. Spark's watermark only moves forward, so the later of the two is exactly that run's.
+   */
+  def watermarkOf(batchWatermark: Long): Long =
+    resumedWatermarkMicros.fold(batchWatermark)(math.max(batchWatermark, _))
+}
 
 /** What a `timeout_at` timer is compared with: the batch time or the event-time watermark. */
 sealed abstract class TimerDomain(val name: String) extends Serializable

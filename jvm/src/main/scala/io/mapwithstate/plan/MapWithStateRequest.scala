@@ -45,4 +45,6 @@ case class StateSpecRequest(
     initialStateTimeoutAt: Option[String] = None,
     backend: Option[String] = None,
     initialStateLastUpdated: Option[String] = None,
-    migrate: Option[Expression] = None)
+    migrate: Option[Expression] = None,
+    initialStateWatermark: Option[Expression] = None,
+    initialStateHasState: Option[String] = None)

@@ -18,12 +18,13 @@ object StateRead {
    * Every key's state at a store version: the key columns, the state's fields, `last_updated`
    * (the batch time of the key's last update), `timeout_at` (its pending timer, null without
    * one) and `partition` (the state partition that holds it): [[KeyStateColumns]], which a
-   * replay's `output="final_state"` shares, and the partition.
+   * replay's `output="final_state"` shares, and the partition. With `timerOnlyKeys` also the
+   * keys holding only a timer, and `has_state` before the partition.
    */
-  final case class At(version: Long) extends StateRead {
+  final case class At(version: Long, timerOnlyKeys: Boolean = false) extends StateRead {
     override def schema(checkpoint: QueryCheckpoint): StructType =
       StructType(KeyStateColumns.fields(checkpoint.keySchema.fields.toSeq,
-        checkpoint.valueSchema.fields.toSeq) :+
+        checkpoint.valueSchema.fields.toSeq, timerOnlyKeys) :+
         StructField("partition", IntegerType, nullable = false))
   }
 

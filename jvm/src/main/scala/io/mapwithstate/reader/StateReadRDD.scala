@@ -30,17 +30,16 @@ final class StateReadRDD(
     val stateFields = checkpoint.valueSchema.length
     val project = UnsafeProjection.create(read.schema(checkpoint).fields.map(_.dataType))
     read match {
-      case StateRead.At(version) =>
-        val times = new KeyStateColumns.Times(checkpoint.timeSlot == OperatorMetadata.Timers)
+      case StateRead.At(version, timerOnlyKeys) =>
+        val columns = new KeyStateColumns.Rows(stateFields,
+          timers = checkpoint.timeSlot == OperatorMetadata.Timers, timerOnlyKeys)
         val partitionColumn = new GenericInternalRow(Array[Any](partition))
         val row = new JoinedRow
-        val keyAndState = new JoinedRow
-        val withTimes = new JoinedRow
-        // A key holding only a timer has no state to show (nor do a stream's snapshots).
-        checkpoint.format.state(checkpoint, partition, version, conf).filter(_.state != null)
+        // A key holding only a timer is shown only when asked for (see KeyStateColumns).
+        checkpoint.format.state(checkpoint, partition, version, conf)
+          .filter(entry => columns.shows(entry.state))
           .map { entry =>
-            project(row(withTimes(keyAndState(entry.key, entry.state), times.of(entry.updateTime)),
-                partitionColumn))
+            project(row(columns.of(entry.key, entry.state, entry.updateTime), partitionColumn))
           }
       case StateRead.Changes(first, last) =>
         val noState = new GenericInternalRow(stateFields)

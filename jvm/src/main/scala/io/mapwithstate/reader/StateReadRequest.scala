@@ -24,9 +24,10 @@ sealed trait StateReadRequest {
     // The batches whose state files the read opens: the one read, or the range's last and the
     // one before its first (where a removal's key is looked up).
     val (version, read, stateOffset, batch, opened) = this match {
-      case StateReadRequest.State(_, batchId, _, _) =>
+      case StateReadRequest.State(_, batchId, _, _, timerOnlyKeys) =>
         val version = resolved.versionOf(batchId, hadoopConf)
-        (version, StateRead.At(version), keys, s"batch ${version - 1}", Seq(version - 1))
+        (version, StateRead.At(version, timerOnlyKeys), keys, s"batch ${version - 1}",
+          Seq(version - 1))
       case StateReadRequest.Changes(_, startBatch, endBatch, _, _) =>
         val (first, last) = resolved.changeRange(startBatch, endBatch, hadoopConf)
         (first + 1, StateRead.Changes(first, last), 2 + keys, s"batches $first to $last",
@@ -41,12 +42,16 @@ sealed trait StateReadRequest {
 
 object StateReadRequest {
 
-  /** `read_state`: every key's state after `batchId` (default: the last committed batch). */
+  /**
+   * `read_state`: every key's state after `batchId` (default: the last committed batch); with
+   * `timerOnlyKeys`, also the keys holding only a timer ([[StateRead.At]]).
+   */
   final case class State(
       checkpoint: String,
       batchId: Option[Long],
       operatorId: Option[Long],
-      inCurrentSchema: Boolean = false) extends StateReadRequest
+      inCurrentSchema: Boolean = false,
+      timerOnlyKeys: Boolean = false) extends StateReadRequest
 
   /** `read_state_changes`: the changes of batches `startBatch` to `endBatch` (default: last). */
   final case class Changes(

@@ -4,6 +4,8 @@ import io.mapwithstate.{LocalSpark, MapWithStateException}
 import io.mapwithstate.plan.{
   FunctionKind,
   GroupAggregates,
+  MapWithStateOptions,
+  OutputKind,
   StateFunction,
   StateFunctionInput,
   StateFunctionResolver
@@ -111,6 +113,25 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
       Seq(TimeoutPolicy.NoWatermark, 5 * ms, 70 * ms))
     assert(timeline.withWatermarks(fromRecords, delayMs = 90).watermarks.get.toSeq ===
       Seq(TimeoutPolicy.NoWatermark, 5 * ms, 15 * ms))
+  }
+
+  test("the watermark after a replay's last batch: all its event times, until, a resumed one") {
+    val ms = 1000L
+    // Event times 15 and 21 ms in the batches at 10 and 20 ms; delay 10 ms.
+    val afterRecords = ReplayWatermarks.afterLast(Map(10 * ms -> 15 * ms, 20 * ms -> 21 * ms),
+      delayMs = 10)
+    assert(afterRecords === 11 * ms)
+    assert(ReplayWatermarks.afterLast(Map.empty, delayMs = 10) === TimeoutPolicy.NoWatermark)
+    val toUntil = BatchTimeline.of(Array(10 * ms, 20 * ms), intervalMicros = None,
+      until = Some(100 * ms))
+    assert(toUntil.watermarkAfterLast(afterRecords, delayMs = 10) === 90 * ms)
+    assert(BatchTimeline.of(Array(10 * ms, 20 * ms), intervalMicros = None)
+      .watermarkAfterLast(afterRecords, delayMs = 10) === 11 * ms)
+    // A resumed run's watermark is a floor: the later of the two.
+    val resumed = MapWithStateOptions(1, None, 1, None, OutputKind.Emitted,
+      resumedWatermarkMicros = Some(50 * ms))
+    assert(resumed.watermarkOf(TimeoutPolicy.NoWatermark) === 50 * ms)
+    assert(resumed.watermarkOf(11 * ms) === 50 * ms && resumed.watermarkOf(60 * ms) === 60 * ms)
   }
 
   test("idle keys time out only in the batches the policy scans, strictly before the threshold") {
@@ -275,8 +296,8 @@ class BatchReplayIteratorSuite extends AnyFunSuite with LocalSpark {
     val timeline = BatchTimeline.of(Array(10L, 12L), intervalMicros = None)
     def finalState(timeouts: TimeoutPolicy): Seq[(String, Long, Option[Long], Option[Long])] = {
       val rows = StateRowsAfterBatch.FinalState(
-        Seq(StringType, LongType, TimestampType, TimestampType),
-        timers = timeouts.isInstanceOf[TimeoutPolicy.Timers])
+        Seq(StringType, LongType, TimestampType, TimestampType), stateWidth = 1,
+        timers = timeouts.isInstanceOf[TimeoutPolicy.Timers], timerOnlyKeys = false)
       new BatchReplayIterator(Iterator(record("a", 10), record("b", 10), record("a", 12)),
         _.getLong(1), timeline, 1, updater(timeouts), timeouts, Some(rows.open()), () => ())
         .map(_.copy()).toList
