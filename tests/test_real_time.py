@@ -10,8 +10,10 @@ effect in the state once (read back through ``read_state``); idle timeouts and t
 within a long batch as the clock passes their deadline, with no record arriving after, once,
 committed with it; and what cannot run record by record is refused with a clear error. Both
 backends run in Real-Time Mode: the heap backend names each commit's files by a checkpoint id,
-as Spark's RocksDB store does (checkpoint format v2); the first test, the restart and the
-timer run on it, the others on RocksDB.
+as Spark's RocksDB store does (checkpoint format v2); the first test, the restart and the timer
+run on it, the others on RocksDB. Each backend's real-time checkpoint is read back by
+``read_state`` (the heap's in the first test and the restart, RocksDB's after the classic
+session's run).
 
 Real-Time Mode runs every stage of a batch at once, each partition a task (here 2 topic
 partitions and 2 state partitions: 4 task slots), so the servers here have 6 (the reads of the
@@ -181,14 +183,15 @@ def assert_heap_checkpoint_has_ids(checkpoint):
 
 
 def read_totals(spark, checkpoint, batch=None):
-    """key -> (n, total) of the heap state after `batch` (default: the last committed one)."""
+    """key -> (n, total) of the state after `batch` (default: the last committed one)."""
     rows = mws.read_state(spark, checkpoint, batch_id=batch).collect()
     return {r["key"]: (r["n"], r["total"]) for r in rows}
 
 
-def test_classic_pyspark_runs_it_too(kafka_broker, tmp_path):
+def test_classic_pyspark_runs_it_too(kafka_broker, rtm_spark, tmp_path):
     """The same pipeline from a classic session, in a process of its own (a classic session
-    needs the Kafka jars on its JVM's classpath when it starts)."""
+    needs the Kafka jars on its JVM's classpath when it starts); its RocksDB state, in Spark's
+    provider's files named by checkpoint ids, then read back through the session's server."""
     topics = make_topics(kafka_broker, "rtm-classic-in", "rtm-classic-out")
     checkpoint = str(tmp_path / "checkpoint")
     script = textwrap.dedent(f"""
@@ -232,6 +235,15 @@ def test_classic_pyspark_runs_it_too(kafka_broker, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == \
         {"before_end": True, "error": "", "outputs": True, "later": True}
+    # Batch 0 ran the first records (the second ones, batch 1, may have ended uncommitted).
+    first = records(["a", "b"], 5)
+    assert read_totals(rtm_spark, checkpoint, batch=0) == expected(first)[0]
+    changes = mws.read_state_changes(rtm_spark, checkpoint, start_batch=0, end_batch=0)
+    assert sorted(tuple(r) for r in changes.collect()) == \
+        sorted((0, "update", key, n, total) for key, (n, total) in expected(first)[0].items())
+    if 1 in committed_batches(checkpoint):
+        more = records(["a", "c"], 2, offset=50)
+        assert read_totals(rtm_spark, checkpoint, batch=1) == expected(first + more)[0]
 
 
 @pytest.mark.parametrize("case", ["group function", "order_by", "initial_state"])

@@ -133,6 +133,63 @@ def test_repartitioned_4_7_2_the_query_continues_exactly(spark, tmp_path, name):
     assert mws.read_state(spark, checkpoint, batch_id=last, operator_id=operators[0]).count() > 0
 
 
+# Spark's state checkpoint format v2, which Real-Time Mode runs on: each commit's files named by
+# a unique id that the batch's commit-log entry records. A micro-batch query runs on it with
+# this setting, which makes such checkpoints without a broker.
+FORMAT_VERSION = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+@pytest.mark.slow
+@pytest.mark.connect_only
+@pytest.mark.parametrize("name", ["memory_event_time", "rocksdb_event_time"])
+def test_a_checkpoint_of_format_v2_repartitioned_continues_exactly(spark, tmp_path, name):
+    # The fixture query's part 1 run anew with checkpoint ids (in the session's four
+    # partitions), then its part 2 with repartitions 4->3->2 made from a session without the
+    # setting: the same outputs and state as the release's run (in two partitions) without
+    # either.
+    _, expected = fixture(name, tmp_path / "fixture")
+    build, _ = QUERIES.QUERIES[name]
+    result = build(spark, read_inputs(RELEASE))
+    checkpoint = str(tmp_path / "checkpoint")
+    backend = "memory" if name.startswith("memory") else "rocksdb"
+
+    def run(runs, output):
+        spark.conf.set(FORMAT_VERSION, "2")
+        try:
+            return run_batches(spark, result, checkpoint, runs, str(tmp_path / output))
+        finally:
+            spark.conf.unset(FORMAT_VERSION)
+
+    def repartition(n):
+        # Its commit names the versions it wrote, one id per new partition, which the
+        # restarted query opens.
+        summary = mws.repartition_state(spark, checkpoint, n)
+        with open(os.path.join(checkpoint, "commits", str(summary.batch_id))) as f:
+            ids = json.loads(f.readlines()[1])["stateUniqueIds"]["1000"]
+        assert len(ids) == n
+        for partition, (state_id,) in enumerate(ids):
+            written = os.path.join(checkpoint, "state", "1000", str(partition),
+                                   f"{summary.batch_id + 1}_{state_id}{suffix}")
+            assert os.path.exists(written), sorted(os.listdir(os.path.dirname(written)))
+        return summary
+
+    suffix = ".snapshot" if backend == "memory" else ".zip"
+    run(QUERIES.PART1_BATCHES, "part1")
+    summaries = [repartition(3)]
+    outputs = run(1, "out-0")
+    summaries.append(repartition(2))
+    outputs += run(QUERIES.PART2_BATCHES - 1, "out-1")
+    assert [(s.old_partitions, s.new_partitions) for s in summaries] == [(4, 3), (3, 2)]
+    assert_continues_exactly(spark, name, checkpoint, outputs, summaries, expected)
+    if backend == "rocksdb":
+        # Its state read back by the ids of the last commit (the release's run read none): the
+        # heap query's, of the same records and spec.
+        _, heap = fixture("memory_event_time", tmp_path / "heap")
+        repartitions = {s.batch_id for s in summaries}
+        assert state_as_if_never_repartitioned(spark, checkpoint, 1000, repartitions) == \
+            heap["state"]["1000"]
+
+
 def test_a_classic_or_connect_session_repartitions_and_the_query_continues(spark, tmp_path):
     # The reference is this session's own run without repartitioning: the order of a key's
     # records within a batch (which a running sum's emitted rows show) follows the session's

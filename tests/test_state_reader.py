@@ -6,6 +6,7 @@ Connect) in RocksDB, and the same query on both backends reads back the same row
 """
 import collections
 import glob
+import json
 import os
 import threading
 import time
@@ -84,16 +85,18 @@ def snapshots_streams(connect_spark, tmp_path_factory):
     return of
 
 
-def run_snapshots_stream(spark, backend, root):
+def run_snapshots_stream(spark, backend, root, conf=None):
+    """The six batches with snapshots output, the session set with `conf` too while it runs."""
     stream = Stream(root)
     add_batches(stream, BATCHES)
-    for key, value in SNAPSHOT_EVERY_2.items():
+    settings = {**SNAPSHOT_EVERY_2, **(conf or {})}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         stream.run_available_now(map_with_state(
             stream.read(spark), "word", count_to_three().backend(backend), output="snapshots"))
     finally:
-        for key in SNAPSHOT_EVERY_2:
+        for key in settings:
             spark.conf.unset(key)
     rows = spark.read.schema("batch_time TIMESTAMP, word STRING, n BIGINT").json(stream.output) \
         .selectExpr("unix_micros(batch_time) AS t", "word", "n").collect()
@@ -253,22 +256,65 @@ def test_a_checkpoint_of_another_operator_is_refused(spark, tmp_path):
         mws.read_state(spark, stream.checkpoint).schema
 
 
+def assert_same_state_and_changes(spark, checkpoints, starts=None):
+    """Every batch's state, and the changes from each of `starts` (default: every batch) to the
+    last batch, read back alike from each of `checkpoints`, checkpoints of the same query (only
+    the times differ: each query's batches ran at their own times)."""
+    def rows(df):
+        return sorted(tuple(r) for r in df.drop("partition").collect())
+    first, *others = checkpoints
+    for batch in range(len(BATCHES)):
+        read = [rows(mws.read_state(spark, c, batch_id=batch)
+                     .select("word", "n", F.col("last_updated").isNotNull(), "timeout_at"))
+                for c in checkpoints]
+        assert all(r == read[0] for r in read[1:]), f"batch {batch}: {read}"
+    for start in range(len(BATCHES)) if starts is None else starts:
+        read = [rows(mws.read_state_changes(spark, c, start_batch=start)) for c in checkpoints]
+        assert all(r == read[0] for r in read[1:]), f"changes from batch {start}: {read}"
+
+
 @pytest.mark.backend_only("rocksdb")  # it reads both backends' checkpoints
 def test_the_same_query_on_both_backends_reads_back_the_same_state_and_changes(
         spark, snapshots_streams):
-    def rows(df):
-        return sorted(tuple(r) for r in df.drop("partition").collect())
-    heap, rocks = snapshots_streams("memory")[0], snapshots_streams("rocksdb")[0]
-    for batch in range(len(BATCHES)):
-        # Only the times differ: each query's batches ran at their own times.
-        read = [mws.read_state(spark, s.checkpoint, batch_id=batch)
-                .select("word", "n", F.col("last_updated").isNotNull(), "timeout_at")
-                for s in (heap, rocks)]
-        assert rows(read[0]) == rows(read[1]), f"batch {batch}"
-    for start in range(len(BATCHES)):
-        read = [mws.read_state_changes(spark, s.checkpoint, start_batch=start)
-                for s in (heap, rocks)]
-        assert rows(read[0]) == rows(read[1]), f"changes from batch {start}"
+    assert_same_state_and_changes(
+        spark, [snapshots_streams(b)[0].checkpoint for b in ("memory", "rocksdb")])
+
+
+# Spark's state checkpoint format v2, which Real-Time Mode runs on: each commit's files are
+# named by a unique id that the batch's commit-log entry records. A micro-batch query runs on
+# it with this setting, which makes such checkpoints without a broker.
+FORMAT_V2 = {"spark.sql.streaming.stateStore.checkpointFormatVersion": "2"}
+
+
+def assert_has_checkpoint_ids(checkpoint, backend, partitions):
+    """Every commit of the state is in files named by version and checkpoint id, and each
+    commit-log entry records one id per state partition."""
+    suffix = ".delta" if backend == "memory" else ".changelog"
+    names = [n for p in range(partitions)
+             for n in os.listdir(os.path.join(checkpoint, "state", "1000", str(p)))]
+    commits = [n for n in names if n.endswith(suffix)]
+    assert commits and all("_" in n for n in commits), names
+    for path in glob.glob(os.path.join(checkpoint, "commits", "[0-9]*")):
+        with open(path) as f:
+            entry = json.loads(f.readlines()[1])
+        assert len(entry["stateUniqueIds"]["1000"]) == partitions, (path, entry)
+
+
+@pytest.mark.slow  # two more streams of six batches
+@pytest.mark.backend_only("rocksdb")  # it writes and reads both backends' checkpoints
+def test_checkpoints_of_format_v2_read_back_as_the_same_query_without_ids(
+        spark, snapshots_streams, tmp_path):
+    # The heap's state and changes without checkpoint ids are the reference (the stream's own
+    # snapshots, as the tests above check); each backend's with ids (as Real-Time Mode writes
+    # them) reads back the same, each version opened by the id its commit names, snapshots
+    # and changelogs of that lineage: the changes from the first batch and from one after a
+    # snapshot (every 2 versions).
+    streams = {b: run_snapshots_stream(spark, b, str(tmp_path / b), FORMAT_V2)[0]
+               for b in ("memory", "rocksdb")}
+    for backend, stream in streams.items():
+        assert_has_checkpoint_ids(stream.checkpoint, backend, 4)
+    assert_same_state_and_changes(spark, [snapshots_streams("memory")[0].checkpoint] +
+                                  [s.checkpoint for s in streams.values()], starts=(0, 3))
 
 
 @pytest.mark.connect_only

@@ -17,11 +17,7 @@ import io.mapwithstate.state.{
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.execution.streaming.checkpointing.{
-  CommitLog,
-  OffsetSeqLog,
-  OffsetSeqMetadata
-}
+import org.apache.spark.sql.execution.streaming.checkpointing.{OffsetSeqLog, OffsetSeqMetadata}
 import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker
 import org.apache.spark.sql.mapwithstate.StreamingQueryGlue
 import org.apache.spark.sql.internal.SQLConf
@@ -44,9 +40,11 @@ import org.apache.spark.sql.types.StructType
  * read get this (serializable) description and open the partitions' files themselves.
  *
  * In a checkpoint with checkpoint ids (Spark's state checkpoint format v2, as Real-Time Mode
- * writes it) a committed version is the one with the id its batch's commit-log entry records:
- * `checkpointIds` holds them, by version, one per partition, and a read follows that version's
- * lineage ([[CommitLineage]]), never the files of an attempt no commit names.
+ * writes it, on either backend) a committed version is the one with the id its batch's
+ * commit-log entry records, and a read opens that version by it, never the files of an attempt
+ * no commit names. The ids are read from the commit log only for the versions a read opens
+ * ([[withCommitIdsOf]]), the one way both formats get them: `checkpointIds` holds those read,
+ * by version, one per partition ([[commitOf]]).
  */
 final case class QueryCheckpoint(
     location: String,
@@ -85,21 +83,18 @@ final case class QueryCheckpoint(
   def partitionDirectory(partition: Int): Path = new Path(stateDirectory, partition.toString)
 
   /**
-   * This checkpoint with the unique ids of its state files after each of `batches`, for a
-   * backend whose files are named by them (RocksDB under checkpoint format v2: the commit log
-   * entry of a batch records them); itself for the others.
+   * This checkpoint with the checkpoint ids its commit log records for each of `versions` (the
+   * entry of batch `version - 1`), for the versions a read opens: none for a checkpoint
+   * without ids (format v1) or for version 0 (the empty state).
    */
-  def withCheckpointIdsOf(batches: Seq[Long], session: SparkSession): QueryCheckpoint =
-    format match {
-      case StoredStateFormat.DeltaFiles => this
-      case rocks: StoredStateFormat.RocksDB =>
-        val commits = new CommitLog(session, new Path(location, "commits").toString)
-        val ids = batches.distinct.flatMap { batch =>
-          commits.get(batch).flatMap(_.stateUniqueIds).flatMap(_.get(operatorId))
-            .map(partitions => batch -> partitions.toIndexedSeq.map(_.head))
-        }
-        copy(format = rocks.copy(checkpointIds = rocks.checkpointIds ++ ids))
+  def withCommitIdsOf(versions: Seq[Long], hadoopConf: Configuration): QueryCheckpoint = {
+    val read = versions.distinct.filter(v => v > 0 && !checkpointIds.contains(v)).flatMap {
+      version =>
+        QueryCheckpoint.committedIds(new Path(location), version - 1, operatorId, numPartitions,
+          hadoopConf).map(version -> _)
     }
+    copy(checkpointIds = checkpointIds ++ read)
+  }
 
   /** A read-only view of one partition's heap state files. */
   def partitionFiles(partition: Int, hadoopConf: Configuration): StateCheckpointFiles =
@@ -158,7 +153,7 @@ final case class QueryCheckpoint(
       }
     val partitionListings = listings(hadoopConf)
     format match {
-      case StoredStateFormat.RocksDB(_, _) if partitionListings.exists(_.deltas.isEmpty) =>
+      case StoredStateFormat.RocksDB(_) if partitionListings.exists(_.deltas.isEmpty) =>
         throw MapWithStateException(ErrorCondition.BatchUnavailable,
           s"start_batch: the RocksDB state of $location has no changelog files (its query ran " +
             s"with ${StateBackend.RocksDB.ChangelogCheckpointing}=false), and a change feed " +
@@ -261,33 +256,6 @@ object QueryCheckpoint {
     // Spark's schema check writes it under the store location of partition 0.
     val (keySchema, storeValueSchema) =
       readSchema(fs, new Path(new Path(new Path(stateDir, "0"), "_metadata"), "schema"))
-    // A checkpoint with checkpoint ids: each committed version's, from its commit-log entry.
-    val withIds = firstPartition.exists(_.contains("_"))
-    val checkpointIds = if (!withIds) Map.empty[Long, IndexedSeq[String]]
-    else {
-      commits.flatMap { batch =>
-        val file = new Path(new Path(root, "commits"), batch.toString)
-        val ids =
-          try {
-            val in = fs.open(file)
-            try StreamingQueryGlue.committedStateIds(in, chosen)
-            finally in.close()
-          } catch {
-            case NonFatal(e) => throw new MapWithStateException(
-                ErrorCondition.CheckpointUnreadable,
-                s"cannot read the commit-log entry $file: ${MapWithStateException.describe(e)}", e)
-          }
-        ids.map { perPartition =>
-          if (perPartition.length != partitions.size || perPartition.exists(_.isEmpty)) {
-            throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
-              s"the commit-log entry $file records state checkpoint ids of " +
-                s"${perPartition.length} partitions for operator $chosen, which has " +
-                s"${partitions.size}")
-          }
-          (batch + 1) -> perPartition.map(_.head).toIndexedSeq
-        }
-      }.toMap
-    }
     val (valueSchema, format) = backend match {
       case StateBackend.RocksDBName =>
         val queryConf = recordedConf(session, root, commits.last)
@@ -300,7 +268,36 @@ object QueryCheckpoint {
     QueryCheckpoint(root.toString, chosen, partitions.size, keySchema, valueSchema,
       commits.last, OperatorMetadata.timeSlot(stateDir, hadoopConf),
       StateSchemaHistory.read(stateDir, hadoopConf).filter(_.fromVersion <= commits.last + 1),
-      checkpointIds, format)
+      format = format)
+  }
+
+  /**
+   * The checkpoint ids of the state partitions of operator `operatorId` after `batch`, as the
+   * batch's commit-log entry (`commits/<batch>` under `root`) records them (checkpoint format
+   * v2), one per partition; None when it records none (format v1). An entry whose ids are not
+   * one per partition of `numPartitions` is refused as damaged.
+   */
+  def committedIds(root: Path, batch: Long, operatorId: Long, numPartitions: Int,
+      hadoopConf: Configuration): Option[IndexedSeq[String]] = {
+    val file = new Path(new Path(root, "commits"), batch.toString)
+    val ids =
+      try {
+        val in = file.getFileSystem(hadoopConf).open(file)
+        try StreamingQueryGlue.committedStateIds(in, operatorId)
+        finally in.close()
+      } catch {
+        case NonFatal(e) => throw new MapWithStateException(ErrorCondition.CheckpointUnreadable,
+            s"cannot read the commit-log entry $file: ${MapWithStateException.describe(e)}", e)
+      }
+    ids.map { perPartition =>
+      if (perPartition.length != numPartitions || perPartition.exists(_.isEmpty)) {
+        throw MapWithStateException(ErrorCondition.CheckpointUnreadable,
+          s"the commit-log entry $file records state checkpoint ids of " +
+            s"${perPartition.length} partitions for operator $operatorId, which has " +
+            s"$numPartitions")
+      }
+      perPartition.map(_.head).toIndexedSeq
+    }
   }
 
   /**

@@ -21,20 +21,20 @@ sealed trait StateReadRequest {
     val resolved = QueryCheckpoint.resolve(checkpoint, session, operatorId)
     // Each batch is read in the state schema it was written in, unless asked in the current.
     val keys = resolved.keySchema.size
-    // The batches whose state files the read opens: the one read, or the range's last and the
-    // one before its first (where a removal's key is looked up).
+    // The versions whose state files the read opens: the one read, or each of the range's
+    // and the one before its first (where a removal's key is looked up).
     val (version, read, stateOffset, batch, opened) = this match {
       case StateReadRequest.State(_, batchId, _, _, timerOnlyKeys) =>
         val version = resolved.versionOf(batchId, hadoopConf)
         (version, StateRead.At(version, timerOnlyKeys), keys, s"batch ${version - 1}",
-          Seq(version - 1))
+          Seq(version))
       case StateReadRequest.Changes(_, startBatch, endBatch, _, _) =>
         val (first, last) = resolved.changeRange(startBatch, endBatch, hadoopConf)
         (first + 1, StateRead.Changes(first, last), 2 + keys, s"batches $first to $last",
-          Seq(first - 1, last).filter(_ >= 0))
+          first to last + 1)
     }
     val relation = StateReadRelation(
-      resolved.inStateTypeOf(version).withCheckpointIdsOf(opened, session), read)
+      resolved.inStateTypeOf(version).withCommitIdsOf(opened, hadoopConf), read)
     if (!inCurrentSchema) relation
     else InCurrentStateSchema(relation, stateOffset, resolved.stateTypesSince(version), batch)
   }

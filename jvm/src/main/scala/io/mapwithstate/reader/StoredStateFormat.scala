@@ -103,8 +103,9 @@ object StoredStateFormat {
    * family holds the state (the others are the map's expiry index and key count).
    *
    * Under checkpoint format v2 (every Real-Time Mode query) each version's files are named by a
-   * unique id that the batch's commit log entry records; `checkpointIds` holds them for the
-   * batches read (batch → the id of each partition), empty under format v1.
+   * unique id that the batch's commit-log entry records ([[QueryCheckpoint.commitOf]]): a
+   * version is opened by its id, and the changelogs of a range are those of the lineage of
+   * its last version's id, as Spark's state data source reads them.
    *
    * A changelog holds every write of a batch in order, where the heap's delta holds each key
    * once: the changes of a batch are its last write of each key, and a key whose last write
@@ -115,9 +116,7 @@ object StoredStateFormat {
    * @param storeConf the SQL settings the query's stores run with (as its offset log recorded
    *                  them, over the session's), the backend's RocksDB settings among them
    */
-  final case class RocksDB(
-      storeConf: Map[String, String],
-      checkpointIds: Map[Long, IndexedSeq[String]] = Map.empty) extends StoredStateFormat {
+  final case class RocksDB(storeConf: Map[String, String]) extends StoredStateFormat {
 
     override def listing(checkpoint: QueryCheckpoint, partition: Int,
         hadoopConf: Configuration): StateFileListing = {
@@ -135,13 +134,16 @@ object StoredStateFormat {
       StateFileListing(versions(RocksDB.ChangelogSuffix), versions(RocksDB.SnapshotSuffix))
     }
 
-    /** The id of partition `partition`'s files of the version after `batch`, if format v2. */
-    private def checkpointIdAfter(batch: Long, partition: Int): Option[String] =
-      checkpointIds.get(batch).map(_(partition))
-
-    private def sqlConf: SQLConf = {
+    /**
+     * The store's settings for reading `checkpoint`: the query's, in the checkpoint's format.
+     * The offset log does not record the format (Real-Time Mode sets it for its query alone),
+     * and Spark's provider ignores a version's checkpoint id unless its settings say format v2.
+     */
+    private def sqlConf(checkpoint: QueryCheckpoint): SQLConf = {
       val conf = new SQLConf
       storeConf.foreach { case (k, v) => conf.setConfString(k, v) }
+      conf.setConf(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION,
+        if (checkpoint.checkpointIds.nonEmpty) 2 else 1)
       conf
     }
 
@@ -154,16 +156,19 @@ object StoredStateFormat {
       val opened = StateStoreProvider.createAndInit(id, checkpoint.keySchema,
         StoreBackedStateMap.valueSchema(checkpoint.valueSchema),
         NoPrefixKeyStateEncoderSpec(checkpoint.keySchema), useColumnFamilies = true,
-        new StateStoreConf(sqlConf), conf, useMultipleValuesPerKey = false,
+        new StateStoreConf(sqlConf(checkpoint)), conf, useMultipleValuesPerKey = false,
         stateSchemaProvider = None)
       TaskContext.get().addTaskCompletionListener[Unit](_ => opened.close())
       (opened, conf)
     }
 
-    /** The read-only store of `version` from `provider`; released before it closes. */
-    private def readStore(provider: StateStoreProvider, partition: Int, version: Long)
-        : ReadStateStore = {
-      val store = provider.getReadStore(version, checkpointIdAfter(version - 1, partition))
+    /**
+     * The read-only store of `version` from `provider` (by its checkpoint id, under format v2);
+     * released before it closes.
+     */
+    private def readStore(provider: StateStoreProvider, checkpoint: QueryCheckpoint,
+        partition: Int, version: Long): ReadStateStore = {
+      val store = provider.getReadStore(version, checkpoint.commitOf(version, partition).id)
       TaskContext.get().addTaskCompletionListener[Unit](_ => store.abort())
       store
     }
@@ -171,7 +176,8 @@ object StoredStateFormat {
     override def state(checkpoint: QueryCheckpoint, partition: Int, version: Long,
         hadoopConf: Configuration): Iterator[StateEntry] = {
       val entries = new StoreBackedStateMap.StoredEntries(checkpoint.valueSchema)
-      readStore(provider(checkpoint, partition, hadoopConf)._1, partition, version).iterator()
+      readStore(provider(checkpoint, partition, hadoopConf)._1, checkpoint, partition, version)
+        .iterator()
         .map(pair => entries(pair.key, pair.value))
     }
 
@@ -180,11 +186,12 @@ object StoredStateFormat {
       val (opened, conf) = provider(checkpoint, partition, hadoopConf)
       // A version loaded gives the provider the checkpoint's column family ids: the state
       // before the range (where a removal's key is looked up), or else its last version.
-      val loaded = readStore(opened, partition, if (first > 0) first else last + 1)
+      val loaded = readStore(opened, checkpoint, partition, if (first > 0) first else last + 1)
       val before = Option.when(first > 0)(loaded)
       val reader = StreamingQueryGlue.rocksDBChanges(opened, checkpoint.keySchema,
-        StoreBackedStateMap.valueSchema(checkpoint.valueSchema), new StateStoreConf(sqlConf),
-        conf, first + 1, last + 1, checkpointIdAfter(last, partition))
+        StoreBackedStateMap.valueSchema(checkpoint.valueSchema),
+        new StateStoreConf(sqlConf(checkpoint)), conf, first + 1, last + 1,
+        checkpoint.commitOf(last + 1, partition).id)
       TaskContext.get().addTaskCompletionListener[Unit](_ => reader.closeIfNeeded())
       val entries = new StoreBackedStateMap.StoredEntries(checkpoint.valueSchema)
       // Whether each key changed so far in the range has a value after its last change.

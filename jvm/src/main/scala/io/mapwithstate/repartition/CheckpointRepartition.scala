@@ -56,6 +56,13 @@ import org.apache.spark.sql.types.StructType
  *     again (with the same count) redoes the interrupted batch;
  *  4. the marks removed, and the partitions beyond the new count (when fewer) deleted.
  *
+ * A checkpoint with checkpoint ids (Spark's state checkpoint format v2, as Real-Time Mode
+ * writes it; the last commit-log entry records them) is rewritten in that format: each old
+ * partition is read at the id its commit names, each new one written under a new id, and
+ * `commits/B` records those, so that the restarted query opens every new partition by its id.
+ * (Spark's own runner copies the last entry's ids unchanged, which names files of the old
+ * layout.)
+ *
  * A checkpoint whose query runs in this application, or whose last batch is planned but not
  * committed (a query running elsewhere, or stopped mid-batch), is refused, as is one holding the
  * state of Spark's own stateful operators (whose state this does not rewrite).
@@ -145,10 +152,12 @@ object CheckpointRepartition {
       RepartitionMarker.write(operatorDir(root, op), batch, hadoopConf)
       OperatorMetadata.recordRepartitionBatch(operatorDir(root, op), batch, hadoopConf)
     }
-    val keys = operators.map { op =>
-      rewrite(session, operatorDir(root, op), queryConf, oldPartitions, numPartitions,
-        readVersion = lastCommitted + 1, writeVersion = batch + 1)
-    }.sum
+    val written = operators.map { op =>
+      val readIds =
+        QueryCheckpoint.committedIds(root, lastCommitted, op, oldPartitions, hadoopConf)
+      op -> rewrite(session, operatorDir(root, op), queryConf, oldPartitions, numPartitions,
+        readVersion = lastCommitted + 1, readIds, writeVersion = batch + 1)
+    }
 
     RepartitionInterruption.after("state", conf)
     if (!resuming) {
@@ -156,9 +165,14 @@ object CheckpointRepartition {
       if (!offsets.add(batch, entry)) concurrentUpdate(checkpoint, "offsets", batch)
     }
     RepartitionInterruption.after("offsets", conf)
-    if (!commits.add(batch, commits.get(lastCommitted).get)) {
-      concurrentUpdate(checkpoint, "commits", batch)
-    }
+    // The ids of the versions written, for the operators whose state has them.
+    val writtenIds = written.flatMap { case (op, partitions) =>
+      Option.when(partitions.forall(_.id.isDefined))(op -> partitions.map(_.id.get))
+    }.toMap
+    val commit = StreamingQueryGlue.withCommittedStateIds(commits.get(lastCommitted).get,
+      writtenIds)
+    if (!commits.add(batch, commit)) concurrentUpdate(checkpoint, "commits", batch)
+    val keys = written.map(_._2.map(_.keys).sum).sum
     cleanUp(fs, root, operators, numPartitions, hadoopConf)
     Summary(operators, Some(keys), batch, oldPartitions, numPartitions)
   }
@@ -249,13 +263,15 @@ object CheckpointRepartition {
     operators.foreach { op =>
       val dir = operatorDir(root, op)
       RepartitionMarker.read(dir, hadoopConf).filter(_ > lastCommitted).foreach { batch =>
-        val version = s"${batch + 1}."
+        // `<version>.<suffix>`, or `<version>_<checkpoint id>.<suffix>` in a checkpoint with
+        // ids, and their hidden temporary files.
+        val version = Seq(s"${batch + 1}.", s"${batch + 1}_")
         fs.listStatus(dir).toSeq
           .filter(s => s.isDirectory && s.getPath.getName.toIntOption.isDefined)
           .flatMap(partition => fs.listStatus(partition.getPath).toSeq)
           .filter { file =>
-            val name = file.getPath.getName
-            name.startsWith(version) || name.startsWith(s".$version")
+            val name = file.getPath.getName.stripPrefix(".")
+            version.exists(name.startsWith)
           }
           .foreach(file => fs.delete(file.getPath, false))
         OperatorMetadata.forgetRepartitionBatch(dir, batch, hadoopConf)
@@ -275,11 +291,14 @@ object CheckpointRepartition {
     }
 
   /**
-   * Rewrites one operator's state from `oldPartitions` partitions at `readVersion` into
-   * `newPartitions` at `writeVersion`; returns how many keys it holds.
+   * Rewrites one operator's state from `oldPartitions` partitions at `readVersion` (each
+   * partition's with the checkpoint id of `readIds`, in a checkpoint with ids) into
+   * `newPartitions` at `writeVersion` (in the same format); returns what each new partition
+   * holds, in order.
    */
   private def rewrite(session: SparkSession, dir: Path, queryConf: SQLConf, oldPartitions: Int,
-      newPartitions: Int, readVersion: Long, writeVersion: Long): Long = {
+      newPartitions: Int, readVersion: Long, readIds: Option[IndexedSeq[String]],
+      writeVersion: Long): Seq[PartitionStateRewrite.Written] = {
     val hadoopConf = session.sessionState.newHadoopConf()
     val backendName = OperatorMetadata.backend(dir, hadoopConf)
     val (keySchema, valueSchema) = readSchema(dir, hadoopConf)
@@ -289,11 +308,11 @@ object CheckpointRepartition {
       readVersion, backend.stateTypeOf(valueSchema))
     val rewriter: PartitionStateRewrite = backend match {
       case _: StateBackend.Memory =>
-        PartitionStateRewrite.Memory(keySchema, stateType,
+        PartitionStateRewrite.Memory(keySchema, stateType, readIds.isDefined,
           queryConf.getConf(SQLConf.STATE_STORE_COMPRESSION_CODEC),
           hadoopConf.iterator().asScala.map(e => e.getKey -> e.getValue).toMap)
       case rocks: StateBackend.RocksDB =>
-        PartitionStateRewrite.RocksDB(keySchema, stateType,
+        PartitionStateRewrite.RocksDB(keySchema, stateType, readIds.isDefined,
           queryConf.getAllConfs ++ rocks.storeSqlConfs +
             (SQLConf.STATE_STORE_PROVIDER_CLASS.key -> rocks.providerClassName))
     }
@@ -302,7 +321,7 @@ object CheckpointRepartition {
     session.sparkContext.parallelize(0 until oldPartitions, oldPartitions)
       .mapPartitionsWithIndex { (partition, _) =>
         val partitionOf = newPartitionOf(keySchema, newPartitions)
-        rewriter.read(location, partition, readVersion).map { r =>
+        rewriter.read(location, partition, readVersion, readIds.map(_(partition))).map { r =>
           val key = new UnsafeRow(keyFields)
           key.pointTo(r.key, r.key.length)
           (partitionOf(key), r)
@@ -312,7 +331,7 @@ object CheckpointRepartition {
       .mapPartitionsWithIndex { (partition, records) =>
         Iterator(rewriter.write(location, partition, writeVersion, records.map(_._2)))
       }
-      .collect().sum
+      .collect().toSeq
   }
 
   /** The partition the query's shuffle sends a key row to: Spark's `HashPartitioning`. */

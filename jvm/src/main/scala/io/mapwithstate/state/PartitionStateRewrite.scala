@@ -11,6 +11,7 @@ import org.apache.spark.sql.execution.streaming.state.{
   StateStoreProvider,
   StateStoreProviderId
 }
+import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.StructType
 
 /**
@@ -21,12 +22,17 @@ import org.apache.spark.sql.types.StructType
  * of such records without loading any version before it.
  *
  * Each backend keeps its own files, so each reads and writes its own way:
- *  - the heap backend loads the version as a query would ([[StateVersionLoader]]) and writes
+ *  - the heap backend loads the version as a query would ([[CommitLineage]]) and writes
  *    the new version as a snapshot file alone (a version with a snapshot needs no delta);
  *  - RocksDB opens Spark's provider on the partition, reads the version through a
  *    [[StoreBackedStateMap]], and writes the new one into an empty store at the version
  *    before it (Spark's `loadEmpty`, as its own repartitioning does), committed as a snapshot,
  *    with the expiry index and key count the map keeps.
+ *
+ * In a checkpoint with checkpoint ids (Spark's state checkpoint format v2, `checkpointIds`) a
+ * version is read by the id its commit-log entry records, and the version written is named
+ * by a new id, which [[PartitionStateRewrite.Written]] returns for the repartition's own
+ * commit-log entry: the restarted query opens each new partition by it.
  *
  * Records cross the shuffle between the two as bytes ([[PartitionStateRewrite.Record]]).
  */
@@ -36,22 +42,28 @@ sealed trait PartitionStateRewrite extends Serializable {
   def keySchema: StructType
   def stateType: StructType
 
+  /** Whether the checkpoint names its versions by checkpoint ids (format v2). */
+  def checkpointIds: Boolean
+
   /**
-   * The records of `version` of partition `partition` under `operatorDir`; resources are
-   * released when the task ends.
+   * The records of `version` of partition `partition` under `operatorDir`, the one with
+   * checkpoint id `id` in a checkpoint with ids; resources are released when the task ends.
    */
-  def read(operatorDir: String, partition: Int, version: Long)
+  def read(operatorDir: String, partition: Int, version: Long, id: Option[String])
       : Iterator[PartitionStateRewrite.Record]
 
-  /** Writes `records` as `version` of partition `partition`; returns how many were written. */
+  /** Writes `records` as `version` of partition `partition`. */
   def write(operatorDir: String, partition: Int, version: Long,
-      records: Iterator[PartitionStateRewrite.Record]): Long
+      records: Iterator[PartitionStateRewrite.Record]): PartitionStateRewrite.Written
 }
 
 object PartitionStateRewrite {
 
   /** A key's bytes, its state's (null: the key holds only a timer) and its time. */
   final case class Record(key: Array[Byte], state: Array[Byte], time: Long)
+
+  /** A version written: how many keys it holds, and its checkpoint id in a checkpoint with ids. */
+  final case class Written(keys: Long, id: Option[String])
 
   private def record(entry: StateEntry): Record =
     Record(entry.key.getBytes, Option(entry.state).map(_.getBytes).orNull, entry.updateTime)
@@ -71,6 +83,7 @@ object PartitionStateRewrite {
   final case class Memory(
       keySchema: StructType,
       stateType: StructType,
+      checkpointIds: Boolean,
       compressionCodec: String,
       hadoopConf: Map[String, String]) extends PartitionStateRewrite {
 
@@ -78,42 +91,39 @@ object PartitionStateRewrite {
       new StateCheckpointFiles(new Path(operatorDir, partition.toString), conf(hadoopConf),
         readOnly = readOnly, compressionCodec = Option.when(!readOnly)(compressionCodec))
 
-    override def read(operatorDir: String, partition: Int, version: Long): Iterator[Record] = {
-      val from = files(operatorDir, partition, readOnly = true)
-      // A version of such a checkpoint is named by the id its commit-log entry records, which
-      // the repartition's tasks are not given: refused rather than read by version alone.
-      if (from.list().hasIds) {
-        throw new UnsupportedOperationException(s"repartition_state cannot rewrite the heap " +
-          s"state in $operatorDir: its files are named by checkpoint ids (the query ran with " +
-          "spark.sql.streaming.stateStore.checkpointFormatVersion=2, as Real-Time Mode does), " +
-          "which repartition_state does not read yet")
-      }
-      val map = StateVersionLoader.load(from, version,
-        keySchema.length, stateType.length, StateMap.DefaultDeltaChainThreshold)
-      map.getAll().map(record)
+    override def read(operatorDir: String, partition: Int, version: Long,
+        id: Option[String]): Iterator[Record] = {
+      val loaded = CommitLineage.load(files(operatorDir, partition, readOnly = true),
+        CommitLineage.Commit(version, id), keySchema.length, stateType.length,
+        StateMap.DefaultDeltaChainThreshold)
+      loaded.map.getAll().map(record)
     }
 
     override def write(operatorDir: String, partition: Int, version: Long,
-        records: Iterator[Record]): Long = {
+        records: Iterator[Record]): Written = {
       val map = StateMap.empty(keySchema.length, stateType.length)
       var count = 0L
       records.foreach { r =>
         map.put(row(r.key, keySchema.length), row(r.state, stateType.length), r.time)
         count += 1
       }
+      val id = Option.when(checkpointIds)(java.util.UUID.randomUUID.toString)
       val out = files(operatorDir, partition, readOnly = false)
-      out.write(out.snapshotFile(version))(StateMapSerde.writeSnapshot(map, _))
-      count
+      out.write(out.snapshotFile(version, id))(StateMapSerde.writeSnapshot(map, _))
+      Written(count, id)
     }
   }
 
   /**
    * The RocksDB backend's partitions, through Spark's provider with the store conf the query
-   * runs with (`storeConf`: its SQL settings, as the checkpoint's offset log recorded them).
+   * runs with (`storeConf`: its SQL settings, as the checkpoint's offset log recorded them),
+   * in the checkpoint's format (with ids or not, whatever the session running the rewrite
+   * says: the offset log does not record it).
    */
   final case class RocksDB(
       keySchema: StructType,
       stateType: StructType,
+      checkpointIds: Boolean,
       storeConf: Map[String, String]) extends PartitionStateRewrite {
 
     private def provider(operatorDir: String, partition: Int): StateStoreProvider = {
@@ -121,18 +131,20 @@ object PartitionStateRewrite {
       val id = StateStoreProviderId(
         StateStoreId(dir.getParent.toString, dir.getName.toLong, partition),
         java.util.UUID.randomUUID())
-      val sqlConf = new org.apache.spark.sql.internal.SQLConf
+      val sqlConf = new SQLConf
       storeConf.foreach { case (k, v) => sqlConf.setConfString(k, v) }
+      sqlConf.setConf(SQLConf.STATE_STORE_CHECKPOINT_FORMAT_VERSION, if (checkpointIds) 2 else 1)
       StateStoreProvider.createAndInit(id, keySchema,
         StoreBackedStateMap.valueSchema(stateType), NoPrefixKeyStateEncoderSpec(keySchema),
         useColumnFamilies = true, new StateStoreConf(sqlConf), TaskLocalRocksDB.hadoopConf(),
         useMultipleValuesPerKey = false, stateSchemaProvider = None)
     }
 
-    override def read(operatorDir: String, partition: Int, version: Long): Iterator[Record] = {
+    override def read(operatorDir: String, partition: Int, version: Long,
+        id: Option[String]): Iterator[Record] = {
       val opened = provider(operatorDir, partition)
       val store =
-        try opened.getStore(version, None, false, false)
+        try opened.getStore(version, id, false, false)
         catch {
           case e: Throwable =>
             opened.close()
@@ -146,7 +158,7 @@ object PartitionStateRewrite {
     }
 
     override def write(operatorDir: String, partition: Int, version: Long,
-        records: Iterator[Record]): Long = {
+        records: Iterator[Record]): Written = {
       val opened = provider(operatorDir, partition)
       try {
         // An empty store at the version before: its commit is `version`, a snapshot.
@@ -161,7 +173,7 @@ object PartitionStateRewrite {
           }
           map.flush()
           store.commit()
-          count
+          Written(count, store.getStateStoreCheckpointInfo().stateStoreCkptId)
         } finally if (!store.hasCommitted) store.abort()
       } finally opened.close()
     }

@@ -2,6 +2,10 @@ package io.mapwithstate.state
 
 import java.io.{File, RandomAccessFile}
 
+import scala.jdk.CollectionConverters._
+
+import org.apache.hadoop.conf.Configuration
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow
 import org.apache.spark.sql.internal.SQLConf
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -193,5 +197,32 @@ class CommitLineageSuite extends AnyFunSuite with HeapStoreFixture {
       assert(files.readStart(files.deltaFile(1))(in => (in.readInt(), in.readInt())) ==
         (StateMapSerde.DeltaMagic, 2))
     }
+  }
+
+  test("repartition_state reads a version by its id and writes the next as a snapshot alone " +
+    "under a new id, which the query then opens by it") {
+    withDir { root =>
+      val ids = commitChain(provider(root), 3)
+      // An abandoned attempt of version 3, which the read must not take.
+      commit(provider(root), 2, Some(ids(1)), key = 100)
+      val hadoopConf = new Configuration().iterator().asScala.map(e => e.getKey -> e.getValue)
+      val rewrite = PartitionStateRewrite.Memory(keySchema, stateSchema, checkpointIds = true,
+        "lz4", hadoopConf.toMap)
+      val operatorDir = new File(root, "1000").getAbsolutePath
+      val records = rewrite.read(operatorDir, 0, 3, Some(ids(2))).toSeq
+      assert(records.map(r => keyOf(r.key)).toSet == Set(1L, 2L, 3L))
+      val written = rewrite.write(operatorDir, 0, 4, records.iterator)
+      assert(written.keys == 3 && written.id.isDefined && !ids.contains(written.id.get))
+      assert(names(root).contains(s"4_${written.id.get}.snapshot"))
+      // The restarted query runs the next batch on the version the repartition's commit names.
+      val next = commit(provider(root), 4, written.id, key = 5)
+      assert(keys(provider(root), 5, next) == Set(1, 2, 3, 5))
+    }
+  }
+
+  private def keyOf(bytes: Array[Byte]): Long = {
+    val key = new UnsafeRow(1)
+    key.pointTo(bytes, bytes.length)
+    key.getLong(0)
   }
 }

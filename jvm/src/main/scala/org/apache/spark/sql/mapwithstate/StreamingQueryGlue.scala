@@ -9,7 +9,7 @@ import org.apache.spark.io.CompressionCodec
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
 import org.apache.spark.sql.execution.streaming.RealTimeTrigger
-import org.apache.spark.sql.execution.streaming.checkpointing.CommitLog
+import org.apache.spark.sql.execution.streaming.checkpointing.{CommitLog, CommitMetadataBase}
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 import org.apache.spark.sql.execution.streaming.runtime.{
   MicroBatchExecution,
@@ -53,7 +53,8 @@ import org.apache.spark.util.TaskCompletionListener
  *    an executor reaches it, the reports of partitions loaded and of commits (which Spark
  *    counts for a `foreachBatch` sink);
  *  - checking the state schema against the one recorded in the checkpoint, and reading that
- *    one back; the state checkpoint ids a commit-log entry records (checkpoint format v2);
+ *    one back; the state checkpoint ids a commit-log entry records (checkpoint format v2),
+ *    and an entry recording others (a repartition's);
  *  - Spark's compression codecs by name, for the state files;
  *  - Real-Time Mode: whether the query runs under it, and admitting the streaming operator to
  *    its operator allowlist (see [[admitToRealTimeMode]]);
@@ -254,6 +255,20 @@ object StreamingQueryGlue {
    */
   def committedStateIds(in: java.io.InputStream, operatorId: Long): Option[Array[Array[String]]] =
     CommitLog.readCommitMetadata(in).stateUniqueIds.flatMap(_.get(operatorId))
+
+  /**
+   * The commit-log entry `entry` with the state checkpoint ids of `operators` (operator id →
+   * one id per state partition) in place of those it records for them; `entry` itself when
+   * there are none. Each partition has one store (its ids: one array of one id), as the
+   * entries of a query of map_with_state operators record them.
+   */
+  def withCommittedStateIds(entry: CommitMetadataBase, operators: Map[Long, Seq[String]])
+      : CommitMetadataBase =
+    if (operators.isEmpty) entry
+    else {
+      val ids = operators.map { case (op, partitions) => op -> partitions.map(Array(_)).toArray }
+      entry.withStateUniqueIds(Some(entry.stateUniqueIds.getOrElse(Map.empty) ++ ids))
+    }
 
   /**
    * Spark's compression codec of that name (short or class name), as Spark's HDFS-backed state
