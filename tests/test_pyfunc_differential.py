@@ -7,7 +7,7 @@ the micro-batches the server ran, read back from its offset log), the same emitt
 the same watermark in every micro-batch. Where Python raises, the server's query fails too,
 naming the Python exception.
 
-``MWS_DIFF_CASES`` sets the cases per function (default 40: with 44 functions replayed and 15
+``MWS_DIFF_CASES`` sets the cases per function (default 40: with 45 functions replayed and 15
 streamed, some 2,350 cases); ``MWS_DIFF_STREAM=all`` streams every function.
 """
 import math

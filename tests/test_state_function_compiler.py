@@ -69,6 +69,7 @@ def assert_same_failure(spark, spec, rows, ddl, exception, line, key="k", groups
     assert exception.__name__ in message
     assert f"state function {spec.python.__name__}" in message
     assert f"{HERE}:{line}" in message
+    return message
 
 
 def line_of(function, text):
@@ -430,6 +431,11 @@ def empty_max(k, l, state):  # noqa: E741 (the input column is named l)
 
 
 @mws.state_function("n BIGINT")
+def variable_power(k, v, e, state):
+    return {"k": k, "p": v ** e}
+
+
+@mws.state_function("n BIGINT")
 def asserting(k, v, state):
     assert v > 0, "v must be positive"
     return {"k": k}
@@ -450,6 +456,8 @@ def raising(k, v, state):
     (power_overflow, "v BIGINT", {"v": 2097152}, OverflowError, "v ** 3"),
     (zero_to_a_negative_power, "v BIGINT", {"v": 0}, ZeroDivisionError, "v ** -1"),
     (empty_max, "l ARRAY<BIGINT>", {"l": []}, ValueError, "max(l)"),
+    (variable_power, "v BIGINT, e BIGINT", {"v": 2, "e": 63}, OverflowError, "v ** e"),
+    (variable_power, "v BIGINT, e BIGINT", {"v": 0, "e": -1}, ZeroDivisionError, "v ** e"),
     (asserting, "v BIGINT", {"v": -1}, AssertionError, "assert v"),
     (raising, "v BIGINT", {"v": 2}, ValueError, "raise ValueError"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
@@ -481,6 +489,128 @@ def test_dict_get_and_a_missing_key(spark):
         map_with_state(missing, key="k", spec=lookup, batch_time="t").collect()
     assert "KeyError" in str(failure.value)
     assert f"{HERE}:{line_of(lookup.python, 'm[')}" in str(failure.value)
+
+
+@mws.state_function("n BIGINT")
+def adds_one(k, v, state):
+    return {"k": k, "s": v + 1}
+
+
+@mws.state_function("n BIGINT")
+def subtracts_one(k, v, state):
+    return {"k": k, "d": v - 1}
+
+
+@mws.state_function("n BIGINT")
+def squares(k, v, state):
+    return {"k": k, "sq": v * v}
+
+
+@pytest.mark.parametrize("spec, fits, beyond, text", [
+    (adds_one, 2**63 - 2, 2**63 - 1, "v + 1"),
+    (subtracts_one, -2**63 + 1, -2**63, "v - 1"),
+    (squares, 3037000499, 3037000500, "v * v"),
+    (squares, -3037000499, -3037000500, "v * v"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
+def test_int_arithmetic_beyond_64_bits_fails_with_overflow_error(spark, spec, fits, beyond, text):
+    """An int result just inside BIGINT is Python's; one just past it (2**63 - 1 + 1,
+    -2**63 - 1, a product) fails the query with OverflowError, the function, file and line."""
+    ddl = "k STRING, v BIGINT, t TIMESTAMP"
+    assert_same(spark, spec, [{"k": "a", "v": fits, "t": T0}], ddl)
+    message = assert_same_failure(spark, spec, [{"k": "a", "v": beyond, "t": T0}], ddl,
+                                  OverflowError, line_of(spec.python, text))
+    assert "OverflowError: int result does not fit in 64 bits (BIGINT) [state function " \
+        f"{spec.python.__name__}, {HERE}:{line_of(spec.python, text)}]" in message
+
+
+@mws.state_function("last BIGINT")
+def powers_by_sign(k, v, e, state):
+    p = v ** e
+    if e >= 0:
+        state.update(last=int(p))
+        return {"k": k, "int": int(p), "float": -1.0}
+    return {"k": k, "int": -1, "float": float(p)}
+
+
+def test_int_to_a_column_s_power_is_an_int_or_a_float_by_the_exponent_s_sign(spark):
+    """``v ** e`` with ``e`` a column: Python's exact int for ``e >= 0`` (up to 2**63 - 1,
+    beyond a double's 2**53), CPython's float for ``e < 0``, per record."""
+    cases = [(2, 10), (-3, 3), (2, 62), (-2, 63), (3, 39), (1, 2**63 - 1), (-1, 2**63 - 1),
+             (0, 0), (5, 0), (0, 7), (2, -2), (-2, -3), (7, -30), (10, -400), (2**63 - 1, -1),
+             (-2**63, -1), (1, -2**63), (-1, -2**63), (2**53 + 1, -1), (3, -1)]
+    rows = [{"k": f"k{i}", "v": v, "e": e, "t": T0} for i, (v, e) in enumerate(cases)]
+    out = assert_same(spark, powers_by_sign, rows, "k STRING, v BIGINT, e BIGINT, t TIMESTAMP")
+    assert {r["k"]: r["int"] for r in out}["k4"] == 3**39
+
+
+@mws.state_function("n BIGINT")
+def shifts(k, v, e, state):
+    return {"k": k, "left": v << e, "right": v >> e}
+
+
+@mws.state_function("n BIGINT")
+def shifts_right(k, v, e, state):
+    return {"k": k, "right": v >> e}
+
+
+def test_shifts_are_python_s(spark):
+    """``<<`` exact (OverflowError beyond 64 bits), ``>>`` flooring, down to the sign past 63
+    bits; a negative count raises ValueError."""
+    ddl = "k STRING, v BIGINT, e BIGINT, t TIMESTAMP"
+    cases = [(1, 0), (1, 62), (-1, 63), (5, 3), (-5, 1), (0, 100), (2**62, 0), (-2**63, 0),
+             (3, 61), (-3, 61)]
+    assert_same(spark, shifts, [{"k": f"k{i}", "v": v, "e": e, "t": T0}
+                                for i, (v, e) in enumerate(cases)], ddl)
+    cases = [(-5, 70), (5, 70), (-2**63, 63), (2**63 - 1, 62), (7, 1), (-7, 1), (-1, 2**62)]
+    assert_same(spark, shifts_right, [{"k": f"k{i}", "v": v, "e": e, "t": T0}
+                                      for i, (v, e) in enumerate(cases)], ddl)
+    for v, e, error in [(1, 63, OverflowError), (3, 62, OverflowError),
+                        (-3, 62, OverflowError), (1, 64, OverflowError), (1, -1, ValueError)]:
+        assert_same_failure(spark, shifts, [{"k": "a", "v": v, "e": e, "t": T0}], ddl,
+                            error, line_of(shifts.python, "v << e"))
+
+
+@mws.state_function("a BIGINT, b BIGINT")
+def two_overflows(k, v, state):
+    b = (v or 0) * 2
+    a = (v or 0) + 1
+    state.update(a=a, b=b)
+    return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def chained_overflows(k, v, state):
+    a = (v or 0) + 1
+    b = a * 2
+    state.update(n=b)
+    return {"k": k}
+
+
+@pytest.mark.parametrize("spec, v, text", [
+    (two_overflows, 2**63 - 1, "* 2"),
+    (two_overflows, 2**62, "* 2"),
+    (two_overflows, -2**63, "* 2"),
+    (chained_overflows, 2**63 - 1, "+ 1"),
+    (chained_overflows, 2**62, "a * 2"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", str(x)))
+def test_the_first_overflow_in_python_s_order_fails_the_query(spark, spec, v, text):
+    """Where two checks fail in one call, the query names the one Python raises first,
+    whether the call's checks precede its outputs (two_overflows: the second field's sum is
+    computed first) or the values check themselves (chained_overflows: each an operand of the
+    next, so evaluated first)."""
+    rows = [{"k": "a", "v": v, "t": T0}]
+    assert_same_failure(spark, spec, rows, "k STRING, v BIGINT, t TIMESTAMP", OverflowError,
+                        line_of(spec.python, text))
+
+
+def test_values_that_check_themselves_leave_no_check_before_the_outputs(spark):
+    df = spark.createDataFrame([], "k STRING, v BIGINT")
+    chained = chained_overflows.explain(df, "k")
+    assert "raise_error" not in chained["update"] and "CASE" not in chained["update"], chained
+    assert "__mws_python_multiply(__mws_python_add(" in chained["update"], chained
+    # The two sums are independent: the first's check precedes the outputs, the second's not.
+    two = two_overflows.explain(df, "k")["update"]
+    assert two.count("raise_error") == 1 and "__mws_python_multiply" in two.split("THEN")[0], two
 
 
 def test_guarded_errors_do_not_fire_off_their_path(spark):
@@ -679,17 +809,46 @@ def test_the_running_count_compiles_to_the_column_specs_work(spark):
     df = spark.createDataFrame([], "key BIGINT")
     explained = running_count.explain(df, "key")
     assert set(explained) == {"update", "emit"}
-    # One overflow check per call, in update; emit checks only a call that times out of an idle
-    # timeout (which evaluates emit alone), and otherwise reads the count from the new state.
-    assert explained["update"].count("raise_error") == 1
-    assert "coalesce(CAST(__mws_state.n AS BIGINT), CAST(0 AS BIGINT))" in explained["update"]
-    assert "CASE WHEN __mws_is_timing_out THEN CASE WHEN" in explained["emit"]
+    # The Column spec's plan: update is the struct of the sum, whose one exact add raises
+    # Python's OverflowError itself (no CASE, no check before it); emit reads the count from
+    # the new state, and computes the sum only for a call timing out of an idle timeout
+    # (which evaluates emit alone).
+    add = "__mws_python_add(coalesce(CAST(__mws_state.n AS BIGINT), CAST(0 AS BIGINT)), "
+    assert explained["update"].startswith("struct("), explained["update"]
+    assert add in explained["update"]
+    assert "raise_error" not in explained["update"] and "CASE" not in explained["update"]
+    assert explained["emit"].startswith("struct("), explained["emit"]
+    assert f"CASE WHEN __mws_is_timing_out THEN CAST({add}" in explained["emit"]
+    assert "raise_error" not in explained["emit"]
     assert "ELSE __mws_new_state.n END AS count" in explained["emit"]
     rows = [{"key": 1, "t": at(0)}, {"key": 1, "t": at(0)}, {"key": 2, "t": at(1)},
             {"key": 1, "t": at(1)}]
     out = assert_same(spark, running_count.timeout("1 hour"), rows, "key BIGINT, t TIMESTAMP",
                       key="key")
     assert sorted((r["key"], r["count"]) for r in out) == [(1, 1), (1, 2), (1, 3), (2, 1)]
+
+
+def test_the_running_count_fails_past_the_largest_bigint_as_python_does(spark):
+    """The count's add checks itself: past 2**63 - 1 the query fails with Python's
+    OverflowError, naming the function, file and line."""
+    spec = running_count.timeout("30 seconds")
+    line = line_of(running_count.python, "+ 1")
+    expected = f"OverflowError: int result does not fit in 64 bits (BIGINT) [state function " \
+        f"running_count, {HERE}:{line}]"
+    initial = [{"key": 1, "n": 2**63 - 2}]
+    initial_df = spark.createDataFrame([(1, 2**63 - 2)], "key BIGINT, n BIGINT")
+    records = spark.createDataFrame([(1, at(0)), (1, at(0))], "key BIGINT, t TIMESTAMP")
+    rows = [{"key": 1, "t": at(0)}, {"key": 1, "t": at(0)}]
+    with pytest.raises(OverflowError):
+        replay(spec, rows, key="key", batch_time="t", initial_state=initial)
+    with pytest.raises(Exception) as failure:
+        map_with_state(records, key="key", spec=spec.initial_state(initial_df),
+                       batch_time="t").collect()
+    assert expected in str(failure.value)
+    first = map_with_state(records.limit(1), key="key", spec=spec.initial_state(initial_df),
+                           batch_time="t").collect()
+    assert [(r["key"], r["count"]) for r in first] == [(1, 2**63 - 1)]
+
 
 
 @mws.state_function("d BIGINT")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from hypothesis import strategies as st
 
-from pyfuncs.inputs import COLUMNS, MAPS, STRATEGIES, STRINGS, mostly
+from pyfuncs.inputs import BIGINT_MAX, BIGINT_MIN, COLUMNS, MAPS, STRATEGIES, STRINGS, mostly
 
 LIMIT = 3
 PREFIX = "k="
@@ -100,6 +100,33 @@ def int_powers(k, v, state):
     state.update(last=(state.last or 0) ** 2 % 1000 + 1)
     return {"k": k, "sq": v ** 2, "cube": (v % 100000) ** 3, "inv": (v % 50 - 25) ** -3,
             "one": (v % 3 - 1) ** 101, "last": state.last ** 0}
+
+
+# Bases and exponents of int ** int around where a power leaves 64 bits, a double's 53 and a
+# double's range, with nulls.
+POWER_BASES = st.one_of(
+    st.integers(-12, 12),
+    st.sampled_from([2, -2, 3037000499, 3037000500, 2 ** 31, 2 ** 53 + 1, BIGINT_MAX, BIGINT_MIN]),
+    st.none())
+POWER_EXPONENTS = st.one_of(
+    st.integers(-70, 70),
+    st.sampled_from([0, 1, 2, 62, 63, 64, -1, -1074, -1075, 2 ** 62, BIGINT_MAX, BIGINT_MIN]),
+    st.none())
+
+
+@entry("p BIGINT", columns={"v": "BIGINT", "e": "BIGINT"},
+       strategies={"v": POWER_BASES, "e": POWER_EXPONENTS})
+def variable_powers(k, v, e, state):
+    # v ** e with the exponent a column: an int for e >= 0 (OverflowError beyond 64 bits), a
+    # float for e < 0 (0 ** e raises ZeroDivisionError).
+    if v is None or e is None:
+        return None
+    p = v ** e
+    small = (v % 5) ** (e % 4 - 1)
+    if e >= 0:
+        state.update(p=int(p))
+        return {"k": k, "int": int(p), "float": 0.0, "small": small}
+    return {"k": k, "int": 0, "float": float(p), "small": small}
 
 
 @entry("last BIGINT")

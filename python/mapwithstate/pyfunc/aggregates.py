@@ -71,8 +71,10 @@ def _per_row(
     if not isinstance(generator.target, ast.Name):
         raise it.ctx.refuse(generator, "a target that is not a name", "for r in rows")
     saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
+    saved_self_checks = it.ctx.self_checks
     it.path.env[generator.target.id] = RowVariable()
-    it.ctx.failures, it.ctx.guard = [], True
+    # Per record, in the aggregation before the call: its checks are lifted into the call's.
+    it.ctx.failures, it.ctx.guard, it.ctx.self_checks = [], True, False
     try:
         keep: Cond = True
         for condition in generator.ifs:
@@ -82,6 +84,7 @@ def _per_row(
         return value, keep, it.ctx.failures
     finally:
         it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
+        it.ctx.self_checks = saved_self_checks
 
 
 def _lift(it: "Interpreter", failures: List[Tuple[Cond, str]]) -> None:

@@ -328,8 +328,12 @@ def _int(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
         )
     if kind in ("int", "bool"):
         return Value(value.column.cast("bigint"), INT, False)
-    if kind in ("float", "num"):
-        return _float_to_int(it, node, operators.as_float(value), truncate=True)
+    if kind == "float":
+        return _float_to_int(it, node, value.column, truncate=True)
+    if kind == "num":
+        # The int itself where the value is an int (exact beyond 2**53), else the float's.
+        whole = _float_to_int(it, node, value.column.getField("f"), truncate=True).column
+        return Value(F.coalesce(value.column.getField("i"), whole), INT, False)
     if kind == "str":
         text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
         valid = text.rlike(r"^[+-]?[0-9]+(_[0-9]+)*$")

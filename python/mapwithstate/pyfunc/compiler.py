@@ -11,7 +11,7 @@ check that fails the query with the function's name, file, line and Python's exc
 import ast
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -132,7 +132,7 @@ def compile_function(
                 node, "a pyspark.sql.functions call Spark cannot resolve", str(e).splitlines()[0]
             ) from None
 
-    ctx = Context(source, columns, type_of, bindings=bindings)
+    ctx = Context(source, columns, type_of, bindings=bindings, self_checks=not bindings.enabled)
     state_types: Dict[str, PyType] = {}
     for field in state.fields:
         state_type = from_spark(field.dataType)
@@ -179,6 +179,7 @@ def compile_function(
     )
 
     update = remove = timeout_at = None
+    keep: Cond = False
     if changed is not False:
         stored = [
             store(
@@ -206,13 +207,21 @@ def compile_function(
         timeout_at = _fold([(e.guard, e.path.timer_left) for e in exits]).column
     emit = _emit(ctx, tree, interpreter.emits, generator, state)
 
-    failures = ctx.failures
-    if failures:
-        (first_cond, first_message), *more = failures
-        check = F.when(c_column(first_cond), F.raise_error(F.lit(first_message)))
-        for cond, message in more:
-            check = check.when(c_column(cond), F.raise_error(F.lit(message)))
-        update, remove, emit, timeout_at = _checked(check, update, remove, emit, timeout_at)
+    # The values a call's outputs evaluate in any case: the new state's fields where every
+    # call keeps the state, and the returned row's values where every call returns it (the
+    # only Column a call timing out of an idle timeout evaluates).
+    state_values = [final_fields[f.name] for f in state.fields] if keep is True else []
+    emitted = interpreter.emits
+    returned = (
+        list(emitted[0].record.fields.values())
+        if len(emitted) == 1 and not generator and emitted[0].guard is True
+        else []
+    )
+    first_check = _check(_self_checked(ctx, state_values))
+    timing_out_check = _check(_self_checked(ctx, returned))
+    update, remove, emit, timeout_at = _checked(
+        first_check, timing_out_check, update, remove, emit, timeout_at
+    )
     update, remove, emit, timeout_at = (
         None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
     )
@@ -222,30 +231,91 @@ def compile_function(
     return CompiledFunction(update, remove, emit, timeout_at)
 
 
+def _check(failures: List[Tuple[Cond, str]]) -> Optional[Column]:
+    """One Column raising the first of ``failures`` (in program order) whose condition holds,
+    else null; None without failures."""
+    if not failures:
+        return None
+    (first_cond, first_message), *more = failures
+    check = F.when(c_column(first_cond), F.raise_error(F.lit(first_message)))
+    for cond, message in more:
+        check = check.when(c_column(cond), F.raise_error(F.lit(message)))
+    return check
+
+
+def _self_checked(ctx: Context, evaluated: List[Any]) -> List[Tuple[Cond, str]]:
+    """The function's failures less those the Columns holding ``evaluated`` (values every
+    call computes, after the checks) raise by themselves, in Python's order.
+
+    A failure is left to its value (a :class:`~mapwithstate.pyfunc.interpreter.Carrier`,
+    registered where every call runs) where the value is one of ``evaluated`` or an operand
+    of one, which evaluates its operands first. Only the last failures are left so, after
+    every other check has passed; and among them, each must be an operand of the next (so
+    evaluated before it), lest two failing in one call raise out of Python's order. The
+    running count's one overflow check is then its value's: no check before its Columns."""
+    carriers = {id(failure): carrier for failure, carrier in ctx.carriers}
+    by_text = {carrier.column: carrier for carrier in carriers.values()}
+    texts = [str(v.column) for v in evaluated if isinstance(v, Value)]
+    # A cast evaluates what it casts.
+    reached = set(texts) | {ctx.casts[t] for t in texts if t in ctx.casts}
+    for failure in reversed(ctx.failures):
+        carrier = carriers.get(id(failure))
+        if carrier is not None and carrier.column in reached:
+            reached.update(carrier.operands)
+
+    def operands_of(carrier: Any) -> Set[str]:
+        found: Set[str] = set()
+        pending = [carrier]
+        while pending:
+            for operand in pending.pop().operands:
+                if operand not in found:
+                    found.add(operand)
+                    if operand in by_text:
+                        pending.append(by_text[operand])
+        return found
+
+    kept = len(ctx.failures)
+    later = None
+    while kept:
+        carrier = carriers.get(id(ctx.failures[kept - 1]))
+        if carrier is None or carrier.column not in reached:
+            break
+        if later is not None and carrier.column not in operands_of(later):
+            break
+        later = carrier
+        kept -= 1
+    return ctx.failures[:kept]
+
+
 def _checked(
-    check: Column,
+    first_check: Optional[Column],
+    timing_out_check: Optional[Column],
     update: Optional[Column],
     remove: Optional[Column],
     emit: Optional[Column],
     timeout_at: Optional[Column],
 ) -> Tuple[Optional[Column], ...]:
-    """The four Columns with the function's runtime checks (``check``: null where none fails,
-    else it raises) made once per call, before anything else of the call is evaluated.
+    """The four Columns with the function's runtime checks (each check: null where none
+    fails, else it raises) made once per call, before anything else of the call is evaluated.
 
     The operator evaluates a call's Columns in one order (``CompiledStateFunction``):
     ``remove``, then ``update`` unless the key was removed, then ``emit``, then
-    ``timeout_at``; a key timing out of an idle timeout evaluates ``emit`` alone. So the
-    checks go into the first of them the function has, which every call evaluates first, and,
-    for the idle timeout's calls, into ``emit`` where ``is_timing_out`` holds. A check that
-    fails raises, so ``F.when(ok, c)`` is ``c`` wherever the call goes on."""
-    ok = check.isNull()
+    ``timeout_at``; a key timing out of an idle timeout evaluates ``emit`` alone. So
+    ``first_check`` goes into the first of them the function has, which every call evaluates
+    first, and ``timing_out_check``, for the idle timeout's calls, into ``emit`` where
+    ``is_timing_out`` holds. A check that fails raises, so ``F.when(ok, c)`` is ``c`` wherever
+    the call goes on. Without checks (the outputs' values raise where Python does, see
+    :func:`_self_checked`) the Columns are left as they are."""
     columns = [remove, update, emit, timeout_at]
-    if all(c is None for c in columns[:3]):
+    if first_check is not None and all(c is None for c in columns[:3]):
         columns[0] = F.lit(False)
-    first = next(i for i, c in enumerate(columns) if c is not None)
-    columns[first] = F.when(ok, columns[first])
-    if first < 2 and emit is not None:
-        timing_out_ok = F.when(S.is_timing_out(), check).isNull()
+    first = next((i for i, c in enumerate(columns) if c is not None), None)
+    if first is None:
+        return update, remove, emit, timeout_at
+    if first_check is not None:
+        columns[first] = F.when(first_check.isNull(), columns[first])
+    if timing_out_check is not None and first < 2 and emit is not None:
+        timing_out_ok = F.when(S.is_timing_out(), timing_out_check).isNull()
         columns[2] = F.when(timing_out_ok, emit)
     remove, update, emit, timeout_at = columns
     return update, remove, emit, timeout_at

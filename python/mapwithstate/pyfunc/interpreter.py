@@ -26,7 +26,7 @@ from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, u
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
-__all__ = ["Context", "Interpreter", "Exit", "Emit"]
+__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit"]
 
 
 @dataclass
@@ -50,6 +50,17 @@ class Emit:
     node: Optional[ast.AST] = None
 
 
+@dataclass(frozen=True)
+class Carrier:
+    """A value that makes its own check: evaluating ``column`` raises the failure where Python
+    raises (``__mws_python_add`` and its peers), after evaluating each of ``operands`` (the
+    Columns' SQL text both). Its failure need not be tested before the call's outputs where
+    the outputs evaluate the value anyway (see ``compiler._self_checked``)."""
+
+    column: str
+    operands: Tuple[str, ...]
+
+
 @dataclass
 class Context:
     """What a compilation collects beside the paths: the runtime failures, in program order,
@@ -63,6 +74,15 @@ class Context:
     failures: List[Tuple[Cond, str]] = field(default_factory=list)
     #: Where a variable's large value is named rather than copied into each use.
     bindings: Bindings = field(default_factory=lambda: Bindings(False))
+    #: Whether a value may raise Python's error where it is computed (a :class:`Carrier`):
+    #: not per record inside an aggregate, nor in a named value, both computed before the
+    #: call's checks, which must fail first where Python raises earlier.
+    self_checks: bool = True
+    #: The failures whose values check themselves, each with its value.
+    carriers: List[Tuple[Tuple[Cond, str], Carrier]] = field(default_factory=list)
+    #: The SQL text of a cast of such a value (a stored state field, an output column), to the
+    #: value's.
+    casts: Dict[str, str] = field(default_factory=dict)
 
     def share(self, value: Any) -> Any:
         """``value`` (a local variable's or a state field's), named if large."""
@@ -70,12 +90,38 @@ class Context:
             return value
         return Value(self.bindings.share(value.column), value.type, value.nullable)
 
-    def check(self, node: ast.AST, cond: Cond, exception: str, message: str) -> None:
-        """The query fails with Python's ``exception`` where ``cond`` holds on this path."""
+    def message(self, node: ast.AST, exception: str, message: str) -> str:
+        """The text of a runtime failure: Python's exception, the function, file and line."""
+        return f"{exception}: {message} [{self.source.where(node)}]"
+
+    def check(
+        self,
+        node: ast.AST,
+        cond: Cond,
+        exception: str,
+        message: str,
+        carrier: Optional[Carrier] = None,
+    ) -> None:
+        """The query fails with Python's ``exception`` where ``cond`` holds on this path;
+        ``carrier``: the value raising the failure itself, on a path every call runs."""
         cond = c_and(self.guard, cond)
         if cond is False:
             return
-        self.failures.append((cond, f"{exception}: {message} [{self.source.where(node)}]"))
+        failure = (cond, self.message(node, exception, message))
+        self.failures.append(failure)
+        if carrier is not None and self.guard is True:
+            self.carriers.append((failure, carrier))
+
+    def cast(self, column: Column, spark_type: Any) -> Column:
+        """``column`` cast to ``spark_type``; a cast of a value that checks itself is noted,
+        as evaluating the cast evaluates the value."""
+        cast = column.cast(spark_type)
+        if self.carriers:
+            text = str(column)
+            text = self.casts.get(text, text)
+            if any(carrier.column == text for _, carrier in self.carriers):
+                self.casts[str(cast)] = text
+        return cast
 
     def refuse(self, node: Optional[ast.AST], construct: str, hint: str) -> CompileError:
         """A :class:`CompileError` at ``node``, for the caller to raise."""
@@ -719,7 +765,7 @@ def store(
             f"int does not fit {what} ({spark_type.simpleString()})",
         )
         column = F.when((column >= F.lit(narrow[0])) & (column <= F.lit(narrow[1])), column)
-    return Value(column.cast(spark_type), py_type, value.nullable)
+    return Value(ctx.cast(column, spark_type), py_type, value.nullable)
 
 
 def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:

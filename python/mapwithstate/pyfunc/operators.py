@@ -11,6 +11,7 @@ guard, so it fires only where Python would raise.
 import ast
 import math
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from pyspark.sql import Column
@@ -29,6 +30,7 @@ from mapwithstate.pyfunc.pytypes import (
     PyType,
     unify,
 )
+from mapwithstate.pyfunc.server_functions import exact_int, int_power
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, let
 
 if TYPE_CHECKING:
@@ -254,17 +256,27 @@ def _int_floor_div(a: Column, b: Column) -> Column:
 
 
 def _int_power(ctx: "Context", node: ast.AST, a: Value, b: Value) -> Value:
-    """Python's ``a ** b`` of ints, for an exponent known when compiling: exact for ``b >= 0``
-    (by squaring, each product checked: a result beyond 64 bits fails, as Python's int would
-    not fit the column), a float for ``b < 0`` (``float(a) ** b``, as Python computes it). An
-    exponent known only at run time would make the result an int or a float by its sign."""
+    """Python's ``a ** b`` of ints: exact for ``b >= 0`` (a result beyond 64 bits fails, as
+    Python's int would not fit the column), a float for ``b < 0`` (``float(a) ** b``, as
+    Python computes it), ``0 ** b`` for ``b < 0`` failing with ZeroDivisionError. For an
+    exponent known when compiling the result is an int or a float, by squaring; for one known
+    only at run time, an int or a float by its sign (the plugin's ``__mws_python_int_pow``)."""
     if not b.is_const:
-        raise ctx.refuse(
+        base, power = _as_int(a), _as_int(b)
+        ctx.check(
             node,
-            "** between ints with an exponent that is not a literal",
-            "Python's result is an int or a float by the exponent's sign; write the exponent "
-            "as a literal, or float(x) ** y",
+            (base == F.lit(0)) & (power < F.lit(0)),
+            "ZeroDivisionError",
+            "0.0 cannot be raised to a negative power",
         )
+        result = int_power(base, power)
+        ctx.check(
+            node,
+            (power >= F.lit(0)) & result.getField("i").isNull(),
+            "OverflowError",
+            "int result does not fit in 64 bits (BIGINT)",
+        )
+        return Value(result, NUM, False)
     exponent = int(b.const)
     if exponent < 0:
         ctx.check(
@@ -315,13 +327,28 @@ def _power_by_squaring(base: Column, exponent: int) -> Column:
     return result
 
 
+def _exact_int(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
+    """Python's ``a + b``, ``a - b`` or ``a * b`` of BIGINTs, failing beyond 64 bits: one
+    exact operation that raises Python's OverflowError itself (``__mws_python_add`` and its
+    peers). Its failure is registered too, ``exact IS NULL`` (false wherever the operands are
+    not null, but evaluating it raises), so that the call's checks raise in Python's order;
+    the compiler drops it from them where the outputs evaluate the value anyway. Where values
+    may not raise when computed (:attr:`Context.self_checks`), Spark's ``try_*`` and a check."""
+    if not ctx.self_checks:
+        tried = {"+": F.try_add, "-": F.try_subtract, "*": F.try_multiply}
+        return int_result(ctx, node, tried[symbol(op)](a, b), True)
+    from mapwithstate.pyfunc.interpreter import Carrier
+
+    text = "int result does not fit in 64 bits (BIGINT)"
+    exact = exact_int(symbol(op), a, b, ctx.message(node, "OverflowError", text))
+    carrier = Carrier(str(exact), (str(a), str(b)))
+    ctx.check(node, exact.isNull(), "OverflowError", text, carrier=carrier)
+    return Value(exact, INT, False)
+
+
 def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
-    if isinstance(op, ast.Add):
-        return int_result(ctx, node, F.try_add(a, b), True)
-    if isinstance(op, ast.Sub):
-        return int_result(ctx, node, F.try_subtract(a, b), True)
-    if isinstance(op, ast.Mult):
-        return int_result(ctx, node, F.try_multiply(a, b), True)
+    if isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+        return _exact_int(ctx, node, op, a, b)
     if isinstance(op, ast.Div):
         return _float_binary(ctx, node, op, a.cast("double"), b.cast("double"))
     if isinstance(op, (ast.FloorDiv, ast.Mod)):
@@ -348,7 +375,34 @@ def _int_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column
         return Value(a.bitwiseOR(b), INT, False)
     if isinstance(op, ast.BitXor):
         return Value(a.bitwiseXOR(b), INT, False)
+    if isinstance(op, (ast.LShift, ast.RShift)):
+        return _int_shift(ctx, node, op, a, b)
     raise ctx.refuse(node, f"operator {symbol(op)} on ints", "use +, -, *, /, //, %, &, |, ^")
+
+
+def _int_shift(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, n: Column) -> Value:
+    """Python's ``a << n`` and ``a >> n`` of BIGINTs: a negative count raises ValueError;
+    ``>>`` floors (Java's ``>>``, and past 63 bits the sign: 0 or -1); ``<<`` is exact, a
+    result beyond 64 bits failing with OverflowError."""
+    ctx.check(node, n < F.lit(0), "ValueError", "negative shift count")
+    count = F.greatest(F.least(n, F.lit(63)), F.lit(0)).cast("int")
+    if isinstance(op, ast.RShift):
+        return Value(let([a, count], partial(F.call_function, "shiftright")), INT, False)
+
+    def shifted(value: Column, bits: Column) -> Column:
+        result = F.call_function("shiftleft", value, bits)
+        back = F.call_function("shiftright", result, bits)
+        fits = (value == F.lit(0)) | ((n <= F.lit(63)) & (back == value))
+        return F.when(fits, result)
+
+    exact = let([a, count], shifted)
+    ctx.check(
+        node,
+        (n >= F.lit(0)) & exact.isNull(),
+        "OverflowError",
+        "int result does not fit in 64 bits (BIGINT)",
+    )
+    return Value(exact, INT, False)
 
 
 def _float_remainder(a: Column, b: Column) -> Tuple[Column, Column, Column]:

@@ -7,7 +7,14 @@ a compiled Column resolves from Spark Connect and from classic PySpark alike.
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["ROUND_MAX_DIGITS", "ROUND_MIN_DIGITS", "python_round"]
+__all__ = [
+    "ROUND_MAX_DIGITS",
+    "ROUND_MIN_DIGITS",
+    "python_round",
+    "EXACT_INT_FUNCTIONS",
+    "exact_int",
+    "int_power",
+]
 
 #: CPython's NDIGITS_MAX and NDIGITS_MIN: ``round(x, n)`` of a float is ``x`` above the first,
 #: a zero of ``x``'s sign below the second.
@@ -25,3 +32,33 @@ def python_round(x: Column, ndigits: int) -> Column:
     # Clamped into an INT; any ndigits past the bounds gives what the bound just past gives.
     clamped = max(min(ndigits, ROUND_MAX_DIGITS + 1), ROUND_MIN_DIGITS - 1)
     return F.call_function("__mws_python_round", x, F.lit(clamped))
+
+
+#: The reserved function of Python's ``+``, ``-`` and ``*`` of ints, by operator symbol.
+EXACT_INT_FUNCTIONS = {
+    "+": "__mws_python_add",
+    "-": "__mws_python_subtract",
+    "*": "__mws_python_multiply",
+}
+
+
+def exact_int(symbol: str, a: Column, b: Column, message: str) -> Column:
+    """Python's ``a <symbol> b`` (``+``, ``-`` or ``*``) of BIGINTs, which fails the query with
+    ``message`` (Spark's ``raise_error``'s failure) where the result is beyond 64 bits, and
+    only there: one exact JVM operation, as Spark's ANSI ``+`` is.
+
+    >>> exact_int("+", F.col("n"), F.lit(1), "OverflowError: ...")  # doctest: +SKIP
+    Column<'__mws_python_add(n, 1, OverflowError: ...)'>
+    """
+    return F.call_function(EXACT_INT_FUNCTIONS[symbol], a, b, F.lit(message))
+
+
+def int_power(a: Column, b: Column) -> Column:
+    """Python's ``a ** b`` of BIGINTs as the compiler's int-or-float value: a struct whose ``i``
+    is the exact int for ``b >= 0`` (null beyond 64 bits, which the caller checks) and ``f``
+    CPython's float for ``b < 0`` (infinite for ``0 ** b``, which the caller checks).
+
+    >>> int_power(F.col("base"), F.col("exponent"))  # doctest: +SKIP
+    Column<'__mws_python_int_pow(base, exponent)'>
+    """
+    return F.call_function("__mws_python_int_pow", a, b)

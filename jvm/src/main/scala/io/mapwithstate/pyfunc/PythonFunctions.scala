@@ -3,8 +3,10 @@ package io.mapwithstate.pyfunc
 import io.mapwithstate.{ErrorCondition, MapWithStateException}
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.catalyst.FunctionIdentifier
+import org.apache.spark.sql.catalyst.analysis.TypeCheckResult
+import org.apache.spark.sql.catalyst.analysis.TypeCheckResult.DataTypeMismatch
 import org.apache.spark.sql.catalyst.expressions.{Cast, Expression, ExpressionInfo}
-import org.apache.spark.sql.types.{DataType, DoubleType, IntegerType}
+import org.apache.spark.sql.types.{DataType, DoubleType, IntegerType, LongType, StringType}
 
 /**
  * The reserved functions (`__mws_python_*`) that the Python state function compiler
@@ -22,7 +24,29 @@ object PythonFunctions {
     Reserved(PythonRound.Name, 2, classOf[PythonRound],
       "_FUNC_(x, ndigits) - Python's round(x, ndigits) of a double: its exact binary value " +
         "rounded half to even (the state function compiler's, not for direct use).",
-      args => PythonRound(typed(args(0), DoubleType), typed(args(1), IntegerType))))
+      args => PythonRound(typed(args(0), DoubleType), typed(args(1), IntegerType))),
+    Reserved(PythonIntPower.Name, 2, classOf[PythonIntPower],
+      "_FUNC_(a, b) - Python's a ** b of ints: struct<i, f>, the int for b >= 0 (null " +
+        "beyond 64 bits), else the float (the state function compiler's, not for direct use).",
+      args => PythonIntPower(typed(args(0), LongType), typed(args(1), LongType)))) ++
+    PythonExactArithmetic.Operators.map { operator =>
+      Reserved(operator.name, 3, classOf[PythonExactArithmetic],
+        s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +
+          "message beyond 64 bits (the state function compiler's, not for direct use).",
+        args => PythonExactArithmetic(operator, typed(args(0), LongType),
+          typed(args(1), LongType), typed(args(2), StringType)))
+    }
+
+  /** Success if `left` and `right` are BIGINTs, as the int functions take them. */
+  private[pyfunc] def checkBigints(left: Expression, right: Expression): TypeCheckResult =
+    if (left.dataType != LongType || right.dataType != LongType) {
+      DataTypeMismatch("UNEXPECTED_INPUT_TYPE",
+        Map("paramIndex" -> "first or second", "requiredType" -> "BIGINT, BIGINT",
+          "inputSql" -> s"${left.sql}, ${right.sql}",
+          "inputType" -> s"${left.dataType.sql}, ${right.dataType.sql}"))
+    } else {
+      TypeCheckResult.TypeCheckSuccess
+    }
 
   /** `e` as `dataType`: the compiler sends it so; SQL text may give another number type. */
   private def typed(e: Expression, dataType: DataType): Expression =
