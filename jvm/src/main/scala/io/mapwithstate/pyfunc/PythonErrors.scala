@@ -25,7 +25,7 @@ object PythonErrors {
   def checkMessage(message: Expression): Option[TypeCheckResult] =
     if (message.dataType != StringType || !message.foldable || message.eval() == null) {
       Some(DataTypeMismatch("NON_FOLDABLE_INPUT",
-        Map("inputName" -> "message", "inputType" -> "STRING", "inputExpr" -> message.sql)))
+          Map("inputName" -> "message", "inputType" -> "STRING", "inputExpr" -> message.sql)))
     } else {
       None
     }

@@ -27,7 +27,7 @@ case class PythonExactArithmetic(
     left: Expression,
     right: Expression,
     message: Expression)
-    extends TernaryExpression {
+  extends TernaryExpression {
 
   override def first: Expression = left
   override def second: Expression = right
@@ -50,8 +50,9 @@ case class PythonExactArithmetic(
     val arithmetic = PythonExactArithmetic.getClass.getName.stripSuffix("$")
     val text = ctx.addReferenceObj("message", messageText, "java.lang.String")
     // The message child is a literal; its generated code is left unused.
-    nullSafeCodeGen(ctx, ev, (a, b, _) =>
-      s"${ev.value} = $arithmetic.${operator.method}($a, $b, $text);")
+    nullSafeCodeGen(ctx, ev,
+      (a, b, _) =>
+        s"${ev.value} = $arithmetic.${operator.method}($a, $b, $text);")
   }
 
   override protected def withNewChildrenInternal(

@@ -33,8 +33,9 @@ object PythonFunctions {
       Reserved(operator.name, 3, classOf[PythonExactArithmetic],
         s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +
           "message beyond 64 bits (the state function compiler's, not for direct use).",
-        args => PythonExactArithmetic(operator, typed(args(0), LongType),
-          typed(args(1), LongType), typed(args(2), StringType)))
+        args =>
+          PythonExactArithmetic(operator, typed(args(0), LongType),
+            typed(args(1), LongType), typed(args(2), StringType)))
     }
 
   /** Success if `left` and `right` are BIGINTs, as the int functions take them. */

@@ -43,7 +43,7 @@ class PythonExactArithmeticSuite extends AnyFunSuite with LocalSpark {
     val random = new Random(41)
     val pairs = (for (a <- bounds; b <- bounds) yield (a, b)) ++
       Seq.fill(20000)((random.nextLong() >> random.nextInt(64),
-        random.nextLong() >> random.nextInt(64)))
+          random.nextLong() >> random.nextInt(64)))
     for ((a, b) <- pairs; operator <- PythonExactArithmetic.Operators) {
       val python = exact(operator, a, b)
       val expected = if (python >= MinLong && python <= MaxLong) Some(python.toLong) else None
@@ -57,7 +57,7 @@ class PythonExactArithmeticSuite extends AnyFunSuite with LocalSpark {
     }
     val ours = intercept[Exception] {
       spark.range(1).select(call_function(Add.name, lit(Long.MaxValue) + col("id"), lit(1L),
-        lit(Message))).collect()
+          lit(Message))).collect()
     }
     assert(raised(ours).getClass == raised(theirs).getClass)
     assert(raised(ours).getMessage == raised(theirs).getMessage)
@@ -107,7 +107,7 @@ class PythonExactArithmeticSuite extends AnyFunSuite with LocalSpark {
   test("the message is a constant, and there are three arguments") {
     val notConstant = intercept[AnalysisException] {
       spark.range(3).select(call_function(Add.name, col("id"), col("id"),
-        col("id").cast("string"))).collect()
+          col("id").cast("string"))).collect()
     }
     assert(notConstant.getMessage.contains("message"), notConstant.getMessage)
     val arity = intercept[Exception](spark.sql(s"SELECT ${Multiply.name}(1L, 2L)"))
