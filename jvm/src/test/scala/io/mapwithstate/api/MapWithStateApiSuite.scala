@@ -79,7 +79,7 @@ class MapWithStateApiSuite extends AnyFunSuite with BeforeAndAfterAll {
       MapWithState.mapWithState(words, Seq(col("word")), runningCount, output = "all")
     }
     assert(badOutput.getMessage == "[MAPWITHSTATE_INVALID_ARGUMENT] output must be 'emitted', " +
-      "'snapshots' or 'final_state', got 'all'")
+      "'snapshots', 'final_state' or 'final_watermark', got 'all'")
     val badSchema = intercept[MapWithStateException] {
       MapWithState.mapWithState(words, Seq(col("word")),
         StateSpec.function("n BIGINTT", update = runningCount.update.get))
