@@ -34,5 +34,6 @@ def test_the_settings_table_covers_the_spec_message():
 
     fields = {f.name for f in state_spec_pb2.StateSpec.DESCRIPTOR.fields}
     special = {"state_schema_ddl", "state_schema_type", "initial_state", "initial_state_timeout_at",
-               "initial_state_last_updated", "migrate"}
+               "initial_state_last_updated", "initial_state_has_state", "initial_state_watermark",
+               "migrate"}
     assert fields == special | set(COLUMNS) | set(SETTINGS)
