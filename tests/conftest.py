@@ -85,10 +85,11 @@ def kafka_broker(tmp_path_factory):
 def kafka_server():
     """A local Connect server with Spark's Kafka connector (``packages=["kafka"]``).
 
-    It has 6 task slots, for the Real-Time Mode tests (tests/test_real_time.py): a real-time
-    batch runs every stage at once, each partition a task, and the reads of its output topic
-    need slots beside them."""
-    with mws.LocalConnectServer(master="local[6]",
+    It has 24 task slots, for the Real-Time Mode tests (tests/test_real_time.py): a real-time
+    batch runs every stage at once, each partition a task (4 there), and the reads of its
+    output topic need slots beside them (2 each); those tests run four such queries at once,
+    each read by a thread of its own."""
+    with mws.LocalConnectServer(master="local[24]",
                                 conf={"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS},
                                 packages=["kafka"]) as s:
         yield s

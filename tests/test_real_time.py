@@ -16,9 +16,10 @@ run on it, the others on RocksDB. Each backend's real-time checkpoint is read ba
 session's run).
 
 Real-Time Mode runs every stage of a batch at once, each partition a task (here 2 topic
-partitions and 2 state partitions: 4 task slots), so the servers here have 6 (the reads of the
-output topic need the rest): the session's Kafka server (tests/conftest.py), its sessions here
-with 2 shuffle partitions, and the servers a test starts of its own.
+partitions and 2 state partitions: 4 task slots), so the servers a test starts of its own have
+6 (the reads of the output topic need the rest), and the session's Kafka server
+(tests/conftest.py), its sessions here with 2 shuffle partitions, has 24: the long tests, each
+a minute of waiting for the ends of long batches, run at once on it (``LONG`` below).
 """
 import json
 import os
@@ -26,7 +27,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -34,9 +37,10 @@ from pyspark.sql import functions as F
 
 import mapwithstate as mws
 from clusters import kill_local_server
-from kafka import consume, deduplicated, produce, topic_name
+from kafka import KafkaBroker, consume, deduplicated, produce, topic_name
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
+from overlapped import OverlappedRuns
 from specs import map_running_count
 from streams import committed_batches
 
@@ -56,6 +60,46 @@ def rtm_spark(kafka_spark):
     for key, value in CONF.items():
         kafka_spark.conf.set(key, value)
     return kafka_spark
+
+
+# The long tests' bodies: each spends most of its minute waiting for the ends of real-time
+# batches, so the bodies of the tests selected run at once (tests/overlapped.py), each on
+# queries and topics of its own; each test then raises what its body raised. The session's
+# Kafka server has the task slots for all of them (tests/conftest.py).
+LONG = OverlappedRuns("real-time")
+
+
+@dataclass
+class Run:
+    """What a long test's body gets: the session's broker and Kafka server, a session of its
+    own on that server (with this file's shuffle partitions) and a temp directory."""
+    broker: KafkaBroker
+    server: mws.LocalConnectServer
+    spark: object
+    tmp_path: Path
+
+
+@pytest.fixture(scope="module")
+def long_runs(request, kafka_broker, kafka_server, tmp_path_factory):
+    """The bodies of this module's long tests, started at once by the first one's setup."""
+    sessions = []
+
+    def run_of(item):
+        sessions.append(kafka_server.session())
+        for key, value in CONF.items():
+            sessions[-1].conf.set(key, value)
+        return {"run": Run(kafka_broker, kafka_server, sessions[-1],
+                           tmp_path_factory.mktemp(item.originalname[:40]))}
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(_CONNECT_MODE, "1")  # the bodies make Connect Columns
+        try:
+            LONG.start_selected(request, run_of)
+            yield LONG
+        finally:
+            LONG.close()
+            for session in sessions:
+                session.stop()
 
 
 def make_topics(broker, *prefixes):
@@ -132,12 +176,17 @@ def records(keys, count, offset=0):
 
 
 def test_each_record_is_emitted_before_its_long_batch_ends_and_state_carries_over(
-        kafka_broker, rtm_spark, tmp_path):
+        long_runs, request):
     """On the heap backend (the classic-PySpark test and the idle timeout's run the same on
     RocksDB): its state is in files named by checkpoint ids, read back by ``read_state``."""
-    spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
-    topics = make_topics(kafka_broker, "rtm-in", "rtm-out")
-    checkpoint = str(tmp_path / "checkpoint")
+    long_runs.outcome(request)
+
+
+@LONG.body("test_each_record_is_emitted_before_its_long_batch_ends_and_state_carries_over")
+def each_record_is_emitted_before_its_long_batch_ends_and_state_carries_over(run):
+    spark, bootstrap = run.spark, run.broker.bootstrap_servers
+    topics = make_topics(run.broker, "rtm-in", "rtm-out")
+    checkpoint = str(run.tmp_path / "checkpoint")
     first = records(["a", "b", "c"], 6)
     query = start(spark, bootstrap, topics, checkpoint, spec=running_total_spec("memory"))
     try:
@@ -188,12 +237,18 @@ def read_totals(spark, checkpoint, batch=None):
     return {r["key"]: (r["n"], r["total"]) for r in rows}
 
 
-def test_classic_pyspark_runs_it_too(kafka_broker, rtm_spark, tmp_path):
+def test_classic_pyspark_runs_it_too(long_runs, request):
     """The same pipeline from a classic session, in a process of its own (a classic session
     needs the Kafka jars on its JVM's classpath when it starts); its RocksDB state, in Spark's
     provider's files named by checkpoint ids, then read back through the session's server."""
+    long_runs.outcome(request)
+
+
+@LONG.body("test_classic_pyspark_runs_it_too")
+def classic_pyspark_runs_it_too(run):
+    kafka_broker, rtm_spark = run.broker, run.spark
     topics = make_topics(kafka_broker, "rtm-classic-in", "rtm-classic-out")
-    checkpoint = str(tmp_path / "checkpoint")
+    checkpoint = str(run.tmp_path / "checkpoint")
     script = textwrap.dedent(f"""
         import json, sys, time
         sys.path[:0] = [{os.path.join(ROOT, "tests")!r}, {os.path.join(ROOT, "python")!r}]
@@ -280,12 +335,16 @@ def test_what_cannot_run_record_by_record_is_refused(kafka_broker, rtm_spark, tm
 
 
 def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
-        kafka_broker, kafka_server, monkeypatch, tmp_path):
+        long_runs, request):
     """On the heap backend, whose state is then read back: every record's effect once."""
-    monkeypatch.setenv(_CONNECT_MODE, "1")
-    bootstrap = kafka_broker.bootstrap_servers
+    long_runs.outcome(request)
+
+
+@LONG.body("test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state")
+def server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(run):
+    kafka_broker, bootstrap = run.broker, run.broker.bootstrap_servers
     topics = make_topics(kafka_broker, "rtm-kill-in", "rtm-kill-out")
-    checkpoint = str(tmp_path / "checkpoint")
+    checkpoint = str(run.tmp_path / "checkpoint")
     first, second = records(["a", "b", "c"], 9), records(["a", "d"], 6, offset=100)
     with mws.LocalConnectServer(master=MASTER, conf=CONF, packages=["kafka"]) as doomed:
         spark = doomed.session()
@@ -311,7 +370,7 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
     probes = [(key, "0") for key in "abcd"]
     _, outputs = expected(first + second + probes)
     # (On the session's Kafka server: the checkpoint keeps the query's 2 shuffle partitions.)
-    spark = kafka_server.session()
+    spark = run.spark
     query = start(spark, bootstrap, topics, checkpoint, spec=running_total_spec("memory"),
                   trigger={"realTime": "5 seconds"})
     try:
@@ -326,10 +385,7 @@ def test_server_killed_during_a_real_time_batch_restarts_exactly_once_in_state(
         assert query.exception() is None
     finally:
         query.stop()
-    try:
-        assert read_totals(spark, checkpoint) == expected(first + second + probes)[0]
-    finally:
-        spark.stop()
+    assert read_totals(spark, checkpoint) == expected(first + second + probes)[0]
 
 
 @mws.state_function("n BIGINT")
@@ -366,7 +422,7 @@ def outputs_of(spark, bootstrap, topic, key):
 # index), not all four pairs: each case is a minute of real-time batches.
 @pytest.mark.parametrize("expiry,backend", [("idle timeout", "rocksdb"), ("timer", "memory")])
 def test_a_timeout_fires_within_a_long_batch_once_and_commits_with_it(
-        kafka_broker, rtm_spark, tmp_path, expiry, backend):
+        long_runs, request, expiry, backend):
     """A key whose idle timeout or processing-time timer (2 s) falls within a long batch (20 s)
     times out against the wall clock within about the look interval (100 ms) of its deadline,
     though no record arrives after its own, in its state partition or any other: its output is
@@ -375,9 +431,14 @@ def test_a_timeout_fires_within_a_long_batch_once_and_commits_with_it(
     batch's end. The state change commits with the batch: after the commit, a record for the
     key starts a new count (which times out in its turn).
     """
-    spark, bootstrap = rtm_spark, kafka_broker.bootstrap_servers
-    topics = make_topics(kafka_broker, "rtm-timeout-in", "rtm-timeout-out")
-    checkpoint = str(tmp_path / "checkpoint")
+    long_runs.outcome(request)
+
+
+@LONG.body("test_a_timeout_fires_within_a_long_batch_once_and_commits_with_it")
+def a_timeout_fires_within_a_long_batch_once_and_commits_with_it(run, expiry, backend):
+    spark, bootstrap = run.spark, run.broker.bootstrap_servers
+    topics = make_topics(run.broker, "rtm-timeout-in", "rtm-timeout-out")
+    checkpoint = str(run.tmp_path / "checkpoint")
     spec = counted_until_idle.timeout("2 seconds") if expiry == "idle timeout" \
         else counted_until_timer.timeout_domain("processing_time")
 
