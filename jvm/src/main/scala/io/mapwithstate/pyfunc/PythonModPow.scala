@@ -41,15 +41,16 @@ case class PythonModPow(base: Expression, exponent: Expression, modulus: Express
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
     val modPow = PythonModPow.getClass.getName.stripSuffix("$")
-    nullSafeCodeGen(ctx, ev, (a, b, m) => {
-      val result = ctx.freshName("result")
-      s"""java.lang.Long $result = $modPow.modPow($a, $b, $m);
+    nullSafeCodeGen(ctx, ev,
+      (a, b, m) => {
+        val result = ctx.freshName("result")
+        s"""java.lang.Long $result = $modPow.modPow($a, $b, $m);
          |if ($result == null) {
          |  ${ev.isNull} = true;
          |} else {
          |  ${ev.value} = $result;
          |}""".stripMargin
-    })
+      })
   }
 
   override protected def withNewChildrenInternal(

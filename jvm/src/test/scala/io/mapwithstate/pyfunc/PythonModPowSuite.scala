@@ -27,9 +27,8 @@ class PythonModPowSuite extends AnyFunSuite with LocalSpark {
     (Min, Max, Max, Some(Max - 1)), (Min, -1L, Max, Some(Max - 1)), (Max, -3L, Min, Some(-1L)),
     (2L, 63L, Min, Some(0L)), (-2L, 63L, Min, Some(0L)),
     (123456789L, 987654321L, 1000000007L, Some(652541198L)),
-    (-1L, -1L, 1L << 62, Some((1L << 62) - 1)),
-    (2L, -1L, 4L, None), (0L, -1L, 7L, None), (6L, -5L, -9L, None), (5L, 3L, 0L, None),
-    (0L, 0L, 0L, None))
+    (-1L, -1L, 1L << 62, Some((1L << 62) - 1)), (2L, -1L, 4L, None), (0L, -1L, 7L, None),
+    (6L, -5L, -9L, None), (5L, 3L, 0L, None), (0L, 0L, 0L, None))
 
   /** Python's pow(a, b, m) over exact integers, from its definition. */
   private def definition(a: Long, b: Long, m: Long): Option[Long] =
