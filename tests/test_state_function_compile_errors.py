@@ -74,7 +74,33 @@ def maybe_unassigned(k, v, state):
 
 @mws.state_function("n BIGINT")
 def round_digits(k, v, f, state):
-    return {"k": round(f, v)}
+    return {"k": round(f, k)}
+
+
+@mws.state_function("n BIGINT")
+def float_modular_power(k, v, f, state):
+    return {"k": pow(f, 2, 5)}
+
+
+@mws.state_function("n BIGINT")
+def bitwise_int_or_float(k, v, f, state):
+    x = v if v > 0 else f
+    return {"k": x & 1}
+
+
+@mws.state_function("n BIGINT")
+def max_key_not_a_lambda(k, v, f, state):
+    return {"k": max([v, 1], key=abs)}
+
+
+@mws.state_function("n BIGINT")
+def max_of_several_with_default(k, v, f, state):
+    return {"k": max(v, 1, default=0)}
+
+
+@mws.state_function("n BIGINT")
+def sorted_reverse_not_a_literal(k, v, f, state):
+    return {"k": sorted([v, 1], reverse=v > 0)}
 
 
 @mws.state_function("n BIGINT")
@@ -120,7 +146,12 @@ def rows_misused(k, rows, state):
     (unknown_field, "count=1", "unknown state field 'count'"),
     (unknown_state_attribute, "state.count", "unknown state attribute 'count'"),
     (maybe_unassigned, '{"k": label}', "variable 'label' may be unassigned"),
-    (round_digits, "round(f, v)", "round() with ndigits that is not an int literal"),
+    (round_digits, "round(f, k)", "round() with ndigits of type str"),
+    (float_modular_power, "pow(f, 2, 5)", "pow() of float, int and int"),
+    (bitwise_int_or_float, "x & 1", "operator & on a value that is an int or a float"),
+    (max_key_not_a_lambda, "key=abs", "max(key=<not a one-parameter lambda>)"),
+    (max_of_several_with_default, "default=0", "max(a, b, ..., default=...)"),
+    (sorted_reverse_not_a_literal, "reverse=", "sorted(reverse=<not a literal>)"),
     (two_types, "x = ", "conditional expression of a str and a int"),
     (returns_a_number, "return 5", "return of a int"),
     (unknown_name, "undefined_thing", "unknown name 'undefined_thing'"),

@@ -448,7 +448,34 @@ def raising(k, v, state):
     return {"k": k}
 
 
+@mws.state_function("n BIGINT")
+def modular_power(k, v, e, m, state):
+    return {"k": k, "p": pow(v, e, m)}
+
+
+@mws.state_function("n BIGINT")
+def int_or_float_floor_division(k, v, state):
+    x = v if v > 0 else 1.5
+    q = x // (v - 3)
+    state.update(n=int(x ** (v + 61)))
+    return {"k": k, "q": float(q)}
+
+
+@mws.state_function("n BIGINT")
+def variable_int_rounding(k, v, e, state):
+    state.update(n=round(v, e))
+    return {"k": k}
+
+
 @pytest.mark.parametrize("spec, ddl, row, exception, text", [
+    (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": -1, "m": 4}, ValueError,
+     "pow(v, e, m)"),
+    (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": 3, "m": 0}, ValueError,
+     "pow(v, e, m)"),
+    (int_or_float_floor_division, "v BIGINT", {"v": 3}, ZeroDivisionError, "x // (v - 3)"),
+    (int_or_float_floor_division, "v BIGINT", {"v": 2}, OverflowError, "x ** (v + 61)"),
+    (variable_int_rounding, "v BIGINT, e BIGINT", {"v": 2**63 - 1, "e": -1}, OverflowError,
+     "round(v, e)"),
     (none_plus_one, "v BIGINT", {"v": None}, TypeError, "v + 1"),
     (divide, "v BIGINT", {"v": 0}, ZeroDivisionError, "100 // v"),
     (none_less, "v BIGINT", {"v": None}, TypeError, "v < 3"),
@@ -865,6 +892,74 @@ def test_a_check_of_a_call_timing_out_of_an_idle_timeout_fails_the_query(spark):
                         rows, "k STRING, d BIGINT, t TIMESTAMP", ZeroDivisionError,
                         line_of(divides_when_timing_out.python, "10 // state.d"),
                         batch_interval="10 seconds")
+
+
+def test_an_overflow_a_call_timing_out_of_an_idle_timeout_computes_fails_the_query(spark):
+    """The running count's add checks itself in emit too, the one Column a call timing out of
+    an idle timeout evaluates, with no check before it: key 1 reaches 2**63 - 1 with its
+    record, then times out, and its call's ``+ 1`` fails the query with Python's OverflowError,
+    naming the function and line."""
+    spec = running_count.timeout("30 seconds").checkpoint_interval(1)
+    line = line_of(running_count.python, "+ 1")
+    expected = f"OverflowError: int result does not fit in 64 bits (BIGINT) [state function " \
+        f"running_count, {HERE}:{line}]"
+    rows = [{"key": 1, "t": at(0)}, {"key": 2, "t": at(60)}]
+    with pytest.raises(OverflowError):
+        replay(spec, rows, key="key", batch_time="t", initial_state=[{"key": 1, "n": 2**63 - 2}])
+    initial = spark.createDataFrame([(1, 2**63 - 2)], "key BIGINT, n BIGINT")
+    records = spark.createDataFrame([(r["key"], r["t"]) for r in rows], "key BIGINT, t TIMESTAMP")
+    with pytest.raises(Exception) as failure:
+        map_with_state(records, key="key", spec=spec.initial_state(initial),
+                       batch_time="t").collect()
+    assert expected in str(failure.value)
+    # Without the timeout, the same records run through: the failure is the timing-out call's.
+    fine = map_with_state(records, key="key", spec=running_count.initial_state(initial),
+                          batch_time="t").collect()
+    assert sorted((r["key"], r["count"]) for r in fine) == [(1, 2**63 - 1), (2, 1)]
+
+
+@mws.state_function("xs ARRAY<DOUBLE>")
+def sorts_floats(k, x, state):
+    xs = (state.xs or []) + [x]
+    state.update(xs=xs)
+    return {"k": k, "sorted": sorted(xs)}
+
+
+def test_sorted_of_floats_with_nan_fails_rather_than_guess_python_s_order(spark):
+    """Python's order of a list holding NaN is what its merge sort leaves: the compiled
+    function refuses it at run time, naming the function and line; one NaN alone sorts."""
+    rows = [{"k": "a", "x": float("nan"), "t": at(0)}, {"k": "b", "x": 1.0, "t": at(0)},
+            {"k": "b", "x": 0.0, "t": at(1)}, {"k": "b", "x": -0.0, "t": at(2)}]
+    ddl = "k STRING, x DOUBLE, t TIMESTAMP"
+    out = assert_same(spark, sorts_floats, rows, ddl)
+    # Stable: 0.0 and -0.0 keep their input order.
+    assert ["0.0", "-0.0", "1.0"] in [r["sorted"] for r in out if r["k"] == "b"]
+    rows.append({"k": "a", "x": 2.0, "t": at(1)})
+    python_rows(sorts_floats, rows, "k")  # Python returns normally
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, sorts_floats, rows, ddl, "k")
+    message = str(failure.value)
+    assert "NotImplementedError: sorted() of a list holding NaN" in message
+    assert f"{HERE}:{line_of(sorts_floats.python, 'sorted(xs)')}" in message
+
+
+@mws.state_function("n BIGINT")
+def complex_power(k, v, x, state):
+    base = v if v > 0 else x
+    return {"k": k, "p": float(base ** 0.5)}
+
+
+def test_a_negative_base_to_a_fractional_power_fails_naming_the_complex_result(spark):
+    """Python's result is a complex, which no column holds: the query fails with ValueError
+    saying so (Python's float() of it would raise TypeError later)."""
+    rows = [{"k": "a", "v": 4, "x": -1.0, "t": at(0)}, {"k": "b", "v": 0, "x": 2.25, "t": at(0)}]
+    ddl = "k STRING, v BIGINT, x DOUBLE, t TIMESTAMP"
+    assert [r["p"] for r in assert_same(spark, complex_power, rows, ddl)] == ["2.0", "1.5"]
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, complex_power, [{"k": "a", "v": 0, "x": -1.0, "t": at(0)}], ddl, "k")
+    message = str(failure.value)
+    assert "ValueError: a negative number raised to a fractional power is complex" in message
+    assert f"{HERE}:{line_of(complex_power.python, 'base ** 0.5')}" in message
 
 
 @mws.state_function("n BIGINT")

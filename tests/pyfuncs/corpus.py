@@ -129,6 +129,42 @@ def variable_powers(k, v, e, state):
     return {"k": k, "int": 0, "float": float(p), "small": small}
 
 
+# Floats for the int-or-float operands: zeros of both signs, the infinities, whole ones (an int
+# and a float equal), and extremes.
+MIXED_DOUBLES = mostly(STRATEGIES["x"], st.sampled_from(
+    [0.0, -0.0, 7.0, -7.5, 0.25, float("inf"), float("-inf"), 1e300, -1e-300]), 3)
+
+
+@entry("r STRING", strategies={**STRATEGIES, "x": MIXED_DOUBLES})
+def mixed_floor_division(k, v, x, b, state):
+    # n and d are ints on some records and floats on others: // and % floor as Python's int
+    # operation where both are ints, the float one (CPython's float_floor_div and float_mod)
+    # where either is a float; a zero divisor of either type raises ZeroDivisionError.
+    if v is None or x is None:
+        return None
+    n = v if b else x
+    d = x if b is None else v % 1000 - 500
+    # As text: -0.0 and NaN (inf // 3) as Python prints them.
+    state.update(r=str(float(n % d)))
+    return {"k": k, "q": str(float(n // d)), "r": state.r}
+
+
+@entry("p DOUBLE", strategies={**STRATEGIES, "x": MIXED_DOUBLES})
+def mixed_powers(k, v, x, state):
+    # ** of ints and floats mixed per record: exact ints (a float for a negative exponent),
+    # CPython's float_pow; 0 to a negative power raises ZeroDivisionError, a float power
+    # beyond the double's range OverflowError. pow() with two arguments and with a modulus.
+    if v is None or x is None:
+        return None
+    base = v % 7 - 3 if v % 4 < 2 else x
+    e = v % 4 - 1 if v % 3 else 0.5
+    p = (base * base if e == 0.5 else base) ** e
+    state.update(p=float(p))
+    return {"k": k, "p": state.p, "pow": float(pow(v % 10 + 1, v % 3 - 1)),
+            "mod": pow(v, v % 50, 1000000007), "inv": pow(v % 1000 + 1, v % 7 - 7, -1000000007),
+            "small": pow(v % 9, v % 4, v % 23 - 11), "none": pow(v % 1000, 2, None)}
+
+
 @entry("last BIGINT")
 def floor_division(k, v, state):
     if v is None:
@@ -217,6 +253,22 @@ def float_rounding(k, x, state):
     return {"k": k, "r2": state.r, "r0": round(x, 0), "r1": round(x, ndigits=1),
             "rm1": round(x, -1), "r5": round(x, 5), "r16": round(x, 16),
             "rm308": round(x, -308), "r400": round(x, 400)}
+
+
+@entry("r DOUBLE", strategies={**STRATEGIES, "x": ROUNDING_DOUBLES})
+def variable_rounding(k, v, x, state):
+    # round(x, n) with n a column: negative too, None (then round(x), an int); an int rounded
+    # to tens and beyond, half to even (OverflowError beyond 64 bits); the largest doubles
+    # rounded to -308 digits raise OverflowError.
+    if x is None or v is None:
+        return None
+    n = v % 9 - 4 if v % 5 else None
+    if n is None and not -1e15 < x < 1e15:
+        return None
+    r = round(x, n)
+    state.update(r=float(r))
+    return {"k": k, "r": str(float(r)), "far": round(x, -(v % 400)),
+            "i": round(v, v % 23 - 21), "j": round(v % 1000, n)}
 
 
 # Ints beyond 2**53 and the floats they round to, which Python orders exactly.
@@ -380,6 +432,28 @@ def capped_list(k, v, state):
             "total": sum(vals), "sorted": sorted(vals), "top": max(vals)}
 
 
+@entry("xs ARRAY<DOUBLE>", strategies={**STRATEGIES, "x": MIXED_DOUBLES})
+def keyed_min_max_and_sorting(k, v, x, state):
+    # min/max with key= (ties: the first item wins) and default=; sorted() of floats (stable:
+    # -0.0 and 0.0 keep their order, reverse=True too) and of ints mixed with floats, compared
+    # exactly (2**53 + 1 after 2.0**53).
+    if x is None or v is None:
+        return None
+    xs = ((state.xs or []) + [x])[-4:]
+    state.update(xs=xs)
+    mixed = [v, x, 0, -0.0, 2 ** 53 + 1, 2.0 ** 53, 1]
+    return {"k": k, "far": max(xs, key=lambda y: abs(y - 1.0)),
+            "near": str(min(xs, key=lambda y: abs(y))),
+            "first_big": max(xs, key=lambda y: y > 100.0),
+            "positive": max([y for y in xs if y > 0], default=-1.0),
+            "none": min([y for y in xs if y > 1e7], key=lambda y: 0.0 - y, default=None),
+            "pair": float(max(v, x, key=lambda z: 0.0 - z)),
+            "square": min(v % 10, -(v % 7), key=lambda z: z * z),
+            "up": [str(y) for y in sorted(xs)], "down": [str(y) for y in sorted(xs, reverse=True)],
+            "mixed": [str(float(m)) for m in sorted(mixed)],
+            "big": [m == 2 ** 53 + 1 for m in sorted(mixed, reverse=True)]}
+
+
 @entry("last BIGINT, prev BIGINT")
 def module_constants(k, v, state):
     label = PREFIX + k
@@ -502,6 +576,18 @@ def group_max(k, rows, state):
     lo = min(r.x for r in rows if r.x is not None)
     state.update(hi=hi if state.hi is None else max(hi, state.hi))
     return {"k": k, "hi": state.hi, "lo": lo}
+
+
+@entry("best DOUBLE")
+def group_keyed(k, rows, state):
+    # min/max over rows with key= and default= (records in record order, the first best
+    # wins, a key that handles None), sorted() of the batch's floats.
+    best = max((r.x for r in rows if r.x is not None), key=lambda y: 0.0 - abs(y), default=None)
+    first = min((r.v for r in rows), key=lambda y: 0 if y is None else 1, default=-1)
+    top = max((r.v for r in rows if r.v is not None and -1000 < r.v < 1000), default=0)
+    state.update(best=best if best is not None else state.best)
+    return {"k": k, "best": best, "first": first, "top": top, "state": state.best,
+            "xs": sorted([r.x for r in rows if r.x is not None], reverse=True)}
 
 
 @entry("flags BIGINT")

@@ -172,9 +172,9 @@ def _min_max(largest: bool) -> AggregateHandler:
                 f"'NoneType' and '{value.type}'",
             )
         if value.type.kind == "float":
-            from mapwithstate.pyfunc.builtins import _list_min_max
+            from mapwithstate.pyfunc.ordering import list_min_max
 
-            return _list_min_max(
+            return list_min_max(
                 it, node, Value(_in_order(value, keep), list_of(FLOAT), False), largest
             )
         if value.type.kind not in ("int", "str", "datetime", "date", "timedelta", "bool"):
@@ -202,7 +202,7 @@ def _any_all(is_all: bool) -> AggregateHandler:
 
 
 def _sorted(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value:
-    from mapwithstate.pyfunc.builtins import _sorted as sort_list
+    from mapwithstate.pyfunc.ordering import sorted_list as sort_list
 
     return sort_list(it, node, [Value(_in_order(value, keep), list_of(value.type), False)], {})
 

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc import operators, ordering
 from mapwithstate.pyfunc.formatting import to_str
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
     INT,
     NONE,
+    NUM,
     STR,
     TIMEDELTA,
     from_spark,
@@ -29,8 +30,8 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
     unify,
 )
-from mapwithstate.pyfunc.server_functions import python_round
-from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
+from mapwithstate.pyfunc.server_functions import modular_power, python_round
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
@@ -63,6 +64,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         target = it.expression(func)
     if isinstance(target, Value):
         raise it.ctx.refuse(node, f"call of a {target.type} value", "it is not a function")
+    if (target is py.min or target is py.max) and node.keywords:
+        return ordering.min_max_with_keywords(it, node, target is py.max)
+    if target is py.sorted and any(k.arg == "key" for k in node.keywords):
+        return ordering.sorted_with_key(it, node)
     if target is py.len and len(node.args) == 1 and _is_rows(it, node.args[0]):
         from mapwithstate.pyfunc.aggregates import rows_length
 
@@ -404,11 +409,11 @@ def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
     value = operators.none_check(
         it.ctx, node, args[0], "type NoneType doesn't define __round__ method"
     )
-    if ndigits is not None and not (ndigits.is_const and isinstance(ndigits.const, int)):
-        raise it.ctx.refuse(
-            node, "round() with ndigits that is not an int literal", "write the digits as a literal"
-        )
+    if ndigits is not None and ndigits.type.kind == "none":
+        ndigits = None  # round(x, None) is round(x)
     kind = value.type.kind
+    if ndigits is not None and not (ndigits.is_const and isinstance(ndigits.const, int)):
+        return _round_to(it, node, value, ndigits)
     if kind in ("int", "bool"):
         if ndigits is None or ndigits.const >= 0:
             return Value(value.column.cast("bigint"), INT, False)
@@ -422,11 +427,11 @@ def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
     raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
 
 
-def _round_float(it: "Interpreter", node: ast.AST, x: Column, ndigits: int) -> Value:
+def _round_float(it: "Interpreter", node: ast.AST, x: Column, ndigits: Union[int, Column]) -> Value:
     """``round(x, ndigits)`` of a float: the plugin's exact rounding of its binary value (Spark's
     ``round`` and ``bround`` round its shortest decimal text: 2.675 to 2.68, Python to 2.67)."""
     rounded = python_round(x, ndigits)
-    if ndigits < 0:
+    if isinstance(ndigits, Column) or ndigits < 0:
         # Rounding to tens and beyond can carry past the largest double.
         infinite = F.lit(float("inf"))
         it.ctx.check(
@@ -438,29 +443,77 @@ def _round_float(it: "Interpreter", node: ast.AST, x: Column, ndigits: int) -> V
     return Value(rounded, FLOAT, False)
 
 
+def _round_to(it: "Interpreter", node: ast.Call, value: Value, ndigits: Value) -> Value:
+    """``round(x, n)`` with ``n`` known only at run time: of an int, the int itself for ``n >=
+    0``, else rounded half to even at ``10 ** -n``; of a float, the plugin's rounding of its
+    exact binary value. Where ``n`` is ``None``, ``round(x)``: an int, so that a float's
+    result is then an int-or-float value."""
+    if ndigits.type.kind not in ("int", "bool"):
+        raise it.ctx.refuse(
+            node,
+            f"round() with ndigits of type {ndigits.type}",
+            f"Python raises TypeError: '{ndigits.type}' object cannot be interpreted as an integer",
+        )
+    n = ndigits.column.cast("bigint")
+    kind = value.type.kind
+    if kind in ("int", "bool"):
+        x = value.column.cast("bigint")
+        rounded = let([x, n], _round_int)
+        it.ctx.check(
+            node,
+            (n < F.lit(0)) & rounded.isNull(),
+            "OverflowError",
+            "int result does not fit in 64 bits (BIGINT)",
+        )
+        return Value(F.when(n < F.lit(0), rounded).otherwise(x), INT, False)
+    if kind != "float":
+        raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
+    if not ndigits.nullable:
+        return _round_float(it, node, value.column, n)
+    saved = it.ctx.guard
+    try:
+        it.ctx.guard = c_and(saved, n.isNull())
+        whole = _float_to_int(it, node, F.bround(value.column, 0), truncate=False).column
+        it.ctx.guard = c_and(saved, n.isNotNull())
+        digits = _round_float(it, node, value.column, n).column
+    finally:
+        it.ctx.guard = saved
+    return Value(
+        F.struct(F.when(n.isNull(), whole).alias("i"), F.when(n.isNotNull(), digits).alias("f")),
+        NUM,
+        False,
+    )
+
+
+#: 10 ** k for k = 1 .. 18, the powers of ten a BIGINT holds.
+_POWERS_OF_TEN = [10**k for k in range(1, 19)]
+
+
+def _round_int(x: Column, n: Column) -> Column:
+    """Python's ``round(x, n)`` of a BIGINT for ``n < 0``, half to even at ``p = 10 ** -n``;
+    null where the result does not fit 64 bits. With ``q, r = divmod(x, p)``, the result is
+    ``q * p``, or ``(q + 1) * p`` where ``2 * r > p``, or ``2 * r == p`` and ``q`` is odd.
+    For ``-n == 19``, ``p`` is beyond 64 bits and ``q`` is 0 or -1: 0 where ``|x| <= p / 2``,
+    else ``±p``, which does not fit; for ``-n >= 20``, ``p / 2`` is beyond every BIGINT: 0."""
+    k = F.least(-F.greatest(n, F.lit(-20)), F.lit(20))
+    p = F.element_at(
+        F.array(*[F.lit(v).cast("bigint") for v in _POWERS_OF_TEN]),
+        F.least(F.greatest(k, F.lit(1)), F.lit(18)).cast("int"),
+    )
+    r = F.pmod(x, p)
+    q = F.call_function("div", x, p) - F.when((r != F.lit(0)) & (x < F.lit(0)), F.lit(1)).otherwise(
+        F.lit(0)
+    )
+    up = (r * F.lit(2) > p) | ((r * F.lit(2) == p) & (F.pmod(q, F.lit(2)) == F.lit(1)))
+    near = F.try_multiply(F.when(up, q + F.lit(1)).otherwise(q), p)
+    half = F.lit(5 * 10**18)
+    zero = F.lit(0).cast("bigint")
+    far = F.when((x <= half) & (x >= -half), zero)
+    return F.when(k >= F.lit(20), zero).when(k == F.lit(19), far).otherwise(near)
+
+
 def int_result_of(it: "Interpreter", node: ast.AST, column: Column) -> Value:
     return operators.int_result(it.ctx, node, column, True)
-
-
-def _fold(it: "Interpreter", node: ast.AST, candidates: List[Value], largest: bool) -> Value:
-    """Python's max/min over values in order: a later one replaces the best so far only when
-    strictly greater (smaller), so the first of equals wins and NaN never replaces; of an int
-    and a float the result is whichever wins (an int-or-float value)."""
-    from mapwithstate.pyfunc.paths import merge_values
-
-    op = ast.Gt() if largest else ast.Lt()
-    best = candidates[0]
-    for candidate in candidates[1:]:
-        test = operators.compare(it.ctx, node, op, candidate, best)
-        merged = merge_values(test.column, candidate, best)
-        if merged is None:
-            raise it.ctx.refuse(
-                node,
-                "min/max of values of different types",
-                "Python raises TypeError comparing them",
-            )
-        best = merged
-    return best
 
 
 def _min_max(largest: bool) -> Handler:
@@ -469,14 +522,10 @@ def _min_max(largest: bool) -> Handler:
     def handler(
         it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
     ) -> Value:
-        if kwargs:
-            raise it.ctx.refuse(
-                node, f"{name}() with {', '.join(kwargs)}=", f"{name}() without key= or default="
-            )
         if len(args) > 1:
-            return _fold(it, node, args, largest)
+            return ordering.fold(it, node, args, largest)
         if len(args) == 1 and args[0].type.kind == "list":
-            return _list_min_max(it, node, args[0], largest)
+            return ordering.list_min_max(it, node, args[0], largest)
         raise it.ctx.refuse(
             node,
             f"{name}() of one {args[0].type if args else 'nothing'}",
@@ -484,39 +533,6 @@ def _min_max(largest: bool) -> Handler:
         )
 
     return handler
-
-
-def _list_min_max(it: "Interpreter", node: ast.AST, values: Value, largest: bool) -> Value:
-    name = "max" if largest else "min"
-    values = operators.none_check(it.ctx, node, values, "'NoneType' object is not iterable")
-    element = values.type.args[0]
-    if element.kind == "none":
-        raise it.ctx.refuse(
-            node,
-            f"{name}() of an empty list",
-            f"Python raises ValueError: {name}() arg is an empty sequence",
-        )
-    array = values.column
-    it.ctx.check(node, F.size(array) == 0, "ValueError", f"{name}() arg is an empty sequence")
-    it.ctx.check(
-        node,
-        (F.size(array) > 1) & F.exists(array, lambda e: e.isNull()),
-        "TypeError",
-        f"'{'>' if largest else '<'}' not supported between instances of 'NoneType' "
-        f"and '{element}'",
-    )
-
-    def step(best: Column, x: Column) -> Column:
-        if element.kind == "float":
-            better = (x > best if largest else x < best) & ~F.isnan(x) & ~F.isnan(best)
-        else:
-            better = x > best if largest else x < best
-        return F.when(better, x).otherwise(best)
-
-    column = F.aggregate(
-        F.slice(array, 2, F.greatest(F.size(array) - 1, F.lit(0))), F.element_at(array, 1), step
-    )
-    return Value(column, element, True)
 
 
 def _sum(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
@@ -563,33 +579,6 @@ def _any_all(is_all: bool) -> Handler:
         return Value(column, BOOL, False)
 
     return handler
-
-
-def _sorted(
-    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
-) -> Value:
-    _arity(it, node, args, kwargs, 1, 1, "sorted", ("reverse",))
-    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
-    if values.type.kind != "list":
-        raise it.ctx.refuse(node, f"sorted() of a {values.type}", "sorted() of a list")
-    reverse = kwargs.get("reverse", literal(False))
-    if not reverse.is_const:
-        raise it.ctx.refuse(node, "sorted(reverse=<not a literal>)", "write True or False")
-    element = values.type.args[0]
-    if element.kind == "float":
-        raise it.ctx.refuse(
-            node,
-            "sorted() of floats",
-            "Python's order of a list with NaN differs from Spark's; sort ints "
-            "or strings, or use F.sort_array",
-        )
-    it.ctx.check(
-        node,
-        (F.size(values.column) > 1) & F.exists(values.column, lambda e: e.isNull()),
-        "TypeError",
-        f"'<' not supported between instances of 'NoneType' and '{element}'",
-    )
-    return Value(F.sort_array(values.column, asc=not reverse.const), values.type, False)
 
 
 def _list(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
@@ -721,6 +710,78 @@ def _math_log(
     return Value(F.log(x) / F.log(base), FLOAT, False)
 
 
+def _pow(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    """``pow(base, exp)``, which is ``base ** exp``, and ``pow(base, exp, mod)`` of ints: the
+    exact modular power (the plugin's ``__mws_python_mod_pow``), ValueError where ``mod`` is 0
+    or, for a negative ``exp``, ``base`` has no inverse modulo ``mod``; where ``mod`` is None,
+    ``base ** exp``."""
+    names = ("base", "exp", "mod")
+    _arity(it, node, args, kwargs, 0, 3, "pow", names)
+    given = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name in given:
+            raise it.ctx.refuse(
+                node,
+                f"pow() with {name} twice",
+                f"Python raises TypeError: argument for pow() given by name ('{name}') and "
+                "position",
+            )
+        given[name] = value
+    missing = [name for name in names[:2] if name not in given]
+    if missing:
+        raise it.ctx.refuse(
+            node,
+            f"pow() without {', '.join(missing)}",
+            "pow(base, exp) or pow(base, exp, mod)",
+        )
+    base, exp, mod = given["base"], given["exp"], given.get("mod")
+    if mod is None or mod.type.kind == "none":
+        return operators.binary(it.ctx, node, ast.Pow(), base, exp)
+    if any(v.type.kind not in ("int", "bool", "none") for v in (base, exp, mod)):
+        raise it.ctx.refuse(
+            node,
+            f"pow() of {base.type}, {exp.type} and {mod.type}",
+            "Python raises TypeError: pow() 3rd argument not allowed unless all arguments "
+            "are integers",
+        )
+    if not mod.nullable:
+        return _modular_power(it, node, base, exp, mod)
+    from mapwithstate.pyfunc.paths import merge_values
+
+    # Where mod is None at run time, pow(base, exp, None) is base ** exp.
+    saved = it.ctx.guard
+    try:
+        it.ctx.guard = c_and(saved, mod.column.isNull())
+        power = operators.binary(it.ctx, node, ast.Pow(), base, exp)
+        it.ctx.guard = c_and(saved, mod.column.isNotNull())
+        modular = _modular_power(it, node, base, exp, mod.non_null())
+    finally:
+        it.ctx.guard = saved
+
+    merged = merge_values(mod.column.isNull(), power, modular)
+    assert merged is not None  # an int, a float or an int-or-float with an int
+    return merged
+
+
+def _modular_power(it: "Interpreter", node: ast.Call, base: Value, exp: Value, mod: Value) -> Value:
+    """``pow(base, exp, mod)`` of ints, ``mod`` not None."""
+    message = "unsupported operand type(s) for ** or pow(): '{}', '{}', '{}'"
+    for index, value in enumerate((base, exp)):
+        types = ["int", "int", "int"]
+        types[index] = "NoneType"
+        operators.none_check(it.ctx, node, value, message.format(*types))
+    a, b, m = (v.column.cast("bigint") for v in (base, exp, mod))
+    it.ctx.check(node, m == F.lit(0), "ValueError", "pow() 3rd argument cannot be 0")
+    result = modular_power(a, b, m)
+    it.ctx.check(
+        node,
+        (m != F.lit(0)) & (b < F.lit(0)) & result.isNull(),
+        "ValueError",
+        "base is not invertible for the given modulus",
+    )
+    return Value(result, INT, False)
+
+
 def _math_pow(
     it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
 ) -> Value:
@@ -738,12 +799,13 @@ _BUILTINS: Dict[int, Handler] = {
     id(py.int): _int,
     id(py.float): _float,
     id(py.round): _round,
+    id(py.pow): _pow,
     id(py.min): _min_max(False),
     id(py.max): _min_max(True),
     id(py.sum): _sum,
     id(py.any): _any_all(False),
     id(py.all): _any_all(True),
-    id(py.sorted): _sorted,
+    id(py.sorted): ordering.sorted_list,
     id(py.list): _list,
     id(datetime): _datetime,
     id(timedelta): _timedelta,

@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from mapwithstate.pyfunc import numeric_order, operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
-from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, merge_values
+from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, converted, merge_values
 from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
@@ -676,9 +676,7 @@ class Interpreter:
                 list_of(element),
                 False,
             )
-        columns = [
-            i.column if i.type == element else i.column.cast(to_spark(element)) for i in items
-        ]
+        columns = [converted(i, element) for i in items]
         return Value(F.array(*columns), list_of(element), False)
 
     expr_Tuple = expr_List

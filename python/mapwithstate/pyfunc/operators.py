@@ -31,7 +31,7 @@ from mapwithstate.pyfunc.pytypes import (
     unify,
 )
 from mapwithstate.pyfunc.server_functions import exact_int, int_power
-from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, let
+from mapwithstate.pyfunc.values import NOTHING, Cond, Value, c_and, c_not, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
@@ -154,13 +154,14 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
             "float" in (ka, kb) or isinstance(op, ast.Div)
         ):
             return _float_binary(ctx, node, op, as_float(a), as_float(b))
-        if {ka, kb} <= {"num", "int", "bool"} and isinstance(op, (ast.Add, ast.Sub, ast.Mult)):
+        if {ka, kb} <= {"num", "int", "bool"} and isinstance(op, _NUM_OPERATORS):
             return _num_binary(ctx, node, op, a, b)
         raise ctx.refuse(
             node,
             f"operator {sym} on a value that is an int or a float",
-            "the value is an int on some paths and a float on others; convert "
-            "it with float(...) first",
+            "Python raises TypeError where it is a float; convert it with int(...) first"
+            if {ka, kb} <= {"num", "int", "bool"}
+            else f"Python raises TypeError: unsupported operand type(s) for {sym}",
         )
     if ka in ("int", "bool") and kb in ("int", "bool") and isinstance(op, ast.Pow):
         return _int_power(ctx, node, a, b)
@@ -188,7 +189,12 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
             joined = unify(a.type, b.type)
             if joined is None:
                 raise _type_error(ctx, node, op, a, b)
-            return Value(F.concat(a.column, b.column), joined, False)
+            if joined.args[0].kind != "num":
+                return Value(F.concat(a.column, b.column), joined, False)
+            from mapwithstate.pyfunc.paths import converted
+
+            # Ints and floats: each element as an int-or-float.
+            return Value(F.concat(converted(a, joined), converted(b, joined)), joined, False)
         if {ka, kb} == {"datetime", "timedelta"}:
             return Value(a.column + b.column, DATETIME, False)
         if ka == kb == "timedelta":
@@ -212,17 +218,44 @@ def _int_part(value: Value) -> Column:
     return value.column.getField("i") if value.type.kind == "num" else _as_int(value)
 
 
+#: The operators of an int-or-float value with an int or another such value: an int where
+#: both are ints, a float where either is.
+_NUM_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
 def _num_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> Value:
-    """``+ - *`` where an operand is an int or a float: an int where both are ints, else a
-    float, as Python's result is."""
+    """``+ - * // % **`` where an operand is an int or a float: the int operation (its checks
+    too) where both are ints, else the float one, as Python's result is. ``int ** int`` is
+    itself an int or a float (by the exponent's sign), which the result keeps."""
     both_int = _int_part(a).isNotNull() & _int_part(b).isNotNull()
     saved = ctx.guard
-    ctx.guard = c_and(saved, both_int)
-    exact = _int_binary(ctx, node, op, _int_part(a), _int_part(b)).column
-    ctx.guard = saved
-    inexact = _float_binary(ctx, node, op, as_float(a), as_float(b)).column
-    column = F.struct(F.when(both_int, exact).alias("i"), F.when(~both_int, inexact).alias("f"))
+    try:
+        ctx.guard = c_and(saved, both_int)
+        if isinstance(op, ast.Pow):
+            exact = _int_power(ctx, node, Value(_int_part(a), INT, False), _int_value(b))
+        else:
+            exact = _int_binary(ctx, node, op, _int_part(a), _int_part(b))
+        ctx.guard = c_and(saved, ~both_int)
+        inexact = _float_binary(ctx, node, op, as_float(a), as_float(b)).column
+    finally:
+        ctx.guard = saved
+    if exact.type.kind == "num":
+        exact_int = exact.column.getField("i")
+        exact_float: Column = exact.column.getField("f")
+    elif exact.type.kind == "float":
+        exact_int, exact_float = F.lit(None).cast("bigint"), exact.column
+    else:
+        exact_int, exact_float = exact.column, F.lit(None).cast("double")
+    column = F.struct(
+        F.when(both_int, exact_int).alias("i"),
+        F.when(both_int, exact_float).otherwise(inexact).alias("f"),
+    )
     return Value(column, NUM, False)
+
+
+def _int_value(value: Value) -> Value:
+    """The int ``value`` holds (an int-or-float value's ``i``), keeping a constant."""
+    return Value(_int_part(value), INT, False, value.const if value.type.kind == "int" else NOTHING)
 
 
 def _int_remainder(a: Column, b: Column) -> Tuple[Column, Column, Column]:
@@ -428,16 +461,44 @@ def _float_mod(a: Column, b: Column) -> Column:
 
 
 def _float_floor_div(a: Column, b: Column) -> Column:
-    """Python's ``a // b`` of DOUBLEs (``b`` not 0.0)."""
+    """Python's ``a // b`` of DOUBLEs (``b`` not 0.0), CPython's ``float_floor_div``: the
+    quotient of ``divmod``, floored, and a zero quotient signed as ``a / b`` is."""
     safe_b, fmod, adjust = _float_remainder(a, b)
 
-    def floored(div: Column) -> Column:
-        floor = F.floor(div).cast("double")
+    def floored(div: Column, negative: Column) -> Column:
+        # Spark's floor of a DOUBLE is a BIGINT (failing past its range under ANSI): exact
+        # below 2**52, where a double may have a fraction; from there on a double is whole (or
+        # infinite, or NaN) and is its own floor.
+        floor = F.when(F.abs(div) < F.lit(_FRACTIONAL_BELOW), F.floor(div).cast("double"))
+        floor = F.coalesce(floor, div)
         floor = F.when(div - floor > F.lit(0.5), floor + F.lit(1.0)).otherwise(floor)
-        return F.when(F.isnan(div) | (F.abs(div) == F.lit(float("inf"))), div).otherwise(floor)
+        zero = F.when(negative, F.lit(-0.0)).otherwise(F.lit(0.0))
+        return F.when(div == F.lit(0.0), zero).otherwise(floor)
 
     div = (a - fmod) / safe_b
-    return let([F.when(adjust, div - F.lit(1.0)).otherwise(div)], floored)
+    # a / b is negative, or -0.0, where exactly one of a and b has its sign bit.
+    negative = is_negative(a) != (safe_b < F.lit(0.0))
+    return let([F.when(adjust, div - F.lit(1.0)).otherwise(div), negative], floored)
+
+
+#: Below this magnitude a double may have a fraction; from it on, every double is whole.
+_FRACTIONAL_BELOW = float(1 << 52)
+
+
+def is_negative(x: Column) -> Column:
+    """Whether the DOUBLE ``x`` has its sign bit: below zero, or ``-0.0``, whose power ``-1``
+    is ``-inf`` (Java's ``StrictMath.pow``, Spark's ``pow``; Spark's ``atan2`` and comparisons
+    make ``-0.0`` and ``0.0`` one). False for NaN."""
+    return (x < F.lit(0.0)) | ((x == F.lit(0.0)) & (F.pow(x, F.lit(-1.0)) < F.lit(0.0)))
+
+
+def is_fractional(x: Column) -> Column:
+    """Whether the DOUBLE ``x`` is finite and not a whole number (false for NaN and the
+    infinities, as C's ``x != floor(x)`` is for CPython)."""
+    # Spark's floor of a DOUBLE is a BIGINT (and fails past its range under ANSI): only the
+    # doubles that may have a fraction are floored.
+    small = F.when(F.abs(x) < F.lit(_FRACTIONAL_BELOW), x)
+    return F.coalesce(F.floor(small).cast("double") != small, F.lit(False))
 
 
 def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Column) -> Value:
@@ -461,29 +522,42 @@ def _float_binary(ctx: "Context", node: ast.AST, op: ast.AST, a: Column, b: Colu
         floor_op = _float_mod if isinstance(op, ast.Mod) else _float_floor_div
         return Value(let([a, b], floor_op), FLOAT, False)
     if isinstance(op, ast.Pow):
-        ctx.check(
-            node,
-            (a == F.lit(0.0)) & (b < F.lit(0.0)),
-            "ZeroDivisionError",
-            "0.0 cannot be raised to a negative power",
-        )
-        ctx.check(
-            node,
-            (a < F.lit(0.0)) & (F.floor(b) != b),
-            "ValueError",
-            "a negative number raised to a fractional power is complex",
-        )
-        result = F.pow(a, b)
-        ctx.check(
-            node,
-            (F.abs(result) == F.lit(float("inf")))
-            & (F.abs(a) != F.lit(float("inf")))
-            & (F.abs(b) != F.lit(float("inf"))),
-            "OverflowError",
-            "(34, 'Numerical result out of range')",
-        )
-        return Value(result, FLOAT, False)
+        return Value(_float_power(ctx, node, a, b), FLOAT, False)
     raise ctx.refuse(node, f"operator {symbol(op)} on floats", "Python raises TypeError")
+
+
+def _float_power(ctx: "Context", node: ast.AST, a: Column, b: Column) -> Column:
+    """Python's ``a ** b`` of DOUBLEs, CPython's ``float_pow``: its special cases first (``1 **
+    nan`` and ``(-1) ** inf`` are 1.0 where Java's ``pow`` gives NaN; ``0.0 ** -inf`` is inf),
+    ZeroDivisionError for zero to a negative finite power, and where Python's result is a
+    complex (a finite negative base, a fractional exponent) the query fails, naming it: a
+    complex fits no column. OverflowError where a finite base and exponent overflow."""
+    infinite = F.lit(float("inf"))
+    ctx.check(
+        node,
+        (a == F.lit(0.0)) & (b < F.lit(0.0)) & (b != -infinite),
+        "ZeroDivisionError",
+        "0.0 cannot be raised to a negative power",
+    )
+    ctx.check(
+        node,
+        (a < F.lit(0.0)) & (a != -infinite) & is_fractional(b),
+        "ValueError",
+        "a negative number raised to a fractional power is complex",
+    )
+
+    def power(x: Column, y: Column) -> Column:
+        one = (x == F.lit(1.0)) | ((F.abs(x) == F.lit(1.0)) & (F.abs(y) == infinite))
+        return F.when(y == F.lit(0.0), F.lit(1.0)).when(one, F.lit(1.0)).otherwise(F.pow(x, y))
+
+    result = let([a, b], power)
+    ctx.check(
+        node,
+        (F.abs(result) == infinite) & (F.abs(a) != infinite) & (F.abs(b) != infinite),
+        "OverflowError",
+        "(34, 'Numerical result out of range')",
+    )
+    return result
 
 
 _ORDER = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, select
 
-__all__ = ["MaybeUnassigned", "Record", "PathState", "merge_values"]
+__all__ = ["MaybeUnassigned", "Record", "PathState", "converted", "merge_values"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,34 @@ def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
             (F.lit(None).cast("double") if is_int else value.column).alias("f"),
         )
     return value.column.cast(spark_type)
+
+
+def _holds_num(py_type: PyType) -> bool:
+    return py_type.kind == "num" or (
+        py_type.kind in ("list", "dict") and any(_holds_num(t) for t in py_type.args)
+    )
+
+
+def converted(value: Value, joined: PyType) -> Any:
+    """``value``'s Column as one of ``joined``, a type :func:`unify` made of ``value``'s
+    and another's: a cast, but an int or a float becomes an int-or-float struct (``None``
+    staying null), and so does each element of a list of them (``[v, 1.5]``, ``ints +
+    floats``)."""
+    if value.type == joined:
+        return value.column
+    if joined.kind == "list" and value.type.kind == "list" and _holds_num(joined):
+        from pyspark.sql import functions as F
+
+        element = value.type.args[0]
+        return F.transform(
+            value.column, lambda e: converted(Value(e, element, True), joined.args[0])
+        )
+    column = _converted(value, joined, to_spark(joined))
+    if joined.kind == "num" and value.nullable and value.type.kind != "none":
+        from pyspark.sql import functions as F
+
+        column = F.when(value.column.isNotNull(), column)
+    return column
 
 
 def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:

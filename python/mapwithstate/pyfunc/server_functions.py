@@ -4,6 +4,8 @@ plugin's extensions register in every session (``io.mapwithstate.pyfunc.PythonFu
 a compiled Column resolves from Spark Connect and from classic PySpark alike.
 """
 
+from typing import Union
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -14,6 +16,7 @@ __all__ = [
     "EXACT_INT_FUNCTIONS",
     "exact_int",
     "int_power",
+    "modular_power",
 ]
 
 #: CPython's NDIGITS_MAX and NDIGITS_MIN: ``round(x, n)`` of a float is ``x`` above the first,
@@ -22,16 +25,21 @@ ROUND_MAX_DIGITS = 323
 ROUND_MIN_DIGITS = -308
 
 
-def python_round(x: Column, ndigits: int) -> Column:
-    """Python's ``round(x, ndigits)`` of a DOUBLE ``x``: its exact binary value rounded half
-    to even, infinite where Python raises OverflowError (only for ``ndigits < 0``).
+def python_round(x: Column, ndigits: Union[int, Column]) -> Column:
+    """Python's ``round(x, ndigits)`` of a DOUBLE ``x`` (``ndigits`` an int, or a BIGINT
+    Column): its exact binary value rounded half to even, infinite where Python raises
+    OverflowError (only for ``ndigits < 0``).
 
     >>> python_round(F.col("amount"), 2)  # doctest: +SKIP
     Column<'__mws_python_round(amount, 2)'>
     """
     # Clamped into an INT; any ndigits past the bounds gives what the bound just past gives.
-    clamped = max(min(ndigits, ROUND_MAX_DIGITS + 1), ROUND_MIN_DIGITS - 1)
-    return F.call_function("__mws_python_round", x, F.lit(clamped))
+    low, high = ROUND_MIN_DIGITS - 1, ROUND_MAX_DIGITS + 1
+    if isinstance(ndigits, Column):
+        clamped = F.least(F.greatest(ndigits, F.lit(low)), F.lit(high)).cast("int")
+    else:
+        clamped = F.lit(max(min(ndigits, high), low))
+    return F.call_function("__mws_python_round", x, clamped)
 
 
 #: The reserved function of Python's ``+``, ``-`` and ``*`` of ints, by operator symbol.
@@ -62,3 +70,15 @@ def int_power(a: Column, b: Column) -> Column:
     Column<'__mws_python_int_pow(base, exponent)'>
     """
     return F.call_function("__mws_python_int_pow", a, b)
+
+
+def modular_power(a: Column, b: Column, m: Column) -> Column:
+    """Python's ``pow(a, b, m)`` of BIGINTs, exactly: in ``[0, m)`` for ``m > 0``, ``(m, 0]``
+    for ``m < 0``; for ``b < 0`` the power of ``a``'s inverse modulo ``m`` (Python 3.8+).
+    Null where Python raises ValueError (``m`` is 0, or ``a`` has no inverse modulo ``m``),
+    which the caller checks.
+
+    >>> modular_power(F.col("a"), F.col("b"), F.lit(97))  # doctest: +SKIP
+    Column<'__mws_python_mod_pow(a, b, 97)'>
+    """
+    return F.call_function("__mws_python_mod_pow", a, b, m)

@@ -28,7 +28,13 @@ object PythonFunctions {
     Reserved(PythonIntPower.Name, 2, classOf[PythonIntPower],
       "_FUNC_(a, b) - Python's a ** b of ints: struct<i, f>, the int for b >= 0 (null " +
         "beyond 64 bits), else the float (the state function compiler's, not for direct use).",
-      args => PythonIntPower(typed(args(0), LongType), typed(args(1), LongType)))) ++
+      args => PythonIntPower(typed(args(0), LongType), typed(args(1), LongType))),
+    Reserved(PythonModPow.Name, 3, classOf[PythonModPow],
+      "_FUNC_(a, b, m) - Python's pow(a, b, m) of ints, exact, with m's sign; null where " +
+        "Python raises ValueError (the state function compiler's, not for direct use).",
+      args =>
+        PythonModPow(typed(args(0), LongType), typed(args(1), LongType),
+          typed(args(2), LongType)))) ++
     PythonExactArithmetic.Operators.map { operator =>
       Reserved(operator.name, 3, classOf[PythonExactArithmetic],
         s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +

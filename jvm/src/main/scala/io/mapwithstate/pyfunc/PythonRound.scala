@@ -16,7 +16,8 @@ import org.apache.spark.sql.types.{DataType, DoubleType, IntegerType}
  * (`round(2.675, 2)` is 2.67: the double is 2.67499999...), and returns the double nearest
  * that decimal. Spark's `round` and `bround`, and the cast to DECIMAL, start from the double's
  * shortest decimal text instead (`bround(2.675, 2)` is 2.68), so none of them can stand for
- * it. `ndigits` must be a constant: it is an int literal in the Python source.
+ * it. `ndigits` may be a constant (an int literal in the Python source) or a column (an int
+ * known only at run time), which the compiler clamps into an INT first.
  *
  * A result too large for a double (only with a negative `ndigits`, `round(1.7e308, -308)`) is
  * infinite here; Python raises OverflowError there, which the compiler checks for.
@@ -34,9 +35,6 @@ case class PythonRound(child: Expression, digits: Expression) extends BinaryExpr
         Map("paramIndex" -> "first or second",
           "requiredType" -> "DOUBLE, INT", "inputSql" -> s"${child.sql}, ${digits.sql}",
           "inputType" -> s"${child.dataType.sql}, ${digits.dataType.sql}"))
-    } else if (!digits.foldable) {
-      DataTypeMismatch("NON_FOLDABLE_INPUT",
-        Map("inputName" -> "ndigits", "inputType" -> "INT", "inputExpr" -> digits.sql))
     } else {
       TypeCheckResult.TypeCheckSuccess
     }

@@ -5,7 +5,6 @@ import java.math.{BigDecimal => JBigDecimal, RoundingMode}
 import scala.util.Random
 
 import io.mapwithstate.LocalSpark
-import org.apache.spark.sql.AnalysisException
 import org.apache.spark.sql.functions.{call_function, col, lit}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -14,7 +13,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * Python and Spark's `round`/`bround` part ways (as CPython 3 returns them), the bounds of
  * `ndigits`, signed zeros and non-finite values; random doubles checked to round to the double
  * nearest the exactly rounded decimal; and the expression through Spark, generated and
- * interpreted, as the compiler calls it.
+ * interpreted, as the compiler calls it: with ndigits a literal or a column.
  */
 class PythonRoundSuite extends AnyFunSuite with LocalSpark {
 
@@ -97,12 +96,19 @@ class PythonRoundSuite extends AnyFunSuite with LocalSpark {
     assert(spark.sql(s"SELECT ${PythonRound.Name}(2, 0)").head().getDouble(0) == 2.0)
   }
 
-  test("ndigits must be a constant, and there are two arguments") {
-    val notConstant = intercept[AnalysisException] {
-      spark.range(3).select(call_function(PythonRound.Name, col("id").cast("double"),
-          col("id").cast("int"))).collect()
+  test("ndigits may be a column, and there are two arguments") {
+    val session = spark
+    import session.implicits._
+    val df = python.map { case (x, n, _) => (x, n) }.toDF("x", "n")
+    Seq("CODEGEN_ONLY", "NO_CODEGEN").foreach { mode =>
+      spark.conf.set("spark.sql.codegen.factoryMode", mode)
+      try {
+        val got = df.select(call_function(PythonRound.Name, col("x"), col("n"))).collect()
+        python.zip(got).foreach { case ((x, n, expected), row) =>
+          assert(same(row.getDouble(0), expected), s"$mode: round($x, $n) is ${row.get(0)}")
+        }
+      } finally spark.conf.unset("spark.sql.codegen.factoryMode")
     }
-    assert(notConstant.getMessage.contains("ndigits"), notConstant.getMessage)
     val arity = intercept[Exception](spark.sql(s"SELECT ${PythonRound.Name}(1.5D)"))
     assert(arity.getMessage.contains(PythonRound.Name), arity.getMessage)
   }
