@@ -10,7 +10,6 @@ its own: the server must fail too, naming the Python exception.
 """
 import dataclasses
 import glob
-import json
 import math
 import os
 import shutil
@@ -21,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from mapwithstate import map_groups_with_state, map_with_state
 from mapwithstate.testing import BatchResult, Tester, replay
+from streams import micro_batches
 
 EPOCH = datetime(1970, 1, 1)
 # The replay's batches: one a second from here (processing-time timers count in seconds).
@@ -275,19 +275,10 @@ def server_stream(spark, function: Function, stream: ParquetStream, numbers: Seq
 
 
 def offset_log(checkpoint: str) -> List[Tuple[datetime, Optional[datetime], List[int]]]:
-    """Each micro-batch's (batch time, watermark, indexes of the files it read), in order: the
-    file source's offset is the index of the last file read."""
-    batches, previous = [], -1
-    paths = glob.glob(os.path.join(checkpoint, "offsets", "[0-9]*"))
-    for path in sorted(paths, key=lambda p: int(os.path.basename(p))):
-        with open(path) as f:
-            lines = f.read().splitlines()
-        metadata, offset = json.loads(lines[1]), json.loads(lines[2])["logOffset"]
-        batches.append((EPOCH + timedelta(milliseconds=metadata["batchTimestampMs"]),
-                        EPOCH + timedelta(milliseconds=metadata["batchWatermarkMs"]),
-                        list(range(previous + 1, offset + 1))))
-        previous = offset
-    return batches
+    """Each micro-batch's (batch time, watermark, indexes of the files it read), in order."""
+    return [(EPOCH + timedelta(milliseconds=b.time_ms),
+             EPOCH + timedelta(milliseconds=b.watermark_ms), b.files)
+            for b in micro_batches(checkpoint)]
 
 
 def run_stream_in_python(function: Function, cases: List[Tuple[int, List[Rows]]],

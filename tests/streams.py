@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import time
+from typing import List, NamedTuple
 
 from pyspark.sql import functions as F
 
@@ -15,6 +16,34 @@ OUTPUT_SCHEMA = "word STRING, n BIGINT"
 # The first bytes of the heap backend's delta files: compressed (StateFileCompression.Magic),
 # or as they are (StateMapSerde.DeltaMagic).
 MAPWITHSTATE_DELTA_MAGICS = (b"MWSZ", b"MWSD")
+
+
+class MicroBatch(NamedTuple):
+    """A micro-batch a file-stream query planned, as its checkpoint's offset log records it."""
+
+    time_ms: int
+    """The batch's time (ms since the epoch)."""
+    watermark_ms: int
+    """Spark's event-time watermark for the batch (ms; 0 until it first moves)."""
+    files: List[int]
+    """The indexes of the input files it read, in the order the source took them; none for a
+    no-data batch, which Spark runs when the watermark moves and a stateful operator asks for
+    one (``spark.sql.streaming.noDataMicroBatches.enabled``, on by default)."""
+
+
+def micro_batches(checkpoint) -> List[MicroBatch]:
+    """The micro-batches of a query over one file source, in order, from its offset log (the
+    file source's offset is the index of the last file read)."""
+    batches, previous = [], -1
+    paths = glob.glob(os.path.join(checkpoint, "offsets", "[0-9]*"))
+    for path in sorted(paths, key=lambda p: int(os.path.basename(p))):
+        with open(path) as f:
+            lines = f.read().splitlines()
+        metadata, offset = json.loads(lines[1]), json.loads(lines[2])["logOffset"]
+        batches.append(MicroBatch(metadata["batchTimestampMs"], metadata["batchWatermarkMs"],
+                                  list(range(previous + 1, offset + 1))))
+        previous = offset
+    return batches
 
 
 def committed_batches(checkpoint):

@@ -8,9 +8,9 @@ history-then-live would, idle timeouts, timers, late rows and watermarks include
 seeded random input, for both operators and every model of expiry (idle, processing-time and
 event-time timers): one replay over every batch against a replay of the history
 (``final_state``) then a replay of the live batches (resuming it), and against a real stream
-over files started from the final state, on both backends — its reference replay stamps the
-live records with the stream's own batch times, read from its offset log, so the comparison is
-exact whatever the wall clock did.
+over files started from the final state, on both backends — its reference replay has the
+stream's own micro-batches, read from its offset log (their times, and the no-data batches
+Spark runs when the watermark moves), so the comparison is exact whatever the wall clock did.
 """
 import random
 from datetime import datetime, timedelta
@@ -23,7 +23,7 @@ import mapwithstate as mws
 from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 from mapwithstate.testing import replay as python_replay
-from streams import Stream
+from streams import Stream, micro_batches
 
 pytestmark = pytest.mark.sessions("connect", "classic")
 
@@ -90,6 +90,13 @@ def with_event_times(seed, rows):
     return [(u, a, t, t - timedelta(seconds=rng.randint(0, 6))) for u, a, t in rows]
 
 
+def frame(spark, records, event_time):
+    """``records`` as a DataFrame: (user, amount, ts), with ``event_time`` also ``et`` under a
+    watermark of ``DELAY``."""
+    df = spark.createDataFrame(records, EVENT_SCHEMA if event_time else SCHEMA)
+    return df.withWatermark("et", DELAY) if event_time else df
+
+
 def nulls_first(row):
     """A sort key for rows with nulls (a timer-only key's call emits null counts)."""
     return [(v is not None, v) for v in row]
@@ -129,18 +136,13 @@ def test_history_then_live_equals_one_replay(spark, operator, expiry, seed):
     history = [r for r in rows if r[2] < cut]
     live = [r for r in rows if r[2] >= cut]
     replay = dict(batch_time="ts", batch_interval="1 second")
-
-    def frame(records):
-        df = spark.createDataFrame(records, EVENT_SCHEMA if event_time else SCHEMA)
-        return df.withWatermark("et", DELAY) if event_time else df
-
-    everything = frame(rows)
+    everything = frame(spark, rows, event_time)
     whole = run(everything, key="user", spec=spec(groups, expiry), **replay)
     whole_final = run(everything, key="user", spec=spec(groups, expiry), output="final_state",
                       include_timer_only_keys=True, **replay)
 
     # The history's timeline ends where the live one starts (until=: its last empty batches).
-    history_df = frame(history)
+    history_df = frame(spark, history, event_time)
     until = cut - timedelta(seconds=1)
     final = run(history_df, key="user", spec=spec(groups, expiry), output="final_state",
                 include_timer_only_keys=True, until=until, **replay)
@@ -159,7 +161,7 @@ def test_history_then_live_equals_one_replay(spark, operator, expiry, seed):
         # The largest event time of the history less the delay, as Spark's tracker leaves it.
         assert watermark == max(r[3] for r in history) - timedelta(seconds=2)
     resumed = resume(spec(groups, expiry), final, expiry, watermark)
-    live_df = frame(live)
+    live_df = frame(spark, live, event_time)
     go_live = run(live_df, key="user", spec=resumed, **replay)
 
     expected = [r for r in emitted(whole) if r[4] >= cut]
@@ -222,47 +224,99 @@ def test_final_state_has_read_states_columns_and_values(spark, operator, tmp_pat
     assert all(r.timeout_at is None for r in final.collect())
 
 
+# The reference replay's stand-in for a no-data micro-batch: a record of a key of its own, with
+# no event time, at the batch's time. It makes the batch (a replay's batches are its records'
+# times) without moving the watermark or touching another key; its own rows are left out.
+TICK = "tick"
+
+
 @pytest.mark.connect_only
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
-@pytest.mark.parametrize("expiry", ["idle", "timers"])
+@pytest.mark.parametrize("expiry", ["idle", "timers", "event_time"])
 @pytest.mark.parametrize("operator", sorted(OPERATORS))
 def test_a_stream_started_from_the_final_state_continues_one_replay(
         spark, operator, expiry, backend, tmp_path):
+    """A file stream started from a replay's final state emits what one replay of the history
+    and the stream's records emits, its live batches the stream's micro-batches as its offset
+    log records them: at their wall-clock times, and with event-time timers its no-data
+    micro-batches too. Spark runs one after a batch that moved the watermark
+    (``spark.sql.streaming.noDataMicroBatches.enabled``, on by default, as here): no records,
+    the new watermark, and the event-time timers it passes fire; the reference has a batch at
+    its time (a ``TICK`` record). With event time the stream runs twice (a restart between),
+    so a no-data batch comes between data batches too. The state after equals the reference's,
+    read back on either backend, keys holding only a timer included."""
     run = OPERATORS[operator]
     groups = operator == "map_groups_with_state"
-    # The history ends 45 minutes before now, a record every five minutes: against a one-hour
-    # idle time, some of its keys expire in the stream's first batch and others go on.
+    event_time = expiry == "event_time"
+    # The history ends 45 minutes before now, a batch every five minutes: against a one-hour
+    # idle time, some of its keys expire in the stream's first batch and others go on. With
+    # event time each record's is up to six seconds before its batch time, and the live
+    # records' go on from the history's last batch time, two seconds a file, up to six seconds
+    # before that too: against three seconds of event-time idleness and two of delay, timers
+    # set late in the history fire live, and some live records are late by its watermark.
     now = datetime.now().replace(microsecond=0)
-    history = events(11, batches=12, start=now - timedelta(minutes=100),
+    seed = 8 if event_time else 11  # with event time, one leaving keys holding only a timer
+    history = events(seed, batches=12, start=now - timedelta(minutes=100),
                      step=timedelta(minutes=5), users=8)
     live_rng = random.Random(12)
     live_files = [[(f"u{live_rng.randrange(10)}", live_rng.randint(1, 9)) for _ in range(3)]
                   for _ in range(4)]
+    watermark = None
+    if event_time:
+        history = with_event_times(seed, history)
+        last = history[-1][2]
+        live_files = [[(u, a, last + timedelta(seconds=2 * i - live_rng.randint(0, 6)))
+                       for u, a in records] for i, records in enumerate(live_files)]
 
     def built():
-        return spec(groups, expiry, idle="1 hour").backend(backend)
+        return spec(groups, expiry, idle="3 seconds" if event_time else "1 hour") \
+            .backend(backend)
 
-    final = run(spark.createDataFrame(history, SCHEMA), key="user", spec=built(),
-                batch_time="ts", output="final_state", include_timer_only_keys=True)
+    history_df = frame(spark, history, event_time)
+    final = run(history_df, key="user", spec=built(), batch_time="ts", output="final_state",
+                include_timer_only_keys=True)
+    if event_time:
+        (row,) = run(history_df, key="user", spec=built(), batch_time="ts",
+                     output="final_watermark").collect()
+        watermark = row.watermark
     stream = Stream(str(tmp_path))
-    for records in live_files:
-        stream.add_records({"user": u, "amount": a} for u, a in records)
-    source = spark.readStream.schema("user STRING, amount BIGINT") \
-        .option("maxFilesPerTrigger", 1).json(stream.input)
-    live = run(source, key="user", spec=resume(built(), final, expiry))
-    stream.run_available_now(live)
+
+    def live():
+        if not event_time:
+            source = spark.readStream.schema("user STRING, amount BIGINT") \
+                .option("maxFilesPerTrigger", 1).json(stream.input)
+        else:
+            source = spark.readStream.schema("user STRING, amount BIGINT, e BIGINT") \
+                .option("maxFilesPerTrigger", 1).json(stream.input) \
+                .select("user", "amount", F.timestamp_millis("e").alias("et")) \
+                .withWatermark("et", DELAY)
+        return run(source, key="user", spec=resume(built(), final, expiry, watermark))
+
+    queries = []
+    for files in [live_files[:2], live_files[2:]] if event_time else [live_files]:
+        for records in files:
+            stream.add_records({"user": r[0], "amount": r[1],
+                                **({"e": round(r[2].timestamp() * 1000)} if event_time else {})}
+                               for r in records)
+        queries.append(stream.run_available_now(live()))
 
     # The reference: one replay of the history and the live records, each live file at the
-    # time its micro-batch ran.
-    times = stream.batch_times()
-    assert sorted(times) == list(range(len(live_files)))
-    stamped = [(u, a, datetime.fromtimestamp(times[i] / 1000))
-               for i, records in enumerate(live_files) for u, a in records]
-    whole = spark.createDataFrame(history + stamped, SCHEMA)
+    # time of the micro-batch that read it, and a batch at each no-data micro-batch's time.
+    batches = micro_batches(stream.checkpoint)
+    assert [i for b in batches for i in b.files] == list(range(len(live_files)))
+    no_data = {datetime.fromtimestamp(b.time_ms / 1000) for b in batches if not b.files}
+    if event_time:
+        assert no_data
+    else:  # A terminating trigger runs the batches its data needs and no more.
+        assert all(len(b.files) == 1 for b in batches)
+    stamped = [(u, a, datetime.fromtimestamp(b.time_ms / 1000), *et)
+               for b in batches for i in b.files for u, a, *et in live_files[i]]
+    whole = frame(spark, history + stamped + [(TICK, 0, t, None) for t in no_data], event_time)
     reference = run(whole, key="user", spec=built(), batch_time="ts")
-    live_start = min(r[2] for r in stamped)
-    expected = [r for r in emitted(reference) if r[4] >= live_start]
-    schema = "user STRING, n BIGINT, total BIGINT, timing_out BOOLEAN, bt TIMESTAMP"
+    live_start = datetime.fromtimestamp(batches[0].time_ms / 1000)
+    expected = [r for r in emitted(reference) if r[4] >= live_start and r[0] != TICK]
+    schema = "user STRING, n BIGINT, total BIGINT, timing_out BOOLEAN, bt TIMESTAMP" + \
+        (", wm TIMESTAMP" if event_time else "")
     got = sorted((tuple(r) for r in spark.read.schema(schema).json(stream.output).collect()),
                  key=nulls_first)
     assert got == expected
@@ -270,19 +324,36 @@ def test_a_stream_started_from_the_final_state_continues_one_replay(
     # the key's live records so far carries the history's).
     history_users = {r[0] for r in history}
     assert any(r[3] and r[0] in history_users for r in got)
-    batch_of = {datetime.fromtimestamp(t / 1000): i for i, t in times.items()}
-    assert any(not r[3] and r[1] > sum(u == r[0] for records in live_files[:batch_of[r[4]] + 1]
-                                       for u, _ in records)
+    assert any(not r[3] and r[1] > sum(s[0] == r[0] and s[2] <= r[4] for s in stamped)
                for r in got)
-    if backend == "memory":  # read_state reads the heap backend's files only
-        reference_final = run(whole, key="user", spec=built(), batch_time="ts",
-                              output="final_state", include_timer_only_keys=True)
-        read = mws.read_state(spark, stream.checkpoint, include_timer_only_keys=True)
-        assert read.columns == WITH_HAS_STATE + ["partition"]
-        assert states(read, WITH_HAS_STATE) == states(reference_final, WITH_HAS_STATE)
-        # By default read_state leaves out the keys holding only a timer.
-        assert states(mws.read_state(spark, stream.checkpoint)) == \
-            states(reference_final.where("has_state"))
+    if event_time:
+        # The first live batch runs with the history's watermark (Spark's own is 0 there).
+        assert batches[0].watermark_ms == 0
+        first = [r for r in got if r[4] == live_start]
+        assert first and all(r[5] == watermark for r in first)
+        # Some live records are late: at or before their batch's watermark, the later of the
+        # history's and the stream's own; they emit nothing (as in the reference) and count
+        # as dropped by the watermark.
+        late = [r for b in batches for i in b.files for r in live_files[i]
+                if r[2] <= max(watermark, datetime.fromtimestamp(b.watermark_ms / 1000))]
+        assert late
+        assert sum(o.numRowsDroppedByWatermark for q in queries for p in q.recentProgress
+                   for o in p.stateOperators) == len(late)
+        # Timers fire live, in no-data batches too, and so do the history's timer-only keys'
+        # (a timing-out call with no state: null counts).
+        assert any(r[3] and r[4] in no_data for r in got)
+        timer_only = {r.user for r in final.collect() if not r.has_state}
+        assert timer_only
+        assert any(r[3] and r[1] is None and r[0] in timer_only for r in got)
+    reference_final = run(whole, key="user", spec=built(), batch_time="ts",
+                          output="final_state", include_timer_only_keys=True) \
+        .where(F.col("user") != TICK)
+    read = mws.read_state(spark, stream.checkpoint, include_timer_only_keys=True)
+    assert read.columns == WITH_HAS_STATE + ["partition"]
+    assert states(read, WITH_HAS_STATE) == states(reference_final, WITH_HAS_STATE)
+    # By default read_state leaves out the keys holding only a timer.
+    assert states(mws.read_state(spark, stream.checkpoint)) == \
+        states(reference_final.where("has_state"))
 
 
 def test_read_state_resumes_as_is(spark, tmp_path):
@@ -400,6 +471,25 @@ def test_mapwithstate_testing_resumes_timers_and_the_watermark_as_the_server_doe
     assert sorted((tuple(r) for r in on_server.collect()), key=nulls_first) == expected
     assert sorted((tuple(d.values()) for b in in_python for d in b.emitted),
                   key=nulls_first) == expected
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+def test_a_replay_of_one_batch_runs_with_the_resumed_watermark(spark, operator):
+    """Without batch_time a replay is one batch, with no watermark of its own: it runs with the
+    resumed one, so rows at or before it are late (dropped, before a group function's
+    aggregates: a key whose rows all are is not called), later ones are not, and the calls see
+    it; a's timer, after it, does not fire."""
+    w = T0 + timedelta(seconds=10)
+    final = spark.createDataFrame(
+        [("a", 1, 1, None, w + timedelta(seconds=5), True)],
+        "user STRING, n BIGINT, total BIGINT, last_updated TIMESTAMP, timeout_at TIMESTAMP, "
+        "has_state BOOLEAN")
+    records = [("a", 2, T0, w), ("b", 3, T0, w - timedelta(seconds=1)),
+               ("b", 4, T0, w + timedelta(seconds=1)), ("c", 5, T0, w + timedelta(seconds=2))]
+    resumed = resume(spec(operator == "map_groups_with_state", "event_time"), final,
+                     "event_time", watermark=w)
+    out = OPERATORS[operator](frame(spark, records, True), key="user", spec=resumed)
+    assert [r[:4] + r[5:] for r in emitted(out)] == [("b", 1, 4, False, w), ("c", 1, 5, False, w)]
 
 
 @pytest.mark.connect_only

@@ -1,5 +1,6 @@
 package io.mapwithstate.execution
 
+import io.mapwithstate.plan.MapWithStateOptions
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, SortOrder}
@@ -18,11 +19,15 @@ import org.apache.spark.sql.execution.metric.SQLMetric
  *
  * The watermark of a micro-batch is fixed when it is planned; a batch replay's depend on the
  * records of the earlier batches ([[ReplayWatermarks]]), computed here over this node's input
- * before the rows are filtered.
+ * before the rows are filtered. Either is the batch's own watermark, which becomes the one its
+ * rows are compared with by the operator's rule, `options.watermarkOf` (never before a resumed
+ * run's starting watermark): the rule the stateful operator applies to the same batch, so the
+ * filter and the operator agree on which rows are late.
  */
 case class LateRowFilterExec(
     eventTime: Attribute,
     watermark: LateRowFilterExec.Watermark,
+    options: MapWithStateOptions,
     lateRows: SQLMetric,
     child: SparkPlan) extends UnaryExecNode {
 
@@ -32,9 +37,12 @@ case class LateRowFilterExec(
 
   override protected def doExecute(): RDD[InternalRow] = {
     val eventOrdinal = ordinal(eventTime)
+    val options = this.options
     val watermarkOf: InternalRow => Long = watermark match {
-      case LateRowFilterExec.Fixed(micros) => _ => micros
-      case LateRowFilterExec.PerBatch(batchTime, delayMs, resumedFrom) =>
+      case LateRowFilterExec.Fixed(micros) =>
+        val batchWatermark = options.watermarkOf(micros)
+        _ => batchWatermark
+      case LateRowFilterExec.PerBatch(batchTime, delayMs) =>
         val batchOrdinal = ordinal(batchTime)
         // A record without a batch time fails in the operator, with its own error.
         val batchTimeOf = (row: InternalRow) =>
@@ -43,8 +51,7 @@ case class LateRowFilterExec(
           ReplayWatermarks.maxEventTimes(child.execute(), batchTimeOf, eventOrdinal), delayMs)
         row =>
           if (row.isNullAt(batchOrdinal)) TimeoutPolicy.NoWatermark
-          else resumedFrom.fold(watermarkAt(row.getLong(batchOrdinal)))(
-            math.max(_, watermarkAt(row.getLong(batchOrdinal))))
+          else options.watermarkOf(watermarkAt(row.getLong(batchOrdinal)))
     }
     val dropped = lateRows
     child.execute().mapPartitions { rows =>
@@ -67,15 +74,17 @@ object LateRowFilterExec {
   /** Where the watermark a record is compared with comes from. */
   sealed trait Watermark
 
-  /** A micro-batch's (or a one-batch replay's) watermark (micros), the same for all records. */
+  /**
+   * A micro-batch's own watermark (micros), the same for all records; a one-batch replay has
+   * none of its own ([[TimeoutPolicy.NoWatermark]]).
+   */
   case class Fixed(micros: Long) extends Watermark
 
   /**
-   * A batch replay's: each record's batch (`batchTime`) has its own, with `delayMs`, never
-   * before the watermark a resumed run starts from (`resumedFrom`).
+   * A batch replay's: each record's batch (`batchTime`) has its own, from the largest event
+   * times of the batches before it, with `delayMs`.
    */
-  case class PerBatch(batchTime: Attribute, delayMs: Long, resumedFrom: Option[Long])
-    extends Watermark
+  case class PerBatch(batchTime: Attribute, delayMs: Long) extends Watermark
 
   /**
    * Whether the record's event time (at `ordinal`) is at or before `watermark`: a late record.

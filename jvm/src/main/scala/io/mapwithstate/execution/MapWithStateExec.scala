@@ -166,10 +166,9 @@ case class MapWithStateExec(
         timeline.withWatermarks(timeline.times.map(t => options.watermarkOf(watermarkAt(t))),
           delayMs)
       // One batch without a watermark of its own: a resumed run's, if any.
-      case (Some(_), Some(_), None) =>
-        options.resumedWatermarkMicros.fold(timeline)(w =>
-          timeline.copy(watermarks =
-            Some(Array.fill(timeline.size)(w))))
+      case (Some(_), Some(_), None) if options.resumedWatermarkMicros.isDefined =>
+        timeline.copy(watermarks =
+          Some(Array.fill(timeline.size)(options.watermarkOf(TimeoutPolicy.NoWatermark))))
       case _ => timeline
     }
 

@@ -32,8 +32,7 @@ object MapWithStateStrategy extends SparkStrategy {
       val partitions = batch.map(_.stateInfo.numPartitions)
         .getOrElse(SparkSession.active.sessionState.conf.numShufflePartitions)
       val watermarkMs = batch.map(_.batchWatermarkMs).getOrElse(0L)
-      val in = input(m, partitions,
-        Some(LateRowFilterExec.Fixed(m.options.watermarkOf(watermarkMs * 1000L))))
+      val in = input(m, partitions, Some(LateRowFilterExec.Fixed(watermarkMs * 1000L)))
       MapWithStateStreamExec(m.keys, m.kind, m.function, m.options, m.output,
         batch.map(_.stateInfo), batch.map(_.batchTimestampMs).getOrElse(0L),
         batch.exists(_.terminatingTrigger), in.records,
@@ -42,11 +41,11 @@ object MapWithStateStrategy extends SparkStrategy {
     case m: MapWithState =>
       // Without batch_time a replay is one batch, which has no watermark of its own: nothing
       // is late but at or before a resumed run's.
-      val resumed = m.options.resumedWatermarkMicros
       val watermark = (m.batchTime, m.options.watermarkDelayMs) match {
-        case (Some(bt), Some(delay)) => Some(LateRowFilterExec.PerBatch(bt, delay, resumed))
-        case (None, Some(_)) => resumed.map(w => LateRowFilterExec.Fixed(w))
-        case (_, None) => None
+        case (Some(bt), Some(delay)) => Some(LateRowFilterExec.PerBatch(bt, delay))
+        case (None, Some(_)) if m.options.resumedWatermarkMicros.isDefined =>
+          Some(LateRowFilterExec.Fixed(TimeoutPolicy.NoWatermark))
+        case _ => None
       }
       val in = input(m, m.options.numPartitions, watermark)
       MapWithStateExec(m.keys, m.kind, m.batchTime, m.function, m.options, m.output,
@@ -89,7 +88,7 @@ object MapWithStateStrategy extends SparkStrategy {
           SQLMetrics.createMetric(
             SparkSession.active.sparkContext, MapWithStateExecBase.LateRowsDescription))
         val dropLate = for (eventTime <- eventTimeTimers; metric <- lateRows; w <- watermark)
-          yield (in: SparkPlan) => LateRowFilterExec(eventTime, w, metric, in)
+          yield (in: SparkPlan) => LateRowFilterExec(eventTime, w, m.options, metric, in)
         OperatorInput(GroupAggregation.plan(m, group, planLater(m.child), numPartitions,
             dropLate), lateRows)
     }
