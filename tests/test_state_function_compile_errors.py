@@ -188,8 +188,8 @@ def rows_in_two_clauses(k, rows, state):
     (read_only_state_attribute, "state.exists", "augmented assignment to state.exists"),
     (slice_augmented, "xs[0:1]", "augmented assignment to a slice"),
     (list_of_affixes, "k.startswith", "startswith() of a list"),
-    (float_timedelta, "timedelta(", "timedelta(seconds=<float>)"),
-    (datetime_of_a_float, "datetime(", "datetime(day=<float>)"),
+    (float_timedelta, "seconds=f", "timedelta(seconds=<float>)"),
+    (datetime_of_a_float, "datetime(v, 1, f)", "datetime(day=<float>)"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")
