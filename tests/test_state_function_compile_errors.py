@@ -2,6 +2,7 @@
 raised by ``map_with_state`` / ``map_groups_with_state`` before any request is sent, naming
 the source file, line and column, the construct, and the way out."""
 import inspect
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -136,6 +137,61 @@ def rows_misused(k, rows, state):
     return {"k": rows[0]}
 
 
+@mws.state_function("n BIGINT")
+def state_field_item(k, v, state):
+    state.n[0] += 1
+
+
+@mws.state_function("n BIGINT")
+def aliased_list(k, v, state):
+    xs = [1, 2]
+    ys = xs
+    xs[0] += 1
+    return {"k": k, "ys": ys}
+
+
+@mws.state_function("n BIGINT")
+def tuple_item(k, v, state):
+    t = (1, v)
+    t[0] += 1
+
+
+@mws.state_function("n BIGINT")
+def attribute_of_a_value(k, v, state):
+    k.size += 1
+
+
+@mws.state_function("n BIGINT")
+def read_only_state_attribute(k, v, state):
+    state.exists += 1
+
+
+@mws.state_function("n BIGINT")
+def slice_augmented(k, v, state):
+    xs = [1, 2]
+    xs[0:1] += [3]
+
+
+@mws.state_function("n BIGINT")
+def list_of_affixes(k, v, state):
+    return {"k": k.startswith(["a", "b"])}
+
+
+@mws.state_function("n BIGINT")
+def float_timedelta(k, v, f, state):
+    return {"k": k, "t": timedelta(seconds=f)}
+
+
+@mws.state_function("n BIGINT")
+def datetime_of_a_float(k, v, f, state):
+    return {"k": k, "t": datetime(v, 1, f)}
+
+
+@mws.state_function("n BIGINT")
+def rows_in_two_clauses(k, rows, state):
+    return {"k": k, "pairs": [r.v for r in rows for x in [1, 2]]}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (while_loop, "while v", "while loop"),
     (for_loop, "for x", "for loop"),
@@ -156,6 +212,15 @@ def rows_misused(k, rows, state):
     (returns_a_number, "return 5", "return of a int"),
     (unknown_name, "undefined_thing", "unknown name 'undefined_thing'"),
     (wrong_state_type, "state.update", "state field 'n' is int (bigint) but the value is str"),
+    (state_field_item, "state.n[0]", "augmented assignment to an item of state.n"),
+    (aliased_list, "ys = xs", "xs[...] += (line"),
+    (tuple_item, "t = (1, v)", "item assignment to a tuple"),
+    (attribute_of_a_value, "k.size", "augmented assignment to an attribute of a str"),
+    (read_only_state_attribute, "state.exists", "augmented assignment to state.exists"),
+    (slice_augmented, "xs[0:1]", "augmented assignment to a slice"),
+    (list_of_affixes, "k.startswith", "startswith() of a list"),
+    (float_timedelta, "seconds=f", "timedelta(seconds=<float>)"),
+    (datetime_of_a_float, "datetime(v, 1, f)", "datetime(day=<float>)"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")
@@ -165,6 +230,14 @@ def test_refused_constructs_name_the_line_and_construct(spark, spec, text, const
     assert (error.file, error.line) == (HERE, line_of(spec.python, text)), str(error)
     assert construct in error.construct, str(error)
     assert error.hint and str(error).startswith(f"{HERE}:{error.line}:{error.col}: ")
+
+
+def test_a_comprehension_over_rows_has_one_for_clause(spark):
+    df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
+    with pytest.raises(mws.CompileError) as refused:
+        map_groups_with_state(df, key="k", spec=rows_in_two_clauses)
+    assert "a comprehension over rows with several for clauses" in refused.value.construct
+    assert refused.value.line == line_of(rows_in_two_clauses.python, "pairs")
 
 
 def test_emitted_dicts_with_different_keys(spark):

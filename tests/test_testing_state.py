@@ -19,6 +19,21 @@ def test_fields_read_none_without_a_state_and_the_new_value_after_update():
     assert (state.n, state.name) == (1, "é")
 
 
+def test_an_augmented_field_is_an_update_and_other_attributes_stay_read_only():
+    state = State("n BIGINT, x DOUBLE", {"n": 1, "x": 0.5})
+    state.n += 2
+    state.x *= 3
+    assert (state.n, state.x) == (3, 1.5)
+    fresh = State("n BIGINT")
+    with pytest.raises(TypeError):
+        fresh.n += 1  # None + 1
+    assert not fresh.exists
+    with pytest.raises(AttributeError, match="cannot be assigned"):
+        fresh.n = 4
+    with pytest.raises(AttributeError, match="cannot be assigned"):
+        state.exists = False
+
+
 def test_the_last_of_update_and_remove_decides():
     state = State("n BIGINT", {"n": 5})
     state.remove()

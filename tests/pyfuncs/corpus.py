@@ -13,12 +13,22 @@ and through the server.
 """
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Callable, Dict, List, Optional
 
 from hypothesis import strategies as st
 
-from pyfuncs.inputs import BIGINT_MAX, BIGINT_MIN, COLUMNS, MAPS, STRATEGIES, STRINGS, mostly
+from pyfuncs.inputs import (
+    BIGINT_MAX,
+    BIGINT_MIN,
+    COLUMNS,
+    MAPS,
+    SMALL_BIGINTS,
+    STRATEGIES,
+    STRINGS,
+    TIMESTAMPS,
+    mostly,
+)
 
 LIMIT = 3
 PREFIX = "k="
@@ -490,6 +500,134 @@ def overflow(k, v, state):
     n = (state.n or 0) + v
     state.update(n=n)
     return {"k": k, "n": n}
+
+
+def seldom(common: st.SearchStrategy, rare: st.SearchStrategy, one_in: int) -> st.SearchStrategy:
+    """``common``, and once in ``one_in`` draws ``rare`` (not at the draw hypothesis favours,
+    the smallest, as ``mostly``'s)."""
+    return st.integers(1, one_in).flatmap(lambda i: rare if i == one_in // 2 else common)
+
+
+# Fields of a datetime around their bounds: mostly valid, now and then one Python refuses (a
+# month 13, a February 30, year 0, an int beyond 32 bits, None).
+YEARS = seldom(st.sampled_from([1970, 2000, 2024, 2026, 2100, 1, 9999]),
+               st.sampled_from([0, 10000, -1, 2 ** 40, None]), 40)
+MONTHS = seldom(st.integers(1, 12), st.sampled_from([0, 13, -1, None]), 40)
+DAYS = seldom(st.integers(1, 31), st.sampled_from([0, 32, None]), 40)
+HOURS = seldom(st.integers(0, 23), st.sampled_from([24, -1, None, 2 ** 31]), 40)
+
+
+@entry("last TIMESTAMP",
+       columns={"y": "BIGINT", "mo": "BIGINT", "d": "BIGINT", "h": "BIGINT", "v": "BIGINT",
+                "ts": "TIMESTAMP"},
+       strategies={"y": YEARS, "mo": MONTHS, "d": DAYS, "h": HOURS, "v": SMALL_BIGINTS,
+                   "ts": TIMESTAMPS})
+def datetime_constructors(k, y, mo, d, h, v, ts, state):
+    # datetime(2024, 2, 30) raises ValueError, datetime(2 ** 40, 1, 1) OverflowError,
+    # timedelta(weeks=2 ** 62) OverflowError, datetime(None, ...) TypeError.
+    if y is None or mo is None:
+        return None
+    made = datetime(y, mo, min(d or 1, 28), hour=h or 0, minute=59, second=mo, microsecond=7)
+    day = date(y, mo, d)
+    span = timedelta(days=d, hours=h, microseconds=y, weeks=v if v is not None else 0)
+    state.update(last=made)
+    return {"k": k, "made": made, "day": day, "span": span, "first": datetime(y, mo, 1),
+            "since": None if ts is None else ts - datetime(y, 1, 1),
+            "noon": datetime(2026, 1, d, h, 0)}
+
+
+# Separators, characters and affixes: None (whitespace), the regular expressions' own
+# characters, non-ASCII ones, now and then "" (split raises ValueError).
+SEPARATORS = seldom(st.sampled_from([",", " ", "a", "é", "ab", None, "日", "\\E", ".", "a,"]),
+                    st.just(""), 30)
+SPLITS = st.one_of(st.integers(-2, 3), st.none())
+
+
+@entry("parts BIGINT", columns={"s": "STRING", "t": "STRING", "v": "BIGINT"},
+       strategies={"s": STRINGS, "t": SEPARATORS, "v": SPLITS})
+def string_arguments(k, s, t, v, state):
+    # s.split("") raises ValueError; s.startswith(("a", None)) TypeError unless s starts with
+    # "a"; s.split(t, None) TypeError; None.strip() AttributeError.
+    if s is None and t == "a":
+        return {"k": k, "parts": [], "limited": [], "words": [], "strip": s.strip(),
+                "lstrip": "", "rstrip": "", "starts": False, "ends": False, "bounded": False,
+                "tuple": False}
+    if s is None:
+        return None
+    parts = s.split(t)
+    limited = s.split(t, v if v is not None else -1)
+    words = s.split(maxsplit=v if v is not None else -1)
+    state.update(parts=(state.parts or 0) + len(parts))
+    return {"k": k, "parts": parts, "limited": limited, "words": words, "strip": s.strip(t),
+            "lstrip": s.lstrip(t), "rstrip": s.rstrip(t), "starts": s.startswith(("a", t)),
+            "ends": t is not None and s.endswith(t, v),
+            "bounded": s.startswith("b", v, -1) or s.endswith(("a", "b", "é"), 1, v),
+            "tuple": s.startswith(PREFIXES) or s.endswith(PREFIXES, None, 3)}
+
+
+PREFIXES = ("ab", "é", "")
+STEPS = seldom(st.sampled_from([1, 2, 3, -1, -2, -3, 5, -7, None, 2 ** 62, -(2 ** 63)]),
+               st.just(0), 25)
+LISTS = st.one_of(st.lists(seldom(st.integers(-20, 20), st.none(), 30), max_size=6), st.none())
+
+
+@entry("tail ARRAY<BIGINT>", columns={"s": "STRING", "xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"s": STRINGS, "xs": LISTS, "v": STEPS})
+def stepped_slices(k, s, xs, v, state):
+    # A zero step raises ValueError.
+    if s is None or xs is None:
+        return None
+    lo = len(s) - 3
+    state.update(tail=xs[-1:-4:-1])
+    return {"k": k, "evens": xs[::2], "odds": xs[1::2], "back": s[::-2], "every3": s[1:-1:3],
+            "rev": xs[-2::-1], "steps": xs[::v], "text": s[lo::v], "window": xs[lo:lo + 4:v],
+            "upto": s[:lo:v], "tail": state.tail}
+
+
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "ys": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "ys": LISTS, "v": SMALL_BIGINTS})
+def nested_comprehensions(k, xs, ys, v, state):
+    # None < 3 in a clause raises TypeError, for the element that reaches it.
+    if xs is None or ys is None:
+        return None
+    pairs = [a + b for a in xs for b in ys if a is not None and b is not None and a < b]
+    products = [a * b for a in xs if a is not None if a > 0 for b in ys if b != a if b % 2 == 0]
+    spread = [b for a in xs for b in [a, a] if b is None or b != 0]
+    state.update(n=len(pairs) + len(products))
+    return {"k": k, "pairs": pairs, "products": products, "spread": spread,
+            "total": sum(a - b for a in xs if a is not None for b in ys if b is not None),
+            "below": [a for a in xs for b in ys if v is not None and a < v]}
+
+
+@entry("n BIGINT")
+def assert_messages(k, v, s, state):
+    # The message is evaluated only where the assertion fails: 10 // v raises
+    # ZeroDivisionError for v == 0, as Python does, and not where v is not 0.
+    assert v is None or v < 1_000_000, f"v={v} is too large for {k}"
+    assert s != "boom", "bad input: " + s + str(v)
+    assert v is None or v != 0, 10 // v
+    state.update(n=(state.n or 0) + 1)
+    return {"k": k, "n": state.n}
+
+
+@entry("n BIGINT, total DOUBLE, m MAP<STRING, BIGINT>",
+       columns={"xs": "ARRAY<BIGINT>", "m": "MAP<STRING, BIGINT>"},
+       strategies={"xs": LISTS, "m": MAPS})
+def augmented_items(k, xs, m, state):
+    # ys[-1] *= 2 of a None item raises TypeError, seen["a"] -= 1 KeyError where m has no
+    # "a"; state.n += 1 is state.update(n=state.n + 1).
+    ys = list(xs or [0])
+    ys[-1] *= 2
+    if m is not None:
+        seen = dict(m)
+        seen["a"] -= 1
+        state.update(m=seen)
+    if state.exists and state.n is not None:
+        state.n += 1
+        state.total *= 2
+    else:
+        state.update(n=1, total=0.5)
+    return {"k": k, "ys": ys, "n": state.n, "total": state.total, "m": state.m}
 
 
 # --- per record: state operations ---------------------------------------------------------

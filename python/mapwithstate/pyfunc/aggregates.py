@@ -21,7 +21,7 @@ from mapwithstate.pyfunc.pytypes import BOOL, FLOAT, INT, from_spark, list_of
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 
 if TYPE_CHECKING:
-    from mapwithstate.pyfunc.interpreter import Interpreter
+    from mapwithstate.pyfunc.interpreter import Interpreter, Message
 
 __all__ = ["Rows", "RowVariable", "UntypedColumn", "aggregate", "rows_length", "rows_list"]
 
@@ -65,7 +65,7 @@ class RowVariable:
 
 def _per_row(
     it: "Interpreter", generator: ast.comprehension, element: ast.expr
-) -> Tuple[Value, Cond, List[Tuple[Cond, str]]]:
+) -> Tuple[Value, Cond, List[Tuple[Cond, "Message"]]]:
     """The element and filter of a generator over rows, evaluated per record, and the
     failures a record may raise."""
     if not isinstance(generator.target, ast.Name):
@@ -87,7 +87,7 @@ def _per_row(
         it.ctx.self_checks = saved_self_checks
 
 
-def _lift(it: "Interpreter", failures: List[Tuple[Cond, str]]) -> None:
+def _lift(it: "Interpreter", failures: List[Tuple[Cond, "Message"]]) -> None:
     for cond, message in failures:
         it.ctx.failures.append((c_and(it.ctx.guard, F.count_if(c_column(cond)) > 0), message))
 

@@ -10,12 +10,18 @@ import builtins as py
 import math
 import types
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators, ordering
+from mapwithstate.pyfunc.arguments import Handler, MethodHandler
+from mapwithstate.pyfunc.arguments import arity as _arity
+from mapwithstate.pyfunc.datetimes import TIMEDELTA_METHODS as _TIMEDELTA_METHODS
+from mapwithstate.pyfunc.datetimes import date_call as _date
+from mapwithstate.pyfunc.datetimes import datetime_call as _datetime
+from mapwithstate.pyfunc.datetimes import timedelta_call as _timedelta
 from mapwithstate.pyfunc.formatting import to_str
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
@@ -23,33 +29,25 @@ from mapwithstate.pyfunc.pytypes import (
     INT,
     NONE,
     NUM,
-    STR,
     TIMEDELTA,
     from_spark,
     list_of,
     to_spark,
     unify,
 )
+from mapwithstate.pyfunc.sequences import comprehension, is_rows
 from mapwithstate.pyfunc.server_functions import modular_power, python_round
-from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, let, literal
+from mapwithstate.pyfunc.strings import ACCEPTS_NONE
+from mapwithstate.pyfunc.strings import STR_METHODS as _STR_METHODS
+from mapwithstate.pyfunc.strings import WHITESPACE as _WHITESPACE
+from mapwithstate.pyfunc.values import Value, c_and, c_column, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["call", "module_attribute", "subscript", "comprehension"]
-
-#: A builtin's handler: the call, its positional and its keyword arguments.
-Handler = Callable[["Interpreter", ast.Call, List[Value], Dict[str, Value]], Value]
-#: A str or dict method's handler: the call, the value it is called on (not None), and its
-#: positional and keyword arguments.
-MethodHandler = Callable[["Interpreter", ast.Call, Value, List[Value], Dict[str, Value]], Value]
+__all__ = ["call", "module_attribute"]
 
 _MIN_LONG = -(1 << 63)
-# The characters Python's str.strip() and str.split() treat as whitespace.
-_WHITESPACE = (
-    "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029"
-    "\\u202f\\u205f\\u3000]"
-)
 
 
 def call(it: "Interpreter", node: ast.Call) -> Any:
@@ -68,7 +66,7 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return ordering.min_max_with_keywords(it, node, target is py.max)
     if target is py.sorted and any(k.arg == "key" for k in node.keywords):
         return ordering.sorted_with_key(it, node)
-    if target is py.len and len(node.args) == 1 and _is_rows(it, node.args[0]):
+    if target is py.len and len(node.args) == 1 and is_rows(it, node.args[0]):
         from mapwithstate.pyfunc.aggregates import rows_length
 
         return rows_length(it)
@@ -104,14 +102,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
     return handler(it, node, args, kwargs)
 
 
-def _is_rows(it: "Interpreter", node: ast.expr) -> bool:
-    from mapwithstate.pyfunc.aggregates import Rows
-
-    return isinstance(node, ast.Name) and isinstance(it.path.env.get(node.id), Rows)
-
-
 def _iterates_rows(it: "Interpreter", generator: ast.GeneratorExp) -> bool:
-    return _is_rows(it, generator.generators[0].iter)
+    return is_rows(it, generator.generators[0].iter)
 
 
 def _attribute(it: "Interpreter", node: ast.Attribute, base: Any) -> Any:
@@ -234,29 +226,6 @@ def _spark_call(it: "Interpreter", node: ast.Call, function: Callable[..., Any])
 
 
 # ------------------------------------------------------------------ builtins
-
-
-def _arity(
-    it: "Interpreter",
-    node: ast.Call,
-    args: List[Value],
-    kwargs: Dict[str, Value],
-    low: int,
-    high: int,
-    name: str,
-    keywords: Tuple[str, ...] = (),
-) -> None:
-    unknown = set(kwargs) - set(keywords)
-    if unknown or not low <= len(args) <= high:
-        raise it.ctx.refuse(
-            node,
-            f"{name}() with {len(args)} argument(s)"
-            + (f" and {', '.join(sorted(unknown))}=" if unknown else ""),
-            f"{name}() takes {low}"
-            + (f" to {high}" if high > low else "")
-            + " argument(s)"
-            + (f", keywords {', '.join(keywords)}" if keywords else ""),
-        )
 
 
 def _len(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
@@ -591,80 +560,13 @@ def _list(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str
     return values
 
 
-def _datetime(
-    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
-) -> Value:
-    if all(a.is_const for a in args) and all(v.is_const for v in kwargs.values()):
-        try:
-            made = datetime(*[a.const for a in args], **{k: v.const for k, v in kwargs.items()})
-        except (TypeError, ValueError) as e:
-            raise it.ctx.refuse(
-                node, "datetime(...)", f"Python raises {type(e).__name__}: {e}"
-            ) from e
-        if made.tzinfo is not None:
-            raise it.ctx.refuse(
-                node,
-                "datetime with tzinfo",
-                "use naive datetimes, as PySpark returns them in the session's time zone",
-            )
-        return literal(made)
-    raise it.ctx.refuse(
-        node,
-        "datetime(...) of non-constant arguments",
-        "build it from a constant and timedeltas, or F.make_timestamp",
-    )
-
-
-_TIMEDELTA_UNITS = {
-    "weeks": 7 * 86_400_000_000,
-    "days": 86_400_000_000,
-    "hours": 3_600_000_000,
-    "minutes": 60_000_000,
-    "seconds": 1_000_000,
-    "milliseconds": 1_000,
-    "microseconds": 1,
-}
-
-
-def _timedelta(
-    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
-) -> Value:
-    names = ["days", "seconds", "microseconds", "milliseconds", "minutes", "hours", "weeks"]
-    if len(args) > len(names):
-        raise it.ctx.refuse(node, "timedelta() with too many arguments", "at most 7")
-    given = dict(zip(names, args, strict=False))
-    for key in kwargs:
-        if key not in _TIMEDELTA_UNITS or key in given:
-            raise it.ctx.refuse(node, f"timedelta({key}=)", f"units are {', '.join(names)}")
-    given.update(kwargs)
-    if all(v.is_const for v in given.values()):
-        try:
-            return literal(timedelta(**{k: v.const for k, v in given.items()}))
-        except (TypeError, OverflowError) as e:
-            raise it.ctx.refuse(
-                node, "timedelta(...)", f"Python raises {type(e).__name__}: {e}"
-            ) from e
-    micros: Column = F.lit(0).cast("bigint")
-    for unit, value in given.items():
-        if value.type.kind not in ("int", "bool"):
-            raise it.ctx.refuse(
-                node,
-                f"timedelta({unit}=<{value.type}>)",
-                "non-constant timedelta arguments must be ints",
-            )
-        value = operators.none_check(
-            it.ctx, node, value, f"unsupported type for timedelta {unit} component: NoneType"
-        )
-        micros = F.try_add(
-            micros, F.try_multiply(value.column.cast("bigint"), F.lit(_TIMEDELTA_UNITS[unit]))
-        )
-    it.ctx.check(
-        node, micros.isNull(), "OverflowError", "timedelta does not fit a DAY TO SECOND interval"
-    )
-    column = F.make_dt_interval(secs=F.lit(0)) + F.make_dt_interval(
-        secs=(micros.cast("decimal(38,0)") / F.lit(1_000_000)).cast("decimal(18,6)")
-    )
-    return Value(column, TIMEDELTA, False)
+def _dict(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    """``dict(d)``: a copy of a dict (a map Column: the same value)."""
+    _arity(it, node, args, kwargs, 1, 1, "dict")
+    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
+    if values.type.kind != "dict":
+        raise it.ctx.refuse(node, f"dict() of a {values.type}", "dict() copies a dict")
+    return values
 
 
 def _math_unary(
@@ -807,8 +709,10 @@ _BUILTINS: Dict[int, Handler] = {
     id(py.all): _any_all(True),
     id(py.sorted): ordering.sorted_list,
     id(py.list): _list,
+    id(py.dict): _dict,
     id(datetime): _datetime,
     id(timedelta): _timedelta,
+    id(date): _date,
     id(math.sqrt): _math_unary("sqrt", F.sqrt, lambda x: x < F.lit(0.0)),
     id(math.exp): _math_unary("exp", F.exp),
     id(math.log10): _math_unary("log10", F.log10, lambda x: x <= F.lit(0.0)),
@@ -834,9 +738,6 @@ _BUILTINS: Dict[int, Handler] = {
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kind = base.type.kind
-    args = [it.value(a) for a in node.args]
-    keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
-    kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
     table = {"str": _STR_METHODS, "dict": _DICT_METHODS, "timedelta": _TIMEDELTA_METHODS}.get(
         kind, {}
     )
@@ -847,159 +748,26 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
             f"{base.type}.{name}()",
             f"supported {base.type} methods: {', '.join(sorted(table)) or 'none'}",
         )
+    # None has no such method: Python raises AttributeError looking it up, before it
+    # evaluates the arguments.
+    if base.nullable:
+        it.ctx.check(
+            node,
+            base.column.isNull(),
+            "AttributeError",
+            f"'NoneType' object has no attribute '{name}'",
+        )
+        base = base.non_null()
+    args = [it.value(a) for a in node.args]
+    keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
+    kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
     if len(kwargs) < len(keywords):
         raise it.ctx.refuse(node, "**kwargs in a call", "pass arguments one by one")
-    base = operators.none_check(it.ctx, node, base, f"'NoneType' object has no attribute '{name}'")
-    for arg in args + list(kwargs.values()):
-        if arg.type.kind == "str" and arg.nullable:
-            operators.none_check(it.ctx, node, arg, f"{name}() argument must be str, not None")
+    if not (kind == "str" and name in ACCEPTS_NONE):
+        for arg in args + list(kwargs.values()):
+            if arg.type.kind == "str" and arg.nullable:
+                operators.none_check(it.ctx, node, arg, f"{name}() argument must be str, not None")
     return handler(it, node, base, args, kwargs)
-
-
-def _strip(side: str) -> MethodHandler:
-    def handler(
-        it: "Interpreter",
-        node: ast.Call,
-        base: Value,
-        args: List[Value],
-        kwargs: Dict[str, Value],
-    ) -> Value:
-        _arity(it, node, args, kwargs, 0, 1, side + "strip")
-        if args and not (args[0].is_const and isinstance(args[0].const, (str, type(None)))):
-            raise it.ctx.refuse(node, f"{side}strip(<not a literal>)", "pass a string literal")
-        chars = args[0].const if args else None
-        cls = (
-            _WHITESPACE
-            if chars is None
-            else "[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"
-            if chars
-            else None
-        )
-        if cls is None:
-            return base
-        pattern = {"": f"^{cls}+|{cls}+$", "l": f"^{cls}+", "r": f"{cls}+$"}[side]
-        return Value(F.regexp_replace(base.column, pattern, ""), STR, False)
-
-    return handler
-
-
-def _case(function: Callable[[Column], Column]) -> MethodHandler:
-    def handler(
-        it: "Interpreter",
-        node: ast.Call,
-        base: Value,
-        args: List[Value],
-        kwargs: Dict[str, Value],
-    ) -> Value:
-        _arity(it, node, args, kwargs, 0, 0, "lower/upper")
-        return Value(function(base.column), STR, False)
-
-    return handler
-
-
-def _affix(start: bool) -> MethodHandler:
-    def handler(
-        it: "Interpreter",
-        node: ast.Call,
-        base: Value,
-        args: List[Value],
-        kwargs: Dict[str, Value],
-    ) -> Value:
-        _arity(it, node, args, kwargs, 1, 1, "startswith" if start else "endswith")
-        affix = args[0]
-        if affix.type.kind != "str":
-            raise it.ctx.refuse(
-                node,
-                f"startswith/endswith of a {affix.type}",
-                "pass a str (tuples are not supported)",
-            )
-        column = (
-            F.startswith(base.column, affix.column)
-            if start
-            else F.endswith(base.column, affix.column)
-        )
-        return Value(column, BOOL, False)
-
-    return handler
-
-
-def _replace(
-    it: "Interpreter",
-    node: ast.Call,
-    base: Value,
-    args: List[Value],
-    kwargs: Dict[str, Value],
-) -> Value:
-    _arity(it, node, args, kwargs, 2, 2, "replace")
-    old, new = args
-    # Python inserts the replacement between every character for an empty pattern.
-    if old.is_const and old.const == "":
-        raise it.ctx.refuse(node, "replace('' , ...)", "replace a non-empty string")
-    return Value(F.replace(base.column, old.column, new.column), STR, False)
-
-
-def _split(
-    it: "Interpreter",
-    node: ast.Call,
-    base: Value,
-    args: List[Value],
-    kwargs: Dict[str, Value],
-) -> Value:
-    _arity(it, node, args, kwargs, 0, 1, "split", ())
-    if not args or args[0].type.kind == "none":
-        parts = F.split(
-            F.regexp_replace(base.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", ""), f"{_WHITESPACE}+"
-        )
-        return Value(F.filter(parts, lambda p: F.length(p) > 0), list_of(STR), False)
-    sep = args[0]
-    if not (sep.is_const and isinstance(sep.const, str)):
-        raise it.ctx.refuse(node, "split(<not a literal>)", "pass the separator as a literal")
-    if sep.const == "":
-        raise it.ctx.refuse(node, "split('')", "Python raises ValueError: empty separator")
-    pattern = "".join(f"\\x{{{ord(c):x}}}" for c in sep.const)
-    return Value(F.split(base.column, pattern, -1), list_of(STR), False)
-
-
-def _find(
-    it: "Interpreter",
-    node: ast.Call,
-    base: Value,
-    args: List[Value],
-    kwargs: Dict[str, Value],
-) -> Value:
-    _arity(it, node, args, kwargs, 1, 1, "find")
-    if args[0].type.kind != "str":
-        raise it.ctx.refuse(node, f"find() of a {args[0].type}", "find a str")
-    # instr counts characters from 1 and gives 0 when absent; Python counts from 0, -1.
-    return Value(F.instr(base.column, args[0].column).cast("bigint") - F.lit(1), INT, False)
-
-
-def _join(
-    it: "Interpreter",
-    node: ast.Call,
-    base: Value,
-    args: List[Value],
-    kwargs: Dict[str, Value],
-) -> Value:
-    _arity(it, node, args, kwargs, 1, 1, "join")
-    items = operators.none_check(it.ctx, node, args[0], "can only join an iterable")
-    if items.type.kind != "list" or items.type.args[0].kind not in ("str", "none"):
-        raise it.ctx.refuse(node, f"join of a {items.type}", "join a list of str")
-    it.ctx.check(
-        node,
-        F.exists(items.column, lambda e: e.isNull()),
-        "TypeError",
-        "sequence item: expected str instance, NoneType found",
-    )
-    return Value(
-        # pyspark's stub types the delimiter as str, but Spark Connect's array_join passes it
-        # through lit(), which keeps a Column as it is.
-        F.array_join(items.column, base.column)  # type: ignore[arg-type]
-        if not base.is_const
-        else F.array_join(items.column, base.const),
-        STR,
-        False,
-    )
 
 
 def _dict_get(
@@ -1027,183 +795,4 @@ def _dict_get(
     return Value(column, joined, True)
 
 
-_STR_METHODS: Dict[str, MethodHandler] = {
-    "lower": _case(F.lower),
-    "upper": _case(F.upper),
-    "strip": _strip(""),
-    "lstrip": _strip("l"),
-    "rstrip": _strip("r"),
-    "startswith": _affix(True),
-    "endswith": _affix(False),
-    "replace": _replace,
-    "split": _split,
-    "find": _find,
-    "join": _join,
-}
 _DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get}
-
-
-def _total_seconds(
-    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
-) -> Value:
-    """``td.total_seconds()``: the interval's microseconds over 10**6, as Python divides."""
-    if args or kwargs:
-        raise it.ctx.refuse(node, "total_seconds() with arguments", "call total_seconds()")
-    # A DAY TO SECOND interval added to the epoch is exact in microseconds; below 2**53 of
-    # them (285 years) the division of two exact doubles rounds as Python's int division.
-    micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + base.column)
-    return Value(micros.cast("double") / F.lit(1_000_000.0), FLOAT, False)
-
-
-_TIMEDELTA_METHODS: Dict[str, MethodHandler] = {"total_seconds": _total_seconds}
-
-
-# ------------------------------------------------------------------ subscripts, comprehensions
-
-
-def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
-    base = it.value(node.value)
-    kind = base.type.kind
-    if kind == "dict":
-        base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
-        key = it.value(node.slice)
-        found = F.coalesce(F.map_contains_key(base.column, key.column), F.lit(False))
-        it.ctx.check(node, ~found, "KeyError", "key not in the dict")
-        return Value(F.when(found, F.element_at(base.column, key.column)), base.type.args[1], True)
-    if kind not in ("str", "list"):
-        raise it.ctx.refuse(
-            node, f"subscript of a {base.type}", "index or slice a str, list or dict"
-        )
-    base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
-    length = (F.length(base.column) if kind == "str" else F.size(base.column)).cast("bigint")
-    if isinstance(node.slice, ast.Slice):
-        return _slice(it, node, base, length)
-    index = it.value(node.slice)
-    if index.type.kind not in ("int", "bool"):
-        raise it.ctx.refuse(node, f"index of type {index.type}", "indices are ints")
-    index = operators.none_check(
-        it.ctx, node, index, "indices must be integers or slices, not NoneType"
-    )
-    position = F.when(index.column < 0, index.column + length).otherwise(index.column)
-    inside = (position >= 0) & (position < length)
-    it.ctx.check(
-        node, ~inside, "IndexError", f"{'string' if kind == 'str' else 'list'} index out of range"
-    )
-    safe = F.when(inside, position + 1).otherwise(F.lit(1)).cast("int")
-    if kind == "str":
-        return Value(F.when(inside, F.substring(base.column, safe, F.lit(1))), STR, False)
-    return Value(F.when(inside, F.element_at(base.column, safe)), base.type.args[0], True)
-
-
-def _slice(it: "Interpreter", node: ast.Subscript, base: Value, length: Column) -> Value:
-    part = node.slice
-    assert isinstance(part, ast.Slice)
-    if part.step is not None:
-        step = it.value(part.step)
-        if step.is_const and step.const == -1 and part.lower is None and part.upper is None:
-            column = F.reverse(base.column)
-            return Value(column, base.type, False)
-        if not (step.is_const and step.const == 1):
-            raise it.ctx.refuse(part, "a slice with a step", "only [::-1] and step 1")
-
-    def bound(expr: Optional[ast.expr], default: Column) -> Column:
-        if expr is None:
-            return default
-        value = it.value(expr)
-        if value.type.kind not in ("int", "none"):
-            raise it.ctx.refuse(expr, f"slice bound of type {value.type}", "bounds are ints")
-        if value.type.kind == "none":
-            return default
-        column = value.column
-        clipped = F.when(column < 0, F.greatest(column + length, F.lit(0))).otherwise(
-            F.least(column, length)
-        )
-        return F.when(column.isNull(), default).otherwise(clipped) if value.nullable else clipped
-
-    lower = bound(part.lower, F.lit(0).cast("bigint"))
-    upper = bound(part.upper, length)
-    count = F.greatest(upper - lower, F.lit(0)).cast("int")
-    start = (lower + 1).cast("int")
-    if base.type.kind == "str":
-        return Value(F.substring(base.column, start, count), STR, False)
-    return Value(
-        F.slice(base.column, F.when(count == 0, F.lit(1)).otherwise(start), count), base.type, False
-    )
-
-
-def comprehension(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp]) -> Value:
-    """``[expr for x in values if cond]`` over a list: ``F.filter`` then ``F.transform``; where
-    the body or the filter would raise for an element, the query fails."""
-    if len(node.generators) != 1:
-        raise it.ctx.refuse(
-            node, "a comprehension with several for clauses", "one for clause per comprehension"
-        )
-    generator = node.generators[0]
-    if not isinstance(generator.target, ast.Name) or generator.is_async:
-        raise it.ctx.refuse(
-            generator, "a comprehension target that is not a name", "for x in values"
-        )
-    if _is_rows(it, generator.iter):
-        if not isinstance(node, ast.ListComp):
-            raise it.ctx.refuse(
-                node,
-                "a generator over rows outside an aggregate",
-                "use rows in len(rows), sum/min/max/any/all/sorted(... for r "
-                "in rows) or [r.v for r in rows]",
-            )
-        from mapwithstate.pyfunc.aggregates import rows_list
-
-        return rows_list(it, node)
-    values = operators.none_check(
-        it.ctx, generator, it.value(generator.iter), "'NoneType' object is not iterable"
-    )
-    if values.type.kind != "list":
-        raise it.ctx.refuse(
-            generator.iter, f"iteration over a {values.type}", "comprehensions iterate over lists"
-        )
-    element = values.type.args[0]
-    name = generator.target.id
-
-    def evaluate(
-        x: Column, expr: Optional[ast.expr], guard_filters: bool
-    ) -> Tuple[Optional[Value], List[Tuple[Cond, str]], Cond]:
-        """The element's value (or None without ``expr``), the failures it may raise, and
-        whether the filters keep it, for the lambda variable ``x``."""
-        saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
-        it.path.env[name] = Value(x, element, True)
-        it.ctx.failures, it.ctx.guard = [], True
-        try:
-            kept: Cond = True
-            for condition in generator.ifs:
-                kept = c_and(kept, operators.truthy(it.value(condition)))
-                if guard_filters:
-                    it.ctx.guard = kept
-            result = it.value(expr) if expr is not None else None
-            return result, it.ctx.failures, kept
-        finally:
-            it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
-
-    def element_of(x: Column, guard_filters: bool) -> Tuple[Value, List[Tuple[Cond, str]]]:
-        """The element's value and the failures it may raise."""
-        result, failures, _ = evaluate(x, node.elt, guard_filters)
-        assert result is not None  # evaluated with an expression
-        return result, failures
-
-    def keep(x: Column) -> Column:
-        return c_column(evaluate(x, None, False)[2])
-
-    # The failures an element may raise, lifted out of the lambdas.
-    _, failures = element_of(F.lit(None).cast(to_spark(element)), True)
-
-    def failing(index: int) -> Callable[[Column], Column]:
-        # A one-parameter function: Spark Connect passes a lambda variable per parameter.
-        return lambda x: c_column(element_of(x, True)[1][index][0])
-
-    for index, (_, message) in enumerate(failures):
-        it.ctx.failures.append(
-            (c_and(it.ctx.guard, F.exists(values.column, failing(index))), message)
-        )
-    filtered = F.filter(values.column, keep) if generator.ifs else values.column
-    sample, _ = element_of(F.lit(None).cast(to_spark(element)), False)
-    column = F.transform(filtered, lambda x: element_of(x, False)[0].column)
-    return Value(column, list_of(sample.type), False)

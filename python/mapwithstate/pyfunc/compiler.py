@@ -22,7 +22,14 @@ from mapwithstate.pyfunc import builtins
 from mapwithstate.pyfunc.aggregates import Rows
 from mapwithstate.pyfunc.bindings import COPIED_PLAN_LIMIT, Bindings, PlanTooLarge
 from mapwithstate.pyfunc.errors import CompileError
-from mapwithstate.pyfunc.interpreter import Context, Emit, Interpreter, StateObject, store
+from mapwithstate.pyfunc.interpreter import (
+    Context,
+    Emit,
+    Interpreter,
+    Message,
+    StateObject,
+    store,
+)
 from mapwithstate.pyfunc.paths import PathState
 from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unify
 from mapwithstate.pyfunc.source import FunctionSource
@@ -231,19 +238,23 @@ def compile_function(
     return CompiledFunction(update, remove, emit, timeout_at)
 
 
-def _check(failures: List[Tuple[Cond, str]]) -> Optional[Column]:
+def _check(failures: List[Tuple[Cond, Message]]) -> Optional[Column]:
     """One Column raising the first of ``failures`` (in program order) whose condition holds,
     else null; None without failures."""
     if not failures:
         return None
     (first_cond, first_message), *more = failures
-    check = F.when(c_column(first_cond), F.raise_error(F.lit(first_message)))
+    check = F.when(c_column(first_cond), F.raise_error(_text(first_message)))
     for cond, message in more:
-        check = check.when(c_column(cond), F.raise_error(F.lit(message)))
+        check = check.when(c_column(cond), F.raise_error(_text(message)))
     return check
 
 
-def _self_checked(ctx: Context, evaluated: List[Any]) -> List[Tuple[Cond, str]]:
+def _text(message: Message) -> Column:
+    return F.lit(message) if isinstance(message, str) else message
+
+
+def _self_checked(ctx: Context, evaluated: List[Any]) -> List[Tuple[Cond, Message]]:
     """The function's failures less those the Columns holding ``evaluated`` (values every
     call computes, after the checks) raise by themselves, in Python's order.
 

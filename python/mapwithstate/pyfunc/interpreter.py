@@ -26,7 +26,11 @@ from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, u
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
-__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit"]
+__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit", "Message"]
+
+#: A runtime failure's message: a constant, or a Column computed where it is raised (an
+#: ``assert``'s message that is not a constant).
+Message = Union[str, Column]
 
 
 @dataclass
@@ -71,7 +75,7 @@ class Context:
     #: The Spark type of an escape-hatch Column (``node``: the call, for errors).
     type_of: Callable[[ast.AST, Column], T.DataType]
     guard: Cond = True
-    failures: List[Tuple[Cond, str]] = field(default_factory=list)
+    failures: List[Tuple[Cond, "Message"]] = field(default_factory=list)
     #: Where a variable's large value is named rather than copied into each use.
     bindings: Bindings = field(default_factory=lambda: Bindings(False))
     #: Whether a value may raise Python's error where it is computed (a :class:`Carrier`):
@@ -79,7 +83,7 @@ class Context:
     #: call's checks, which must fail first where Python raises earlier.
     self_checks: bool = True
     #: The failures whose values check themselves, each with its value.
-    carriers: List[Tuple[Tuple[Cond, str], Carrier]] = field(default_factory=list)
+    carriers: List[Tuple[Tuple[Cond, "Message"], Carrier]] = field(default_factory=list)
     #: The SQL text of a cast of such a value (a stored state field, an output column), to the
     #: value's.
     casts: Dict[str, str] = field(default_factory=dict)
@@ -99,7 +103,7 @@ class Context:
         node: ast.AST,
         cond: Cond,
         exception: str,
-        message: str,
+        message: "Message",
         carrier: Optional[Carrier] = None,
     ) -> None:
         """The query fails with Python's ``exception`` where ``cond`` holds on this path;
@@ -107,7 +111,13 @@ class Context:
         cond = c_and(self.guard, cond)
         if cond is False:
             return
-        failure = (cond, self.message(node, exception, message))
+        text: Message = (
+            self.message(node, exception, message)
+            if isinstance(message, str)
+            # Computed where it is raised.
+            else F.concat(F.lit(f"{exception}: "), message, F.lit(f" [{self.source.where(node)}]"))
+        )
+        failure = (cond, text)
         self.failures.append(failure)
         if carrier is not None and self.guard is True:
             self.carriers.append((failure, carrier))
@@ -191,17 +201,7 @@ class Interpreter:
             if node.value is not None:
                 self.assign(node.target, self.expression(node.value))
         elif isinstance(node, ast.AugAssign):
-            if not isinstance(node.target, ast.Name):
-                raise self.ctx.refuse(
-                    node,
-                    f"augmented assignment to {type(node.target).__name__}",
-                    "assign to a local variable",
-                )
-            current = self.name(node.target)
-            self.assign(
-                node.target,
-                operators.binary(self.ctx, node, node.op, current, self.expression(node.value)),
-            )
+            self.augmented_assign(node)
         elif isinstance(node, ast.If):
             self.if_(node)
         elif isinstance(node, ast.Return):
@@ -209,10 +209,7 @@ class Interpreter:
         elif isinstance(node, ast.Pass):
             pass
         elif isinstance(node, ast.Assert):
-            test = operators.truthy(self.expression(node.test))
-            message = "" if node.msg is None else self._message(node.msg)
-            self.ctx.check(node, c_not(test), "AssertionError", message)
-            self.ctx.guard = c_and(self.ctx.guard, test)
+            self.assert_(node)
         elif isinstance(node, ast.Raise):
             self.ctx.check(node, True, *self._raised(node))
             self.ctx.guard = False
@@ -226,6 +223,76 @@ class Interpreter:
                 ),
             )
             raise self.ctx.refuse(node, construct, hint)
+
+    def assert_(self, node: ast.Assert) -> None:
+        """``assert test, message``: the message is evaluated only where the test fails, as
+        Python does (a failure evaluating it is raised instead), and the query fails with
+        ``AssertionError`` and ``str(message)``."""
+        from mapwithstate.pyfunc.formatting import to_str
+
+        test = operators.truthy(self.expression(node.test))
+        message: Message = ""
+        if node.msg is not None:
+            outer = self.ctx.guard
+            self.ctx.guard = c_and(outer, c_not(test))
+            value = self.value(node.msg)
+            self.ctx.guard = outer
+            message = (
+                str(value.const) if value.is_const else to_str(self.ctx, node.msg, value).column
+            )
+        self.ctx.check(node, c_not(test), "AssertionError", message)
+        self.ctx.guard = c_and(self.ctx.guard, test)
+
+    def augmented_assign(self, node: ast.AugAssign) -> None:
+        """``x op= value``; ``state.field op= value`` as ``state.update(field=state.field op
+        value)``; ``xs[i] op= value`` on a list or dict only this variable holds (see
+        :mod:`~mapwithstate.pyfunc.mutations`)."""
+        target = node.target
+        if isinstance(target, ast.Name):
+            current = self.name(target)
+            self.assign(
+                target,
+                operators.binary(self.ctx, node, node.op, current, self.expression(node.value)),
+            )
+        elif (
+            isinstance(target, ast.Attribute)
+            and _is_state(target.value)
+            and isinstance(self.path.env.get("state"), StateObject)
+        ):
+            if target.attr not in self.state_fields:
+                raise self.ctx.refuse(
+                    target,
+                    f"augmented assignment to state.{target.attr}",
+                    f"only the state's fields ({', '.join(self.state_fields)}) change, through "
+                    "state.update(...) or state.<field> += ...",
+                )
+            current = self.path.fields[target.attr]
+            value = operators.binary(self.ctx, node, node.op, current, self.expression(node.value))
+            self.update({target.attr: self.state_value(node, target.attr, value)})
+        elif isinstance(target, ast.Subscript):
+            from mapwithstate.pyfunc.mutations import augment_item
+
+            name, changed = augment_item(self, node)
+            self.path.env[name] = self.ctx.share(changed)
+        else:
+            construct = f"augmented assignment to {type(target).__name__}"
+            if isinstance(target, ast.Attribute):
+                owner = _describe(self.expression(target.value))
+                construct = f"augmented assignment to an attribute of a {owner}"
+            raise self.ctx.refuse(
+                node,
+                construct,
+                "assign to a local variable, a state field, or an item of a local list or dict",
+            )
+
+    def update(self, values: Dict[str, Value]) -> None:
+        """The state's fields named take ``values`` (each stored in its field's type): the key
+        has a state."""
+        for name in self.state_fields:
+            if name in values:
+                self.path.fields[name] = self.ctx.share(values[name])
+        self.path.present = literal(True)
+        self.path.changed = True
 
     def _message(self, node: ast.expr) -> str:
         value = self.expression(node)
@@ -524,11 +591,7 @@ class Interpreter:
                 updates[keyword.arg] = self.state_value(
                     keyword, keyword.arg, self.value(keyword.value)
                 )
-            for name in self.state_fields:
-                if name in updates:
-                    self.path.fields[name] = self.ctx.share(updates[name])
-            self.path.present = literal(True)
-            self.path.changed = True
+            self.update(updates)
             return nothing
         if method == "remove":
             self._no_arguments(node, method)
@@ -700,12 +763,12 @@ class Interpreter:
         return Value(F.concat(*parts) if parts else F.lit(""), PyType("str"), False)
 
     def expr_Subscript(self, node: ast.Subscript) -> Value:
-        from mapwithstate.pyfunc.builtins import subscript
+        from mapwithstate.pyfunc.sequences import subscript
 
         return subscript(self, node)
 
     def expr_ListComp(self, node: ast.ListComp) -> Value:
-        from mapwithstate.pyfunc.builtins import comprehension
+        from mapwithstate.pyfunc.sequences import comprehension
 
         return comprehension(self, node)
 

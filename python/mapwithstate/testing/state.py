@@ -8,7 +8,9 @@ it left: the key's state and timer.
 """
 
 import datetime
+import dis
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -35,6 +37,21 @@ _OWN_NAMES = frozenset(
 )
 
 
+def _augmented(frame: Any) -> bool:
+    """Whether ``frame`` is storing an attribute's augmented assignment (``state.n += 1``): the
+    store follows an in-place operator (CPython 3.10's ``INPLACE_*``, 3.11's ``BINARY_OP``
+    ``+=``), where a plain assignment stores a value it loaded or computed."""
+    instructions = list(dis.get_instructions(frame.f_code))
+    for index, instruction in enumerate(instructions):
+        if instruction.offset == frame.f_lasti:
+            return any(
+                i.opname.startswith("INPLACE_")
+                or (i.opname == "BINARY_OP" and i.argrepr.endswith("="))
+                for i in instructions[max(index - 2, 0) : index]
+            )
+    return False
+
+
 class State:
     """One call's view of a key's state, as a Python state function's ``state`` parameter.
 
@@ -54,7 +71,8 @@ class State:
       a batch that its key's timer has already passed must set a new timer or clear it.
     - ``state.update(**fields)``: the fields named take the values given, converted as the
       state's column types store them; the others keep their current value (``None`` for a
-      key without a state). An unknown field raises ``TypeError``.
+      key without a state). An unknown field raises ``TypeError``. ``state.n += 1`` is
+      ``state.update(n=state.n + 1)`` (a plain ``state.n = 1`` raises ``AttributeError``).
     - ``state.remove()``; ``state.set_timer(ts)``; ``state.clear_timer()``.
 
     Operations apply in the order the code runs them: the last of ``update``/``remove`` in a
@@ -123,6 +141,10 @@ class State:
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):
             object.__setattr__(self, name, value)
+        elif name in self.__dict__.get("_types", {}) and _augmented(sys._getframe(1)):
+            # state.n += 1: the field's new value, as state.update(n=state.n + 1); a plain
+            # state.n = 1 is refused, as the compiler refuses it.
+            self.update(**{name: value})
         else:
             raise AttributeError(f"state.{name} cannot be assigned: use state.update({name}=...)")
 

@@ -1,0 +1,205 @@
+"""Augmented assignment to an item: ``xs[i] += v`` on a list, ``d[k] += v`` on a dict.
+
+Python changes the list or dict in place, so every name holding the same object sees the
+change; a compiled value is a Column, and the new array or map goes to the one variable. So the
+compiler makes the change only where no other name, nor the state, nor a yielded row, can hold
+the object: the variable is a parameter, or every assignment to it makes a new list (a
+display, a comprehension, a concatenation, a slice, ``list()``, ``sorted()``, ``dict()``, a
+``str`` method); and before the change it is used only where Python reads it (an index, an
+iteration, ``len``, an operand, a call's argument), never where the object itself would be
+kept (assigned to another name, stored with ``state.update``, yielded). Anything else is
+refused with the way out: build the new list, ``xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]``.
+
+Python's order holds: the container and the index, then the item (``IndexError``,
+``KeyError``, ``TypeError`` for ``None``), then the value, the operation and its failures.
+"""
+
+import ast
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.pytypes import to_spark, unify
+from mapwithstate.pyfunc.sequences import item
+from mapwithstate.pyfunc.values import Value
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Interpreter
+
+__all__ = ["augment_item"]
+
+_HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
+#: Builtins whose result never is their argument itself.
+_READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
+#: Calls that make a new list.
+_FRESH_CALLS = {"list", "sorted", "dict"}
+
+
+def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
+    """The variable ``node`` changes and its new value."""
+    target = node.target
+    assert isinstance(target, ast.Subscript)
+    if isinstance(target.slice, ast.Slice):
+        raise it.ctx.refuse(node, "augmented assignment to a slice", _HINT)
+    container = target.value
+    if not isinstance(container, ast.Name):
+        described = (
+            f"state.{container.attr}"
+            if isinstance(container, ast.Attribute)
+            and isinstance(container.value, ast.Name)
+            and container.value.id == "state"
+            else type(container).__name__
+        )
+        raise it.ctx.refuse(
+            node,
+            f"augmented assignment to an item of {described}",
+            "Python would change that object in place; copy it into a local first, "
+            "xs = list(state.xs); xs[i] += 1; state.update(xs=xs)",
+        )
+    name = container.id
+    base = it.name(container)
+    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
+        kind = base.type if isinstance(base, Value) else type(base).__name__
+        raise it.ctx.refuse(
+            node,
+            f"augmented assignment to an item of a {kind}",
+            "Python raises TypeError: only a list's or a dict's items can be assigned",
+        )
+    for statement in ast.walk(it.ctx.source.tree):
+        if (
+            isinstance(statement, ast.Assign)
+            and isinstance(statement.value, ast.Tuple)
+            and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
+        ):
+            raise it.ctx.refuse(
+                statement,
+                f"item assignment to a tuple ({name}[...] {operators.symbol(node.op)}= "
+                f"on line {node.lineno})",
+                "Python raises TypeError: 'tuple' object does not support item assignment",
+            )
+    shared = _shared_use(it, name, node)
+    if shared is not None:
+        raise it.ctx.refuse(
+            shared,
+            f"{name}[...] {operators.symbol(node.op)}= (line {node.lineno}) where {name} may "
+            "be the same object as another name's, the state's or a yielded row's",
+            _HINT,
+        )
+    base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
+    current, where = item(it, target, base, it.value(target.slice))
+    element = base.type.args[0] if base.type.kind == "list" else base.type.args[1]
+    if element.kind in ("list", "dict"):
+        raise it.ctx.refuse(
+            node,
+            f"augmented assignment to an item that is a {element.name}",
+            "Python changes that inner object in place; " + _HINT,
+        )
+    new = operators.binary(it.ctx, node, node.op, current, it.value(node.value))
+    if unify(element, new.type) != element:
+        raise it.ctx.refuse(
+            node,
+            f"a {new.type} stored into a {base.type.kind} of {element}",
+            "a list's or dict's values are one Column type; convert it explicitly",
+        )
+    value = new.column if new.type == element else new.column.cast(to_spark(element))
+    column: Column
+    if base.type.kind == "list":
+        column = F.transform(
+            base.column,
+            lambda e, i: F.when(i.cast("bigint") == where, value).otherwise(e),
+        )
+    else:
+        column = F.transform_values(
+            base.column, lambda k, v: F.when(k == where, value).otherwise(v)
+        )
+    return name, Value(column, base.type, False)
+
+
+def _fresh(node: Optional[ast.expr]) -> bool:
+    """Whether ``node`` makes a new list (or is no list at all)."""
+    if node is None or isinstance(node, (ast.List, ast.ListComp, ast.Constant)):
+        return True
+    if isinstance(node, ast.BinOp):
+        return True
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Slice)
+    if isinstance(node, ast.IfExp):
+        return _fresh(node.body) and _fresh(node.orelse)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in _FRESH_CALLS
+        # A str method (split) or a pyspark.sql.functions call: a new value; dict.get gives
+        # the dict's own.
+        return isinstance(func, ast.Attribute) and func.attr != "get"
+    return False
+
+
+def _reads(node: ast.Name, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bool:
+    """Whether this use of the variable only reads the object (Python keeps no reference to
+    it past the expression)."""
+    if isinstance(parent, ast.Subscript):
+        return parent.value is node
+    if isinstance(parent, ast.comprehension):
+        return parent.iter is node
+    if isinstance(parent, ast.Call):
+        if node not in parent.args:
+            return False
+        func = parent.func
+        if isinstance(func, ast.Name):
+            # max(xs) is an item; max(xs, ys) may be xs itself.
+            return func.id in _READING_CALLS or (
+                func.id in ("min", "max") and len(parent.args) == 1
+            )
+        return isinstance(func, ast.Attribute)
+    if isinstance(parent, (ast.Attribute, ast.Compare, ast.BinOp, ast.UnaryOp)):
+        return True
+    if isinstance(parent, ast.FormattedValue):
+        return True
+    if isinstance(parent, ast.AugAssign):
+        return parent.value is node
+    if isinstance(parent, (ast.If, ast.IfExp, ast.Assert)):
+        return getattr(parent, "test", None) is node or getattr(parent, "msg", None) is node
+    # A row returned ends the call: no change follows on its path.
+    walk: Optional[ast.AST] = parent
+    while walk is not None:
+        if isinstance(walk, ast.Return):
+            return True
+        walk = ancestors.get(id(walk))
+    return False
+
+
+def _shared_use(it: "Interpreter", name: str, change: ast.AugAssign) -> Optional[ast.AST]:
+    """Where the function may make ``name``'s object another's before ``change``: an
+    assignment that is not a new list, or a use that keeps the object; None if nowhere."""
+    tree = it.ctx.source.tree
+    ancestors: Dict[int, ast.AST] = {}
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            ancestors[id(child)] = parent
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            if not _fresh(node.value):
+                return node
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if node.target.id == name and not _fresh(node.value):
+                return node
+        if isinstance(node, ast.comprehension) and any(
+            isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)
+        ):
+            return node
+    before = (change.lineno, change.col_offset)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Load)
+            and (node.lineno, node.col_offset) < before
+            and not _reads(node, ancestors[id(node)], ancestors)
+        ):
+            return node
+    return None
