@@ -83,7 +83,7 @@ def _key_of(it: "Interpreter", key: Optional[ast.Lambda], item: Value) -> Value:
 def _keys_of(it: "Interpreter", key: ast.Lambda, items: Value) -> Value:
     """``[key(x) for x in items]``: the lambda compiled as that comprehension, whose
     elements' failures fail the query as a comprehension's do."""
-    from mapwithstate.pyfunc.builtins import comprehension
+    from mapwithstate.pyfunc.sequences import comprehension
 
     target = ast.Name(id=key.args.args[0].arg, ctx=ast.Store())
     source = ast.Name(id=_ITEMS, ctx=ast.Load())
@@ -238,7 +238,7 @@ def min_max_with_keywords(it: "Interpreter", node: ast.Call, largest: bool) -> V
     """``min``/``max`` with ``key=`` (a one-parameter lambda, or None) and ``default=`` (for
     one iterable: a list, a comprehension, or a generator over ``rows``, whose items are
     then collected in record order)."""
-    from mapwithstate.pyfunc.builtins import comprehension
+    from mapwithstate.pyfunc.sequences import comprehension
 
     name = "max" if largest else "min"
     keywords = _keywords(it, node, name, ("key", "default"))
@@ -281,7 +281,7 @@ def sorted_list(
 def sorted_with_key(it: "Interpreter", node: ast.Call) -> Value:
     """``sorted(values, key=lambda x: ..., reverse=...)``: ``values`` a list, a comprehension
     or a generator over ``rows``."""
-    from mapwithstate.pyfunc.builtins import comprehension
+    from mapwithstate.pyfunc.sequences import comprehension
 
     keywords = _keywords(it, node, "sorted", ("key", "reverse"))
     if len(node.args) != 1:
