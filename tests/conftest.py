@@ -13,11 +13,11 @@ import pytest
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
 import mapwithstate as mws  # noqa: E402
+from shared_server import SHUFFLE_PARTITIONS, shared_server  # noqa: E402
 
 # Set by pyspark once a Connect session exists; pyspark.sql.functions (and so the state
 # functions) then make Connect Columns. Classic tests run with it unset.
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
-SHUFFLE_PARTITIONS = "4"
 # The backend of a spec that names none; the `backends` marker sets it per test.
 BACKEND_CONF = "spark.mapwithstate.stateStore.backend"
 
@@ -60,13 +60,9 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def server():
-    """The local Connect server (4 shuffle partitions, as the project's benchmarks use).
-
-    Every Connect test of the session shares it, so it gets a heap of 3 GB, not Spark's
-    default 1 GB: late in a full run, generating the code of a compiled Python function's
-    large projections ran the 1 GB heap out, and the server's end hung the tests after it."""
-    conf = {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS, "spark.driver.memory": "3g"}
-    with mws.LocalConnectServer(conf=conf) as s:
+    """The local Connect server (tests/shared_server.py) every Connect test of the session
+    shares."""
+    with shared_server() as s:
         yield s
 
 

@@ -1,8 +1,9 @@
 """The bench's Python state function (bench/python_function.py) against the Column spec it is
 measured beside: the same settings, the same output, the same rows and state through the
 real plugin, and the same values from its compiled Columns for every kind of stored count;
-and the adapters that run its source in PySpark's Python operators emit what it emits. Starts
-a local Connect server with the plugin jar (``mapwithstate.jar_path()``)."""
+and the adapters that run its source in PySpark's Python operators emit what it emits. Runs on
+the test session's local Connect server with the plugin jar (``mapwithstate.jar_path()``),
+tests/shared_server.py's, started here when no test of tests/ started it."""
 from typing import Iterator
 
 import pytest
@@ -14,6 +15,7 @@ import mapwithstate as mws
 from bench import connect_systems, python_function
 from mapwithstate import StateSpec
 from mapwithstate import functions as S
+from shared_server import shared_server
 
 STATE = S.RESERVED_COLUMNS["state"]
 NEW_STATE = S.RESERVED_COLUMNS["new_state"]
@@ -30,13 +32,10 @@ def _call_columns():
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator:
-    server = mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": "4"})
-    try:
+    with shared_server() as server:
         session = server.session()
         yield session
         session.stop()
-    finally:
-        server.stop()
 
 
 def _specs(spark):
