@@ -3,9 +3,10 @@
 :class:`KafkaBroker` runs Apache Kafka (the classpath ``dev/fetch-kafka`` resolved from the
 ``kafka_2.13`` Maven artifact, kept apart from Spark's jars) in KRaft mode as one process that is
 both broker and controller: ``kafka-storage format`` on a fresh log directory, then
-``java -cp ... kafka.Kafka server.properties``, listening on loopback only. The JVM is killed
-when the process that started it dies (``PR_SET_PDEATHSIG``, set by util-linux's ``setpriv``),
-so no broker outlives pytest.
+``java -cp ... kafka.Kafka server.properties``, listening on loopback only. Topics are made by
+one admin client for the session (``kafka_admin/TopicAdmin.java``, a JVM started on first
+use). Kafka's JVMs are killed when the process that started them dies (``PR_SET_PDEATHSIG``,
+set by util-linux's ``setpriv``), so none outlives pytest.
 
 Records go in and out through Spark's own Kafka source and sink (the connector the server loads
 with ``packages=["kafka"]``), so the tests need no Python Kafka client.
@@ -14,12 +15,15 @@ import base64
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKER_CLASSPATH = os.path.join(ROOT, ".tools", "kafka-broker", "classpath")
+TOPIC_ADMIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_admin",
+                           "TopicAdmin.java")
 _LOOPBACK = "127.0.0.1"
 # Kafka's JVMs are started through this, which sets the parent-death signal and execs java: a
 # `preexec_fn` doing the same made Python fork the test process, whose gRPC threads (the
@@ -63,6 +67,9 @@ class KafkaBroker:
         self.controller_port = _free_port()
         self.log_path = os.path.join(work_dir, "broker.log")
         self._process: Optional[subprocess.Popen] = None
+        self._admin: Optional[subprocess.Popen] = None
+        # Tests on threads of their own (tests/overlapped.py) make topics at once.
+        self._admin_lock = threading.Lock()
         properties = self._write_properties()
         self._java("kafka.tools.StorageTool", "format", "--cluster-id", _cluster_id(),
                    "--config", properties, "--ignore-formatted")
@@ -151,13 +158,37 @@ class KafkaBroker:
                            f"ends with:\n{self.log_tail()}")
 
     def create_topics(self, *names: str, partitions: int = 2) -> None:
-        """Makes topics with Kafka's own ``kafka-topics`` tool (TopicCommand), each with
-        `partitions` partitions, so that records of different keys spread over partitions as
-        in a real topic."""
-        for name in names:
-            self._java("org.apache.kafka.tools.TopicCommand",
-                       "--bootstrap-server", self.bootstrap_servers, "--create", "--topic", name,
-                       "--partitions", str(partitions), "--replication-factor", "1")
+        """Makes topics, each with `partitions` partitions (so that records of different keys
+        spread over partitions as in a real topic), through the session's admin client; it
+        returns once the broker has made them all, as Kafka's ``kafka-topics --create`` does."""
+        if not names or any(not n or n.split() != [n] for n in names):
+            raise ValueError(f"topic names must be non-empty words, got {names!r}")
+        with self._admin_lock:
+            admin = self._topic_admin()
+            assert admin.stdin is not None and admin.stdout is not None
+            admin.stdin.write(f"create {partitions} {' '.join(names)}\n")
+            admin.stdin.flush()
+            answer = admin.stdout.readline().strip()
+        if answer != "ok":
+            raise RuntimeError(f"creating topics {', '.join(names)} failed: "
+                               f"{answer or 'the admin client ended'}")
+
+    def _topic_admin(self) -> subprocess.Popen:
+        """The admin client (kafka_admin/TopicAdmin.java), started on first use: Java's source
+        launcher compiles it on the broker's class path. Its own output but the answers goes
+        to ``topic-admin.out``."""
+        if self._admin is None or self._admin.poll() is not None:
+            out_path = os.path.join(self.work_dir, "topic-admin.out")
+            with open(out_path, "ab") as out:
+                self._admin = subprocess.Popen(
+                    self._java_command(TOPIC_ADMIN, self.bootstrap_servers), text=True,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=out)
+            assert self._admin.stdout is not None
+            if self._admin.stdout.readline().strip() != "ready":
+                self._admin.wait()
+                with open(out_path, errors="replace") as f:
+                    raise RuntimeError(f"the topic admin client ended starting:\n{f.read()}")
+        return self._admin
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the broker's log."""
@@ -168,7 +199,17 @@ class KafkaBroker:
             return ""
 
     def stop(self) -> None:
-        """Stops the broker (SIGTERM, then SIGKILL after 30 s) and waits for it."""
+        """Stops the topic admin client and the broker (SIGTERM, then SIGKILL after 30 s), and
+        waits for them."""
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            assert admin.stdin is not None
+            admin.stdin.close()  # the end of its input: it closes its client and exits
+            try:
+                admin.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                admin.kill()
+                admin.wait()
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
