@@ -67,6 +67,22 @@ def server():
 
 
 @pytest.fixture(scope="session")
+def testing_server():
+    """A session on a second local Connect server, in Spark's testing mode, which the
+    test-only failure injector and repartition interruption need; tasks may fail 3 times
+    (local[2,3]) so failures are retried, and state store maintenance runs every second
+    (RocksDB uploads its snapshots there, and the stores of a stopped run close promptly).
+    One for the session: test_repartition_state and test_streaming share it."""
+    conf = {"spark.sql.shuffle.partitions": SHUFFLE_PARTITIONS,
+            "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+            "spark.driver.extraJavaOptions": "-Dspark.testing=true"}
+    with mws.LocalConnectServer(master="local[2,3]", conf=conf) as s:
+        session = s.session()
+        yield session
+        session.stop()
+
+
+@pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
     """A real Kafka broker (tests/kafka.py) for the whole session, started by the first test
     that needs it; a fresh log directory each session."""

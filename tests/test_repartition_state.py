@@ -331,14 +331,3 @@ def test_an_interrupted_repartition_leaves_the_checkpoint_usable(
     summaries = [summary, mws.repartition_state(spark, checkpoint, 2)]
     outputs += run_batches(spark, result, checkpoint, 2, str(tmp_path / "out-1"))
     assert_continues_exactly(spark, "two_operators", checkpoint, outputs, summaries, expected)
-
-
-@pytest.fixture(scope="module")
-def testing_server():
-    """A server in Spark's testing mode, which the test-only interruption needs."""
-    with mws.LocalConnectServer(conf={"spark.sql.shuffle.partitions": "4",
-                                      "spark.driver.extraJavaOptions": "-Dspark.testing=true"}) \
-            as server:
-        session = server.session()
-        yield session
-        session.stop()

@@ -11,7 +11,6 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-import mapwithstate as mws
 from mapwithstate import StateSpec, map_with_state
 from mapwithstate import functions as S
 from specs import running_count, running_sum
@@ -326,21 +325,6 @@ def test_damaged_state_file_fails_the_query_naming_the_file(spark, tmp_path, kin
     assert ("truncated" if how == "truncate" else "corrupt") in message
 
 
-@pytest.fixture(scope="module")
-def fresh_server():
-    """A second server process; tasks may fail 3 times (local[2,3]) so failures are retried.
-
-    It runs in Spark's testing mode, which the test-only failure injector needs, and runs
-    state store maintenance every second (RocksDB uploads its snapshots there)."""
-    with mws.LocalConnectServer(master="local[2,3]",
-                                conf={"spark.sql.shuffle.partitions": "4",
-                                      "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-                                      "spark.driver.extraJavaOptions": "-Dspark.testing=true"}) as s:
-        session = s.session()
-        yield session
-        session.stop()
-
-
 MIN_DELTAS = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 AUTO_REPAIR = "spark.sql.streaming.stateStore.autoSnapshotRepair.enabled"
 
@@ -365,7 +349,7 @@ def rocksdb_files_after_two_batches(spark, stream, min_deltas):
 
 def wait_until_state_files_settle(stream, quiet_seconds=3, limit_seconds=60):
     """Waits until no file of the checkpoint's state has changed for ``quiet_seconds``: the
-    stopped run's stores are closed by the fresh server's maintenance, which may still upload
+    stopped run's stores are closed by the testing server's maintenance, which may still upload
     a snapshot; under load that takes longer than a fixed pause."""
     def listing():
         return {(d, n, os.path.getmtime(os.path.join(d, n)))
@@ -380,36 +364,36 @@ def wait_until_state_files_settle(stream, quiet_seconds=3, limit_seconds=60):
             last, since = now, time.monotonic()
 
 
-@pytest.mark.slow  # the fresh server: maintenance every second uploads RocksDB's snapshots
+@pytest.mark.slow  # the testing server: maintenance every second uploads RocksDB's snapshots
 def test_rocksdb_damaged_snapshot_falls_back_to_an_older_one_and_the_changelogs(
-        fresh_server, tmp_path):
+        testing_server, tmp_path):
     stream = Stream(str(tmp_path))
-    result, files = rocksdb_files_after_two_batches(fresh_server, stream, "1")
+    result, files = rocksdb_files_after_two_batches(testing_server, stream, "1")
     deadline = time.monotonic() + 60
     while not any(f.endswith("/2.zip") for f in files("zip")) and time.monotonic() < deadline:
         time.sleep(0.2)
     wait_until_state_files_settle(stream)
     corrupt(files("zip")[-1], "truncate")
     stream.add(*[f"w{i}" for i in range(40)])
-    # Spark's default, which its testing mode (the fresh server's) turns off.
-    fresh_server.conf.set(AUTO_REPAIR, "true")
+    # Spark's default, which its testing mode (the testing server's) turns off.
+    testing_server.conf.set(AUTO_REPAIR, "true")
     try:
         query = stream.run_available_now(result)  # a new run: its stores load from the files
     finally:
-        fresh_server.conf.unset(AUTO_REPAIR)
+        testing_server.conf.unset(AUTO_REPAIR)
     # Spark's RocksDB provider skips the damaged snapshot: the state is exactly right.
-    assert stream.results(fresh_server) == counts(
+    assert stream.results(testing_server) == counts(
         *[(f"w{i}", n) for i in range(40) for n in (1, 2, 3)])
     repaired = query.lastProgress["stateOperators"][0]["customMetrics"]
     assert repaired["rocksdbNumSnapshotsAutoRepaired"] >= 1
 
 
-@pytest.mark.slow  # the fresh server's maintenance closes the stopped run's stores promptly
+@pytest.mark.slow  # the testing server's maintenance closes the stopped run's stores promptly
 @pytest.mark.parametrize("how", ["truncate", "flip_middle"])
-def test_rocksdb_damaged_changelog_fails_the_query(fresh_server, tmp_path, how):
+def test_rocksdb_damaged_changelog_fails_the_query(testing_server, tmp_path, how):
     stream = Stream(str(tmp_path))
     # No snapshot after the first version: loading version 2 replays 2.changelog.
-    result, files = rocksdb_files_after_two_batches(fresh_server, stream, "100")
+    result, files = rocksdb_files_after_two_batches(testing_server, stream, "100")
     wait_until_state_files_settle(stream)
     damaged = files("changelog")[-1]
     assert damaged.endswith("/2.changelog") and "2.zip" not in str(files("zip"))
@@ -419,16 +403,16 @@ def test_rocksdb_damaged_changelog_fails_the_query(fresh_server, tmp_path, how):
         stream.run_available_now(result)
     # Spark's error, which does not name the file; nothing is written from a wrong state.
     assert "CANNOT_LOAD_STATE_STORE" in str(failure.value)
-    assert stream.results(fresh_server) == counts(
+    assert stream.results(testing_server) == counts(
         *[(f"w{i}", n) for i in range(40) for n in (1, 2)])
 
 
 @pytest.mark.slow
 @pytest.mark.connect_only  # a second Connect server process
-@pytest.mark.memory_only  # the spec names its backend: the fresh server has the default one
+@pytest.mark.memory_only  # the spec names its backend: the testing server has the default one
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_restart_in_a_fresh_server_process_continues_exactly(
-        spark, fresh_server, tmp_path, backend):
+        spark, testing_server, tmp_path, backend):
     stream = Stream(str(tmp_path))
     spec = running_count().backend(backend).timeout("1 hour")  # the timer index comes back too
     stream.add("a", "b", "a")
@@ -436,58 +420,58 @@ def test_restart_in_a_fresh_server_process_continues_exactly(
     stream.run_available_now(map_with_state(stream.read(spark), "word", spec))
     stream.add("a", "b")
     stream.add("c", "d")
-    stream.run_available_now(map_with_state(stream.read(fresh_server), "word", spec))
-    assert stream.results(fresh_server) == counts(
+    stream.run_available_now(map_with_state(stream.read(testing_server), "word", spec))
+    assert stream.results(testing_server) == counts(
         ("a", 1), ("a", 2), ("b", 1), ("c", 1), ("a", 3), ("b", 2), ("c", 2), ("d", 1))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_task_failing_mid_partition_is_retried_with_exactly_the_old_state(
-        fresh_server, tmp_path, backend):
+        testing_server, tmp_path, backend):
     marker = str(tmp_path / "failed-once")
     stream = Stream(str(tmp_path / "stream"))
     words = [f"w{i % 8}" for i in range(64)]
     stream.add(*words)
-    result = map_with_state(stream.read(fresh_server), "word", running_count().backend(backend))
+    result = map_with_state(stream.read(testing_server), "word", running_count().backend(backend))
     stream.run_available_now(result)
-    fresh_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
+    testing_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
     try:
         stream.add(*words)
         stream.run_available_now(result)
     finally:
-        fresh_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
+        testing_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
     assert os.path.exists(marker), "no task failed: the fault was not injected"
-    assert stream.results(fresh_server) == counts(
+    assert stream.results(testing_server) == counts(
         *[(f"w{k}", n) for k in range(8) for n in range(1, 17)])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_a_task_serving_several_partitions_retries_those_it_had_committed(
-        fresh_server, tmp_path, backend):
+        testing_server, tmp_path, backend):
     # In local mode a task serves a run of state partitions (local[2], 4 partitions: [0, 1] and
     # [2, 3]). Only partitions 0 (one record) and 1 (three) get words here, so the injected
     # failure (the first task to reach a partition's second record) comes in partition 1, after
     # the same task committed partition 0's new version: the retry must make it again from
     # the old one, neither lost nor counted twice.
     marker = str(tmp_path / "failed-once")
-    candidates = fresh_server.createDataFrame([(f"w{i}",) for i in range(64)], "word STRING") \
+    candidates = testing_server.createDataFrame([(f"w{i}",) for i in range(64)], "word STRING") \
         .select("word", F.expr("pmod(hash(word), 4)").alias("p")).collect()
     first = next(r.word for r in candidates if r.p == 0)
     second = next(r.word for r in candidates if r.p == 1)
     stream = Stream(str(tmp_path / "stream"))
     stream.add(first, second, second, second)
-    result = map_with_state(stream.read(fresh_server), "word", running_count().backend(backend))
-    fresh_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
+    result = map_with_state(stream.read(testing_server), "word", running_count().backend(backend))
+    testing_server.conf.set("spark.mapwithstate.test.failTaskOnceMarker", marker)
     try:
         stream.run_available_now(result)
     finally:
-        fresh_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
+        testing_server.conf.unset("spark.mapwithstate.test.failTaskOnceMarker")
     assert os.path.exists(marker), "no task failed: the fault was not injected"
     stream.add(first, second)
     stream.run_available_now(result)
-    assert stream.results(fresh_server) == counts(
+    assert stream.results(testing_server) == counts(
         (first, 1), (first, 2), *[(second, n) for n in range(1, 5)])
 
 
