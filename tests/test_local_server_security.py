@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 import mapwithstate as mws
 from clusters import kill_local_server, pid_alive
+from overlapped import OverlappedRuns
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads Linux's /proc socket and process tables")
@@ -119,7 +120,27 @@ def test_a_taken_port_is_a_clear_error(server):
         mws.LocalConnectServer(port=server.port)
 
 
-def test_stop_removes_the_servers_directory_unless_its_log_is_needed():
+# The tests below start servers of their own (in this process or in a child) and spend their
+# time waiting for those JVMs to start and end: their bodies run at once (tests/overlapped.py),
+# started by the first one's setup, and each test raises what its body raised.
+OWN_SERVERS = OverlappedRuns("own-server")
+
+
+@pytest.fixture(scope="module")
+def own_servers(request):
+    try:
+        OWN_SERVERS.start_selected(request, lambda item: {})
+        yield OWN_SERVERS
+    finally:
+        OWN_SERVERS.close()
+
+
+def test_stop_removes_the_servers_directory_unless_its_log_is_needed(own_servers, request):
+    own_servers.outcome(request)
+
+
+@OWN_SERVERS.body("test_stop_removes_the_servers_directory_unless_its_log_is_needed")
+def _stop_removes_the_servers_directory_unless_its_log_is_needed():
     server = mws.LocalConnectServer()
     directory = os.path.dirname(server.log_path)
     assert os.path.isfile(server.log_path)
@@ -150,7 +171,12 @@ _OWNER = textwrap.dedent("""
 """)
 
 
-def test_the_server_ends_when_its_owner_is_killed():
+def test_the_server_ends_when_its_owner_is_killed(own_servers, request):
+    own_servers.outcome(request)
+
+
+@OWN_SERVERS.body("test_the_server_ends_when_its_owner_is_killed")
+def _the_server_ends_when_its_owner_is_killed():
     owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
     try:
         line = owner.stdout.readline()
@@ -168,7 +194,12 @@ def test_the_server_ends_when_its_owner_is_killed():
         owner.wait()
 
 
-def test_local_session_reuses_one_server_per_settings():
+def test_local_session_reuses_one_server_per_settings(own_servers, request):
+    own_servers.outcome(request)
+
+
+@OWN_SERVERS.body("test_local_session_reuses_one_server_per_settings")
+def _local_session_reuses_one_server_per_settings():
     from mapwithstate import server as server_module
 
     settings = {"spark.sql.shuffle.partitions": "3"}
@@ -197,7 +228,12 @@ _TWO_SESSIONS = textwrap.dedent("""
 """)
 
 
-def test_a_process_with_two_sessions_on_one_server_exits():
+def test_a_process_with_two_sessions_on_one_server_exits(own_servers, request):
+    own_servers.outcome(request)
+
+
+@OWN_SERVERS.body("test_a_process_with_two_sessions_on_one_server_exits")
+def _a_process_with_two_sessions_on_one_server_exits():
     # Before the server closed its sessions when stopping, gRPC blocked the interpreter's exit
     # closing the first session's channel after the server had gone.
     done = subprocess.run([sys.executable, "-c", _TWO_SESSIONS], capture_output=True, text=True,
