@@ -66,7 +66,10 @@ SOURCE_OPTIONS = {"kafka.fetch.max.wait.ms": "10",
                   "kafka.max.partition.fetch.bytes": str(10 << 20)}
 SERVER_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.pollingDelay": "10ms",
                # every batch of a window at 10k records/s (3-5 a second), not Spark's last 100
-               "spark.sql.streaming.numRecentProgressUpdates": "1000"}
+               "spark.sql.streaming.numRecentProgressUpdates": "1000",
+               # as the spark-submit pipelines log (their applications set WARN): at Spark's
+               # INFO every task and commit logs, RocksDB's commit its metrics as JSON
+               "spark.log.level": "WARN"}
 #: The spark-submit pipelines' settings: the server's, without a UI, on loopback.
 SUBMIT_CONF = {**SERVER_CONF, "spark.ui.enabled": "false",
                "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
