@@ -5,11 +5,12 @@ in Spark's Real-Time Mode and in micro-batches (issue 43): map_with_state, trans
 A producer (bench/jvm's ``FixedRateProducer``, a Kafka producer in a JVM of its own) writes
 ``--rate`` records a second over ``--keys`` keys, spread evenly (each millisecond's due records);
 each pipeline (``--modes``, see ``MODES``) reads them and writes one output per record,
-carrying the input record's Kafka timestamp, on Spark's RocksDB store. A record's latency is its output's Kafka timestamp (set by Spark's Kafka
-producer as it sends the output) minus its input's (set as the producer sent it): produce to
-output sent, which is when a consumer can read it, give or take the broker's append. The
-measured window starts ``--warmup`` seconds after the pipeline's first output (a new pipeline's
-first batch is cold, and its first records wait for it) and lasts ``--seconds``.
+carrying the input record's Kafka timestamp, on Spark's RocksDB store. A record's latency is
+its output's Kafka timestamp (set by Spark's Kafka producer as it sends the output) minus its
+input's (set as the producer sent it): produce to output sent, which is when a consumer can
+read it, give or take the broker's append. The measured window starts ``--warmup`` seconds
+after the pipeline's first output (a new pipeline's first batch is cold, and its first records
+wait for it) and lasts ``--seconds``.
 
     dev/fetch-kafka && dev/sbt bench/package
     .venv/bin/python -m bench.latency --rate 10000 --seconds 45 --warmup 60 \
@@ -17,16 +18,27 @@ first batch is cold, and its first records wait for it) and lasts ``--seconds``.
 
 It starts its own broker (tests/kafka.py) and a local Connect server with 8 task slots
 (Real-Time Mode starts every stage at once, the input topic's 2 partitions and 2 state
-partitions, and fails if any of them finds no free slot: the read-backs hold some); transformWithState runs in a spark-submit of its own with as many. Nothing here is
-asserted; on a shared machine, quote it with the machine's load.
+partitions, and fails if any of them finds no free slot: the read-backs hold some).
+transformWithState (``tws-*``) runs in a spark-submit of its own, a classic session with 6
+slots and no UI; so does ours in ``classic-*`` (bench/latency_classic.py), set up the same way:
+ours in the server against ours classic is the Connect server's difference, ours classic
+against transformWithState the operator's.
+
+Besides the latencies it prints, per pipeline, the medians of its batches' durations over the
+window (from their progress: the Connect server's queries', and the lines the spark-submit
+pipelines print) and the CPU its JVM used then, by kind of thread (bench/threadtime.py), per
+10k records. Nothing here is asserted; on a shared machine, quote it with the machine's load.
 """
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from datetime import datetime, timezone
 
 warnings.filterwarnings("ignore", message=".*pandas >= 3.0.0.*", category=FutureWarning)
 
@@ -41,6 +53,7 @@ from mapwithstate import StateSpec, map_with_state  # noqa: E402
 from mapwithstate import functions as S  # noqa: E402
 from bench import jvm_systems  # noqa: E402
 from bench.connect_systems import ROCKSDB_PROVIDER  # noqa: E402
+from bench.threadtime import ThreadTimes  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tests"))
@@ -51,10 +64,23 @@ from kafka import KafkaBroker, topic_name  # noqa: E402
 #: (Kafka's default waits 500 ms), and a query polls its source every 10 ms.
 SOURCE_OPTIONS = {"kafka.fetch.max.wait.ms": "10",
                   "kafka.max.partition.fetch.bytes": str(10 << 20)}
-SERVER_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.pollingDelay": "10ms"}
+SERVER_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.pollingDelay": "10ms",
+               # every batch of a window at 10k records/s (3-5 a second), not Spark's last 100
+               "spark.sql.streaming.numRecentProgressUpdates": "1000",
+               # as the spark-submit pipelines log (their applications set WARN): at Spark's
+               # INFO every task and commit logs, RocksDB's commit its metrics as JSON
+               "spark.log.level": "WARN"}
+#: The spark-submit pipelines' settings: the server's, without a UI, on loopback.
+SUBMIT_CONF = {**SERVER_CONF, "spark.ui.enabled": "false",
+               "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 #: How long Real-Time Mode's pipelined shuffle holds a partly filled buffer before sending it
 #: (Spark's default: 50 ms); a server setting, see docs/kafka.md.
 SHUFFLE_WAIT = "spark.shuffle.streaming.networkBufferMaxWaitTimeMs"
+#: What starts a line of a spark-submit pipeline's log holding a batch's progress (JSON):
+#: bench/jvm's TransformWithStateLatency and bench/latency_classic.py print them.
+PROGRESS_PREFIX = "mapwithstate-progress "
+#: The repository, which a classic pipeline's driver (bench/latency_classic.py) imports from.
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: How long the producer runs beyond the measurement: at most this for the pipeline's first
 #: output (a cold start on a busy machine), the rest of it idle.
 PRODUCER_START_SECONDS = 300
@@ -108,7 +134,9 @@ def kafka_sink(outputs_df, bootstrap: str, topic: str, checkpoint: str, trigger_
 
 
 class ConnectPipeline:
-    """A pipeline run as a query of the Connect server."""
+    """A pipeline run as a query of the Connect server (whose JVM's CPU `run_mode` measures)."""
+
+    pid = None
 
     def __init__(self, query):
         self.query = query
@@ -117,10 +145,8 @@ class ConnectPipeline:
         return self.query.exception()
 
     def batches(self):
-        """Each batch: its id, start, the driver's durations, the state's commit time (ms)."""
-        return [(p["batchId"], p["timestamp"], p["durationMs"],
-                 [op.get("commitTimeMs") for op in p.get("stateOperators", [])])
-                for p in self.query.recentProgress]
+        """Each batch's progress (``StreamingQueryProgress`` as a dict)."""
+        return self.query.recentProgress
 
     def stop(self):
         self.query.stop()
@@ -172,39 +198,36 @@ def tws_pandas(spark, bootstrap, source, sink, checkpoint, trigger_, args):
 
 
 class SubmittedPipeline:
-    """transformWithState's running count in Scala (bench/jvm's TransformWithStateLatency),
-    run by pyspark's spark-submit on a classic session of its own, with as many task slots."""
+    """A pipeline run by pyspark's spark-submit on a classic session of its own, with 6 task
+    slots and no UI: `app` is what follows spark-submit's options (a class and its jar, or a
+    Python file), with the pipeline's arguments. Its log holds each batch's progress
+    (`PROGRESS_PREFIX`); spark-submit execs the JVM, so `pid` is the JVM's."""
 
-    def __init__(self, bootstrap, source, sink, checkpoint, trigger_, shuffle_wait_ms, log):
+    def __init__(self, app, jars, checkpoint, conf, java_options, env=None):
         import pyspark
 
         home = os.path.dirname(os.path.abspath(pyspark.__file__))
-        mode = (f"realtime:{trigger_['realTime']}" if "realTime" in trigger_
-                else "microbatch")
         command = [os.path.join(home, "bin", "spark-submit"), "--master", "local[6]",
-                   "--driver-memory", "1g", "--conf", "spark.sql.shuffle.partitions=2",
-                   "--conf", "spark.sql.streaming.pollingDelay=10ms",
-                   "--conf", "spark.ui.enabled=false",
-                   "--conf", f"{SHUFFLE_WAIT}={shuffle_wait_ms}",
-                   "--conf", "spark.driver.bindAddress=127.0.0.1",
-                   "--conf", "spark.driver.host=127.0.0.1",
-                   "--jars", ",".join(mws.package_jars("kafka")),
-                   "--class", "io.mapwithstate.bench.TransformWithStateLatency", jvm_systems.jar(),
-                   bootstrap, source, sink, checkpoint, mode, "3600"]
-        env = {**os.environ, "SPARK_HOME": home}
+                   "--driver-memory", "1g", "--jars", ",".join(jars)]
+        for key, value in {**SUBMIT_CONF, **conf}.items():
+            command += ["--conf", f"{key}={value}"]
+        if java_options:
+            command += ["--driver-java-options", java_options]
+        env = {**os.environ, "SPARK_HOME": home, **(env or {})}
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
-        self._log = log
-        with open(log, "wb") as out:
-            self._process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+        self._log = os.path.join(os.path.dirname(checkpoint), "spark-submit.log")
+        with open(self._log, "wb") as out:
+            self._process = subprocess.Popen(command + app, stdout=out, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, env=env,
-                                             cwd=os.path.dirname(log))
+                                             cwd=os.path.dirname(checkpoint))
+        self.pid = self._process.pid
 
     def failure(self):
         code = self._process.poll()
         return None if code is None else f"spark-submit exited {code}, see {self._log}"
 
     def batches(self):
-        return []  # in its log
+        return progress_in_log(self._log)
 
     def stop(self):
         self._process.terminate()
@@ -215,27 +238,116 @@ class SubmittedPipeline:
             self._process.wait()
 
 
+def progress_in_log(path: str) -> list:
+    """The batches' progress a spark-submit pipeline printed in its log (`PROGRESS_PREFIX`)."""
+    with open(path, errors="replace") as log:
+        return [json.loads(line[len(PROGRESS_PREFIX):]) for line in log
+                if line.startswith(PROGRESS_PREFIX)]
+
+
+def submitted_trigger(trigger_: dict) -> str:
+    """`trigger_` as the spark-submit pipelines take it: realtime:<duration> or microbatch."""
+    return f"realtime:{trigger_['realTime']}" if "realTime" in trigger_ else "microbatch"
+
+
 def tws_scala(spark, bootstrap, source, sink, checkpoint, trigger_, args):
-    return SubmittedPipeline(bootstrap, source, sink, checkpoint, trigger_, args.shuffle_wait_ms,
-                             os.path.join(os.path.dirname(checkpoint), "spark-submit.log"))
+    """transformWithState's running count in Scala (bench/jvm's TransformWithStateLatency)."""
+    return SubmittedPipeline(
+        ["--class", "io.mapwithstate.bench.TransformWithStateLatency", jvm_systems.jar(),
+         bootstrap, source, sink, checkpoint, submitted_trigger(trigger_), "3600"],
+        mws.package_jars("kafka"), checkpoint, submit_conf(args),
+        submit_java_options(args, "tws"))
+
+
+def ours_classic(spark, bootstrap, source, sink, checkpoint, trigger_, args):
+    """Ours' running count on a classic session of its own (bench/latency_classic.py), set up
+    as transformWithState's: the plugin's jar and its extensions, as docs/classic.md says."""
+    return SubmittedPipeline(
+        [os.path.join(_REPO, "bench", "latency_classic.py"),
+         bootstrap, source, sink, checkpoint, submitted_trigger(trigger_), "3600"],
+        [mws.jar_path(), *mws.package_jars("kafka")], checkpoint,
+        {"spark.sql.extensions": mws.SQL_EXTENSIONS_CLASS, **submit_conf(args)},
+        submit_java_options(args, "classic"),
+        env={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+             "PYTHONPATH": os.pathsep.join(
+                 p for p in [_REPO, os.environ.get("PYTHONPATH")] if p)})
+
+
+def submit_conf(args) -> dict:
+    """The spark-submit pipelines' own settings: the shuffle wait, and `--submit-conf`'s."""
+    conf = {SHUFFLE_WAIT: str(args.shuffle_wait_ms)}
+    for setting in args.submit_conf:
+        key, _, value = setting.partition("=")
+        conf[key] = value
+    return conf
+
+
+def submit_java_options(args, who: str) -> str:
+    """`--submit-java-options` for one spark-submit pipeline, `{who}` replaced (a profile's
+    file name)."""
+    return args.submit_java_options.replace("{who}", who)
 
 
 #: The pipelines L1 compares: (who runs the running count, how it is triggered).
 MODES = {
     "realtime": (ours, "realtime"),
     "microbatch": (ours, "microbatch"),
+    "classic-realtime": (ours_classic, "realtime"),
+    "classic-microbatch": (ours_classic, "microbatch"),
     "tws-realtime": (tws_scala, "realtime"),
     "tws-microbatch": (tws_scala, "microbatch"),
     "tws-pandas-microbatch": (tws_pandas, "microbatch"),
 }
 
 
-def run_mode(spark, broker, mode, args, work):
+#: The per-batch figures L1 prints for each pipeline: its progress's durations (ms).
+BATCH_PHASES = ("triggerExecution", "addBatch", "queryPlanning", "latestOffset", "walCommit",
+                "commitOffsets")
+
+
+def started_at(progress: dict) -> float:
+    """When a batch started (its progress's ``timestamp``), in seconds since the epoch."""
+    return datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ") \
+        .replace(tzinfo=timezone.utc).timestamp()
+
+
+def state_commit_ms(progress: dict):
+    """The batch's slowest state commit (ms), or None without a stateful operator."""
+    commits = [op.get("commitTimeMs") for op in progress.get("stateOperators", [])]
+    return max((c for c in commits if c is not None), default=None)
+
+
+def input_rows(progress: dict) -> int:
+    """The batch's input records, over its sources (a progress's own total may be absent)."""
+    return sum(source["numInputRows"] for source in progress.get("sources", []))
+
+
+def batch_figures(mode: str, batches, start: float, end: float) -> str:
+    """A table row of the medians over the batches that started in [start, end): records a
+    batch, each of `BATCH_PHASES`, the state's commit (median, max)."""
+    window = [b for b in batches if start <= started_at(b) < end]
+    if not window:
+        return f"| {mode} | 0 |" + " |" * (len(BATCH_PHASES) + 2)
+
+    def median(values) -> str:
+        values = [v for v in values if v is not None]
+        return f"{statistics.median(values):.0f}" if values else "–"
+
+    commits = [state_commit_ms(b) for b in window]
+    phases = " | ".join(median(b["durationMs"].get(p) for b in window) for p in BATCH_PHASES)
+    worst = max((c for c in commits if c is not None), default=None)
+    return (f"| {mode} | {len(window)} | {median(input_rows(b) for b in window)} | {phases} "
+            f"| {median(commits)} / {worst if worst is not None else '–'} |")
+
+
+def run_mode(spark, broker, mode, args, work, server_pid):
     """Runs `mode` for `args.seconds` after its first output: (outputs measured, distinct ones,
-    [p50, p99], max in ms); an output written twice (a re-run batch's) counts once in
-    `distinct`. Only the outputs written by 5 s after the producer stops count: fewer than
-    `rate` x `seconds` means the pipeline fell behind (none: by more than the window). With
-    `args.trace`, prints each batch and each second's latencies."""
+    [p50, p99], max in ms), its `batch_figures` row over the same window, and the CPU its JVM
+    used then by kind of thread (`ThreadTimes`: the Connect server's, or the spark-submit
+    pipeline's); an output written twice (a re-run batch's) counts once in `distinct`. Only the
+    outputs written by 5 s after the producer stops count: fewer than `rate` x `seconds` means
+    the pipeline fell behind (none: by more than the window). With `args.trace`, prints each
+    batch and each second's latencies."""
     bootstrap = broker.bootstrap_servers
     source, sink = topic_name("latency-in"), topic_name("latency-out")
     broker.create_topics(source, sink)
@@ -243,6 +355,7 @@ def run_mode(spark, broker, mode, args, work):
     start, how = MODES[mode]
     pipeline = start(spark, bootstrap, source, sink, os.path.join(work, mode, "q"),
                      trigger(how, args), args)
+    cpu = ThreadTimes(pipeline.pid or server_pid, os.cpu_count() or 1)
     # Records spread evenly at the rate, by a JVM of their own (bench/jvm's FixedRateProducer),
     # for as long as the pipeline may take to start and then the warm-up and the window.
     producer = broker.start_client(
@@ -253,20 +366,29 @@ def run_mode(spark, broker, mode, args, work):
         wait_for_first_output(spark, bootstrap, sink, pipeline,
                               timeout=PRODUCER_START_SECONDS)
         started = time.time()
-        time.sleep(args.warmup + args.seconds)
+        time.sleep(args.warmup)
+        with cpu.measuring():
+            time.sleep(args.seconds)
     finally:
         producer.kill()
         producer.wait()
+    # While the JVM runs: the summary says "not measured" of a process that has ended.
+    used, records = sum(cpu.cpu.values()), args.rate * args.seconds
+    cpu_line = (f"{cpu.summary(mode)}; {10_000 * used / records:.2f} s of CPU per 10k records"
+                if records and used else cpu.summary(mode))
     time.sleep(5)  # the last records through
     batches = pipeline.batches()
     pipeline.stop()
+    window = started + args.warmup
+    figures = batch_figures(mode, batches, window, window + args.seconds)
     out = outputs(spark, bootstrap, sink) \
-        .where(F.col("produced") >= int((started + args.warmup) * 1000)) \
+        .where(F.col("produced") >= int(window * 1000)) \
         .select((F.col("sent") - F.col("produced")).alias("ms"), "produced", "key", "value")
     if args.trace:
         for batch in batches:
-            print(f"  {mode} batch {batch[0]} started {batch[1]}: {batch[2]}, state commit "
-                  f"{batch[3]} ms")
+            print(f"  {mode} batch {batch['batchId']} started {batch['timestamp']}: "
+                  f"{input_rows(batch)} records, {batch['durationMs']}, state commit "
+                  f"{state_commit_ms(batch)} ms")
         by_second = out.groupBy(F.floor(F.col("produced") / 1000).alias("second")).agg(
             F.count("*").alias("n"), F.percentile_approx("ms", 0.5).alias("p50"),
             F.max("ms").alias("max")).orderBy("second")
@@ -277,10 +399,11 @@ def run_mode(spark, broker, mode, args, work):
     # count merges a quantile summary per row on the server, minutes for a minute's records.
     measured = out.select("ms", "key", "value").toPandas()
     if measured.empty:  # it fell behind by more than the window: nothing of it came out
-        return 0, 0, [None, None], None
+        return (0, 0, [None, None], None), figures, cpu_line
     p50, p99 = measured["ms"].quantile([0.5, 0.99], interpolation="higher")
     distinct = len(measured.drop_duplicates(["key", "value"]))
-    return len(measured), distinct, [int(p50), int(p99)], int(measured["ms"].max())
+    return ((len(measured), distinct, [int(p50), int(p99)], int(measured["ms"].max())), figures,
+            cpu_line)
 
 
 def main() -> None:
@@ -290,19 +413,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60, help="how long each mode is measured")
     parser.add_argument("--warmup", type=int, default=15,
                         help="seconds left out after the pipeline's first output")
-    parser.add_argument("--modes", default="realtime,microbatch")
+    parser.add_argument("--modes", default="realtime,microbatch",
+                        help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--batch", default="30 seconds",
                         help="Real-Time Mode's batch duration (its checkpoint interval)")
     parser.add_argument("--shuffle-wait-ms", type=int, default=50,
                         help=f"{SHUFFLE_WAIT} of the servers (Spark's default: 50)")
     parser.add_argument("--server-java-options", default="",
                         help="the Connect server JVM's options, e.g. -agentpath: for a profiler")
+    parser.add_argument("--submit-java-options", default="",
+                        help="the spark-submit pipelines' JVM options, {who} replaced by tws or "
+                             "classic (e.g. -XX:StartFlightRecording=filename=/tmp/{who}.jfr)")
+    parser.add_argument("--submit-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the spark-submit pipelines (repeatable)")
     parser.add_argument("--trace", action="store_true",
                         help="print each batch's progress and each second's latencies")
     args = parser.parse_args()
+    unknown = [m for m in args.modes.split(",") if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)}; known: {', '.join(MODES)}")
     work = tempfile.mkdtemp(prefix="mws-latency-")
     os.makedirs(os.path.join(work, "broker"))
     broker = KafkaBroker(os.path.join(work, "broker"))
+    figures, cpu = [], []
     try:
         conf = {**SERVER_CONF, SHUFFLE_WAIT: str(args.shuffle_wait_ms)}
         if args.server_java_options:
@@ -312,11 +445,20 @@ def main() -> None:
             print("| mode | rate (records/s) | outputs | distinct | p50 ms | p99 ms | max ms |")
             print("|---|---|---|---|---|---|---|")
             for mode in args.modes.split(","):
-                n, distinct, (p50, p99), worst = run_mode(spark, broker, mode, args, work)
+                (n, distinct, (p50, p99), worst), row, used = run_mode(
+                    spark, broker, mode, args, work, server.pid)
+                figures.append(row)
+                cpu.append(used)
                 print(f"| {mode} | {args.rate} | {n} | {distinct} | {p50} | {p99} | {worst} |",
                       flush=True)
     finally:
         broker.stop()
+    print("\nMedians over the batches started in each window (ms; the state commit's max too):\n")
+    print(f"| mode | batches | records/batch | {' | '.join(BATCH_PHASES)} | state commit |")
+    print("|---|" + "---|" * (len(BATCH_PHASES) + 3))
+    print("\n".join(figures))
+    print()
+    print("\n".join(f"- {line}" for line in cpu))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from typing import Dict, Iterator, Optional, Tuple
 
 #: Thread kinds, by the start of the kernel's (15-character) thread name; the rest is "other".
 KINDS = (("task threads", ("Executor task",)),
+         # a streaming query's thread (planning, logs, progress) and the DAG scheduler's loop
+         ("query driver", ("stream executio", "dag-scheduler-e")),
          ("JIT compilers", ("C1 CompilerThre", "C2 CompilerThre")),
          ("GC", ("GC Thread", "G1 ")),
          ("state background", ("mapwithstate-st",)))

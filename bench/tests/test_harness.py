@@ -86,6 +86,7 @@ def test_thread_times_count_this_process_cpu_by_kind():
     assert threadtime.kind_of("C2 CompilerThre") == "JIT compilers"
     assert threadtime.kind_of("Executor task l") == "task threads"
     assert threadtime.kind_of("mapwithstate-st") == "state background"
+    assert threadtime.kind_of("stream executio") == "query driver"
     assert threadtime.kind_of("G1 Conc#0") == "GC" and threadtime.kind_of("python") == "other"
     threads = threadtime.ThreadTimes(os.getpid(), 2)
     if not threads.available():

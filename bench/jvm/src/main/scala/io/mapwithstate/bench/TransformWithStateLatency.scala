@@ -21,8 +21,14 @@ import org.apache.spark.sql.streaming.{Trigger, TTLConfig, ValueState}
  * Arguments: `<bootstrap servers> <input topic> <output topic> <checkpoint> <trigger> <seconds>`,
  * the trigger being `realtime:<duration>` or `microbatch`; the query runs for `seconds`, then
  * stops. Started by spark-submit (Spark's Kafka connector on `--jars`), on a classic session.
+ * Each batch's progress is printed on a line of its own after [[ProgressPrefix]], as its
+ * compact JSON, for bench/latency.py's per-batch figures (ours prints the same,
+ * bench/latency_classic.py).
  */
 object TransformWithStateLatency {
+
+  /** What starts a line of the log that holds a batch's progress (bench/latency.py). */
+  val ProgressPrefix = "mapwithstate-progress "
 
   final case class Record(key: String, produced: Timestamp)
   final case class Output(key: String, value: String)
@@ -82,7 +88,15 @@ object TransformWithStateLatency {
         .option("kafka.bootstrap.servers", bootstrap).option("topic", output)
         .option("checkpointLocation", checkpoint)
         .outputMode(OutputMode.Update()).trigger(trigger).start()
-      query.awaitTermination(TimeUnit.SECONDS.toMillis(seconds.toLong))
+      val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds.toLong)
+      var printed = -1L
+      while (query.isActive && System.nanoTime() < deadline) {
+        query.awaitTermination(1000L) // throws the query's failure
+        query.recentProgress.filter(_.batchId > printed).foreach { p =>
+          println(ProgressPrefix + p.json)
+          printed = p.batchId
+        }
+      }
       query.stop()
     } finally spark.stop()
   }
