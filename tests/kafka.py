@@ -175,8 +175,8 @@ class KafkaBroker:
 
     def _topic_admin(self) -> subprocess.Popen:
         """The admin client (kafka_admin/TopicAdmin.java), started on first use: Java's source
-        launcher compiles it on the broker's class path. Its own output but the answers goes
-        to ``topic-admin.out``."""
+        launcher compiles it on the broker's class path. Its answers come on its standard
+        output; anything else it writes goes to ``topic-admin.out``."""
         if self._admin is None or self._admin.poll() is not None:
             out_path = os.path.join(self.work_dir, "topic-admin.out")
             with open(out_path, "ab") as out:
