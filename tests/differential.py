@@ -160,6 +160,23 @@ def split_raising(function: Function, cases: List[Tuple[int, List[Rows]]]
     return passing, raising
 
 
+def errors_of_each_key_alone(function: Function, case: Tuple[int, List[Rows]]
+                             ) -> List[Exception]:
+    """The exceptions Python raises for a raising case's keys, each run alone. A replay runs
+    each key through all its batches independently of the others, in no set order and in
+    parallel, so the server's first error may be any raising key's first error."""
+    number, batches = case
+    keys = list(dict.fromkeys(r[function.key] for batch in batches for r in batch))
+    errors = []
+    for key in keys:
+        alone = [[r for r in batch if r[function.key] == key] for batch in batches]
+        try:
+            run_replay_in_python(function, [(number, alone)])
+        except Exception as error:  # noqa: BLE001 - any exception Python raises is the point
+            errors.append(error)
+    return errors
+
+
 def replay_rows(function: Function, cases: List[Tuple[int, List[Rows]]]) -> Rows:
     rows, seq = [], 0
     for b, batch in enumerate(prefixed(function, cases)):
