@@ -128,6 +128,26 @@ def test_group_aggregates_read_records_in_order_by_ties_in_arrival_order(spark, 
         ])
 
 
+@pytest.mark.sessions("connect", "classic")
+def test_group_aggregates_without_order_by_read_records_in_arrival_order(spark):
+    # Past 128 keys a task, Spark's hash aggregation falls back to sorting and merges partial
+    # buffers out of order: order-sensitive aggregates must read the records themselves.
+    keys, per_key = 400, 4
+    records = [(f"k{i:03d}", f"k{i:03d}.{j}") for j in range(per_key) for i in range(keys)]
+    df = spark.createDataFrame(records, "k STRING, v STRING").coalesce(1)
+    spec = StateSpec.function(
+        "n BIGINT",
+        update=F.struct((F.coalesce(S.state("n"), F.lit(0)) + F.count("*")).alias("n")),
+        emit=F.struct(F.col("k"), F.concat_ws(",", F.collect_list("v")).alias("vs"),
+                      F.first("v").alias("first"), F.last("v").alias("last"),
+                      F.count("*").alias("n")))
+    got = sorted(tuple(r) for r in map_groups_with_state(df, "k", spec).collect())
+    expected = sorted(
+        (k, ",".join(f"{k}.{j}" for j in range(per_key)), f"{k}.0", f"{k}.{per_key - 1}",
+         per_key) for k in sorted({k for k, _ in records}))
+    assert got == expected
+
+
 def test_replay_ties_keep_input_order(spark):
     # A batch replay numbers its records by arrival the same way: ties in input order.
     df = spark.createDataFrame(

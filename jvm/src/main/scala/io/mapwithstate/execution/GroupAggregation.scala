@@ -2,11 +2,31 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{FunctionKind, MapWithState}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, NamedExpression, SortOrder}
-import org.apache.spark.sql.catalyst.expressions.aggregate.{AggregateExpression, Complete, Max}
+import org.apache.spark.sql.catalyst.expressions.aggregate.{
+  AggregateExpression,
+  Average,
+  BitAndAgg,
+  BitOrAgg,
+  BitXorAgg,
+  Complete,
+  Count,
+  HyperLogLogPlusPlus,
+  Max,
+  Min,
+  Sum
+}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.execution.{SortExec, SparkPlan}
 import org.apache.spark.sql.execution.aggregate.{AggUtils, SortAggregateExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
+import org.apache.spark.sql.types.{
+  ByteType,
+  DataType,
+  DecimalType,
+  IntegerType,
+  LongType,
+  ShortType
+}
 
 /**
  * The aggregation step of a map_groups_with_state: the aggregates of its state function over
@@ -21,8 +41,12 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
  * store of its own, while here each micro-batch's aggregates start from nothing.
  *
  * The shuffle is by the keys alone (not the batch time) into the stateful operator's
- * partitions, so it is the one shuffle the operator needs too. With `order_by` there is no
- * partial aggregation: see [[inOrder]].
+ * partitions, so it is the one shuffle the operator needs too. With `order_by`, or with an
+ * aggregate whose result depends on the order it reads the records in (`collect_list`,
+ * `first`, a sum of doubles), there is no partial aggregation: see [[inOrder]]. Without
+ * `order_by` such aggregates read a key's records in the order they arrive, as a
+ * per-record function's calls do: merged partial buffers would not keep it (nor would Spark's
+ * hash aggregation once it falls back to sorting, past 128 keys a task).
  *
  * With an event-time column, the aggregated row also has the key's largest event time of the
  * batch, under the event-time column's own name and id: all a batch replay needs to compute
@@ -55,7 +79,7 @@ object GroupAggregation {
     }
     val input = lateRows.fold(child)(_(child))
     val partitioning = HashPartitioning(m.keys, numPartitions)
-    if (group.orderBy.isEmpty) {
+    if (group.orderBy.isEmpty && aggregates.forall(readsInAnyOrder)) {
       val Seq(finalAggregate) =
         AggUtils.planAggregateWithoutDistinct(grouping, aggregates, results, input)
       val Seq(partialAggregate) = finalAggregate.children
@@ -66,12 +90,32 @@ object GroupAggregation {
   }
 
   /**
-   * The aggregation when the function gives `order_by`: order-sensitive aggregates
-   * (`collect_list`, `first`, `last`) must read a key's records in that order, which partial
-   * aggregates merged in shuffle order would not keep. So the records themselves are shuffled,
-   * sorted within each partition by the grouping, then `order_by`, then arrival
-   * ([[WithinBatchOrder]]), and aggregated in one pass (Spark's sort aggregation, which reads
-   * each group's rows in the order they come).
+   * Whether an aggregate's result is the same whatever order it reads the records in, so it
+   * may be computed from partial aggregates merged in shuffle order: counts, minima, maxima,
+   * exact sums and averages, bitwise folds (Spark's own `bool_and`, `count_if` and the like are
+   * these by now, see `ExecutableExpressions`). Anything else is taken to depend on the order.
+   */
+  private def readsInAnyOrder(agg: AggregateExpression): Boolean = {
+    def exact(t: DataType) = t match {
+      case ByteType | ShortType | IntegerType | LongType | _: DecimalType => true
+      case _ => false
+    }
+    agg.aggregateFunction match {
+      case _: Count | _: Min | _: Max | _: BitAndAgg | _: BitOrAgg | _: BitXorAgg => true
+      case _: HyperLogLogPlusPlus => true
+      case s: Sum => exact(s.child.dataType)
+      case a: Average => exact(a.child.dataType)
+      case _ => false
+    }
+  }
+
+  /**
+   * The aggregation when the order of a key's records matters: order-sensitive aggregates
+   * (`collect_list`, `first`, `last`) must read them in `order_by`'s order, or in arrival
+   * order without one, which partial aggregates merged in shuffle order would not keep. So
+   * the records themselves are shuffled, sorted within each partition by the grouping, then
+   * `order_by`, then arrival ([[WithinBatchOrder]]), and aggregated in one pass (Spark's sort
+   * aggregation, which reads each group's rows in the order they come).
    */
   private def inOrder(
       grouping: Seq[NamedExpression],

@@ -23,8 +23,9 @@ import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
  * input partition, then its position there: Spark's `monotonically_increasing_id`), and that
  * number ends the sort order. The order is then total, so it holds whether or not the sorter
  * spills (the merge of spilled runs is not stable), and it is the same when a micro-batch is
- * run again after a failure, as its input partitions are. Without `order_by` nothing is
- * numbered nor sorted.
+ * run again after a failure, as its input partitions are. Without `order_by`, a per-record
+ * function's records are neither numbered nor sorted; a group function's are when one of its
+ * aggregates depends on their order (by arrival alone, see [[GroupAggregation]]).
  */
 object WithinBatchOrder {
 
