@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from pyspark.sql.types import StructType
 
+from mapwithstate.pyfunc.call_sites import without_call_sites
 from mapwithstate.pyfunc.compiler import compile_function, input_columns
 from mapwithstate.pyfunc.source import FunctionSource
 from mapwithstate.spec import StateSpec
@@ -57,9 +58,10 @@ class PythonStateSpec(StateSpec):
         values = _as_list(value) if value is not None else None
         columns = input_columns(df, keys, values)
         key_names = list(columns)[: len(keys)]
-        result = compile_function(
-            self.python, self.state_schema, df, columns, self.is_group_function, key_names
-        )
+        with without_call_sites():
+            result = compile_function(
+                self.python, self.state_schema, df, columns, self.is_group_function, key_names
+            )
         settings = {name: getattr(self, name) for name in StateSpec.__dataclass_fields__}
         settings.update(
             update=result.update,
