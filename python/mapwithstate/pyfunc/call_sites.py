@@ -31,7 +31,7 @@ def without_call_sites() -> Iterator[None]:
         yield
         return
     previous = utils._enable_debugging_cache
-    utils._enable_debugging_cache = False
+    utils._enable_debugging_cache = False  # type: ignore[assignment]  # inferred as None
     try:
         yield
     finally:
