@@ -800,6 +800,23 @@ def test_explain_gives_the_columns_as_sql(spark):
     assert "raise_error" not in explained["update"]
 
 
+@mws.state_function("n BIGINT, seen MAP<STRING, BIGINT>")
+def user_totals(user, rows, state):
+    n = (state.n or 0) + len(rows)
+    state.update(n=n)
+    return {"user": user, "n": n, "total": sum(r.amount for r in rows)}
+
+
+def test_explain_gives_a_group_functions_columns_as_sql(spark):
+    # Its aggregates sit beside the key and state columns, as the plugin resolves them (a
+    # plain select would be refused: MISSING_GROUP_BY); a map in the state is fine too.
+    df = spark.createDataFrame([("a", 1)], "user STRING, amount BIGINT")
+    explained = user_totals.explain(df)
+    assert set(explained) == {"update", "emit"}
+    assert "count(1)" in explained["update"] and "__mws_state.n" in explained["update"]
+    assert "try_sum(" in explained["emit"], explained["emit"]
+
+
 # --- what the compiled Columns cost: Python's semantics without extra work -------------------
 
 @mws.state_function("f DOUBLE, n BIGINT, s STRING, b BOOLEAN")

@@ -11,7 +11,7 @@ check that fails the query with the function's name, file, line and Python's exc
 import ast
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -99,8 +99,14 @@ class _Probe:
     def type_of(self, column: Column) -> T.DataType:
         return self._df.select(column.alias("c")).schema["c"].dataType
 
-    def sql(self, column: Column) -> str:
-        return self._df.select(column).columns[0]
+    def sql(self, column: Column, keys: Optional[List[Union[str, Column]]] = None) -> str:
+        """The SQL text of ``column``; with ``keys``, of a group function's Column, whose
+        aggregates are over the key's records and which reads the keys and the reserved state
+        columns beside them (as the plugin resolves it: grouped by all of those)."""
+        if keys is None:
+            return self._df.select(column).columns[0]
+        grouping = [*keys, *S.RESERVED_COLUMNS.values()]
+        return self._df.groupBy(*grouping).agg(column).columns[-1]
 
 
 def compile_function(

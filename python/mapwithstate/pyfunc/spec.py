@@ -88,7 +88,7 @@ class PythonStateSpec(StateSpec):
         compiled = self.compiled(df, keys)
         probe = _Probe(df, input_columns(df, keys, None), _state_struct(df, self.state_schema))
         return {
-            name: probe.sql(getattr(compiled, name))
+            name: probe.sql(getattr(compiled, name), keys if self.is_group_function else None)
             for name in ("update", "remove", "emit", "timeout_at")
             if getattr(compiled, name) is not None
         }
