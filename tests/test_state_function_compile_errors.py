@@ -303,12 +303,24 @@ def test_refused_constructs_name_the_line_and_construct(spark, spec, text, const
     assert error.hint and str(error).startswith(f"{HERE}:{error.line}:{error.col}: ")
 
 
-def test_a_comprehension_over_rows_has_one_for_clause(spark):
+@mws.state_function("n BIGINT")
+def rows_in_a_loop(k, rows, state):
+    n = 0
+    for x in [1, 2]:
+        n += len(rows) * x
+    return {"k": k, "n": n}
+
+
+@pytest.mark.parametrize("spec, text, construct", [
+    (rows_in_two_clauses, "pairs", "a comprehension over rows with several for clauses"),
+    (rows_in_a_loop, "len(rows)", "rows inside a for loop's body"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
+def test_refused_uses_of_rows_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
     with pytest.raises(mws.CompileError) as refused:
-        map_groups_with_state(df, key="k", spec=rows_in_two_clauses)
-    assert "a comprehension over rows with several for clauses" in refused.value.construct
-    assert refused.value.line == line_of(rows_in_two_clauses.python, "pairs")
+        map_groups_with_state(df, key="k", spec=spec)
+    assert construct in refused.value.construct
+    assert refused.value.line == line_of(spec.python, text)
 
 
 def test_emitted_dicts_with_different_keys(spark):

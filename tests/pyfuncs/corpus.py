@@ -779,22 +779,26 @@ def group_lists(k, rows, state):
 
 @entry("total DOUBLE, hi BIGINT")
 def group_loop(k, rows, state):
-    # for r in rows: the records in record order. A running sum of floats (order matters), a
-    # running max that starts at None, a count under a condition, the last string seen.
+    # for r in rows: the records in record order. A running sum of floats and a decaying one
+    # (order matters), a running max that starts at None, a count under a condition, the last
+    # string seen.
     total = state.total or 0.0
+    decayed = 0.0
     hi = state.hi
     positives = 0
     last = ""
     for r in rows:
         if r.x is not None:
             total = total + r.x
+            decayed = decayed / 2 + r.x
         if r.v is not None and (hi is None or r.v > hi):
             hi = r.v
         if r.v is not None and r.v > 0:
             positives += 1
         last = r.s or last
     state.update(total=total, hi=hi)
-    return {"k": k, "total": total, "hi": hi, "positives": positives, "last": last}
+    return {"k": k, "total": total, "decayed": decayed, "hi": hi, "positives": positives,
+            "last": last}
 
 @entry("total BIGINT", settings={"timeout_domain": "processing_time"},
        initial_state=[{"k": "a", "total": 5}, {"k": "zz", "total": 1}])
