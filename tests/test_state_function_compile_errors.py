@@ -28,9 +28,71 @@ def while_loop(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def for_loop(k, v, state):
+def loop_break(k, v, state):
+    for x in [1, 2]:
+        if x > v:
+            break
+        v += x
+
+
+@mws.state_function("n BIGINT")
+def loop_continue(k, v, state):
+    for x in [1, 2]:
+        if x > v:
+            continue
+
+
+@mws.state_function("n BIGINT")
+def loop_return(k, v, state):
+    for x in [1, 2]:
+        return {"k": k, "x": x}
+
+
+@mws.state_function("n BIGINT")
+def loop_yield(k, v, state):
+    for x in [1, 2]:
+        yield {"k": k, "x": x}
+
+
+@mws.state_function("n BIGINT")
+def loop_update(k, v, state):
+    for x in [1, 2]:
+        state.update(n=x)
+
+
+@mws.state_function("n BIGINT")
+def loop_augments_state(k, v, state):
+    for x in [1, 2]:
+        state.n += x
+
+
+@mws.state_function("n BIGINT")
+def loop_else(k, v, state):
     for x in [1, 2]:
         v += x
+    else:
+        v = 0
+
+
+@mws.state_function("n BIGINT")
+def loop_changes_type(k, v, state):
+    label = 0
+    for x in [1, 2]:
+        label = str(x)
+    return {"k": k, "label": label}
+
+
+@mws.state_function("n BIGINT")
+def loop_over_a_string(k, v, state):
+    for c in k:
+        v += len(c)
+
+
+@mws.state_function("n BIGINT")
+def loop_last_element(k, v, state):
+    for x in [1, 2]:
+        v += x
+    return {"k": k, "x": x}
 
 
 @mws.state_function("n BIGINT")
@@ -194,7 +256,16 @@ def rows_in_two_clauses(k, rows, state):
 
 @pytest.mark.parametrize("spec, text, construct", [
     (while_loop, "while v", "while loop"),
-    (for_loop, "for x", "for loop"),
+    (loop_break, " break", "break in a for loop"),
+    (loop_continue, " continue", "continue in a for loop"),
+    (loop_return, "return {", "return in a for loop"),
+    (loop_yield, "yield {", "yield in a for loop"),
+    (loop_update, "state.update", "state.update in a for loop"),
+    (loop_augments_state, "state.n +=", "augmented assignment to state.n in a for loop"),
+    (loop_else, "v = 0", "else clause of a for loop"),
+    (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
+    (loop_over_a_string, "for c", "a for loop over a str"),
+    (loop_last_element, '"x": x', "variable 'x' may be unassigned"),
     (try_statement, "try:", "try statement"),
     (calls_a_function, "helper(k)", "call to helper()"),
     (does_io, "open(k)", "call to open()"),
@@ -232,12 +303,24 @@ def test_refused_constructs_name_the_line_and_construct(spark, spec, text, const
     assert error.hint and str(error).startswith(f"{HERE}:{error.line}:{error.col}: ")
 
 
-def test_a_comprehension_over_rows_has_one_for_clause(spark):
+@mws.state_function("n BIGINT")
+def rows_in_a_loop(k, rows, state):
+    n = 0
+    for x in [1, 2]:
+        n += len(rows) * x
+    return {"k": k, "n": n}
+
+
+@pytest.mark.parametrize("spec, text, construct", [
+    (rows_in_two_clauses, "pairs", "a comprehension over rows with several for clauses"),
+    (rows_in_a_loop, "len(rows)", "rows inside a for loop's body"),
+], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
+def test_refused_uses_of_rows_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
     with pytest.raises(mws.CompileError) as refused:
-        map_groups_with_state(df, key="k", spec=rows_in_two_clauses)
-    assert "a comprehension over rows with several for clauses" in refused.value.construct
-    assert refused.value.line == line_of(rows_in_two_clauses.python, "pairs")
+        map_groups_with_state(df, key="k", spec=spec)
+    assert construct in refused.value.construct
+    assert refused.value.line == line_of(spec.python, text)
 
 
 def test_emitted_dicts_with_different_keys(spark):

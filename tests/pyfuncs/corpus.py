@@ -442,6 +442,36 @@ def capped_list(k, v, state):
             "total": sum(vals), "sorted": sorted(vals), "top": max(vals)}
 
 
+
+@entry("amounts ARRAY<BIGINT>")
+def loop_over_capped_list(k, v, x, state):
+    # for loops over a capped list state, range and enumerate: carried ints, an optional
+    # int (None before the loop), an int-or-float, a list built in the loop, if/elif/else in
+    # the body; None + 1 and 64-bit overflow raise inside the body.
+    amounts = ((state.amounts or []) + [v])[-LIMIT:]
+    state.update(amounts=amounts)
+    total = mixed = 0
+    biggest = None
+    flags = []
+    for a in amounts:
+        total += a
+        if biggest is None or a > biggest:
+            biggest = a
+        elif a == biggest:
+            flags = flags + ["tie"]
+        else:
+            mixed = mixed + (x if x is not None else 1)
+    weighted = 0
+    for i, a in enumerate(amounts, 1):
+        if a is not None and -1000 < a < 1000:
+            weighted += i * a
+    squares = 0
+    for i in range(len(amounts)):
+        for j in range(i, len(amounts), 2):
+            squares += i * j
+    return {"k": k, "total": total, "biggest": biggest, "mixed": mixed, "flags": flags,
+            "weighted": weighted, "squares": squares}
+
 @entry("xs ARRAY<DOUBLE>", strategies={**STRATEGIES, "x": MIXED_DOUBLES})
 def keyed_min_max_and_sorting(k, v, x, state):
     # min/max with key= (ties: the first item wins) and default=; sorted() of floats (stable:
@@ -745,6 +775,30 @@ def group_lists(k, rows, state):
     state.update(top=top)
     return {"k": k, "names": names, "values": values, "top": top}
 
+
+
+@entry("total DOUBLE, hi BIGINT")
+def group_loop(k, rows, state):
+    # for r in rows: the records in record order. A running sum of floats and a decaying one
+    # (order matters), a running max that starts at None, a count under a condition, the last
+    # string seen.
+    total = state.total or 0.0
+    decayed = 0.0
+    hi = state.hi
+    positives = 0
+    last = ""
+    for r in rows:
+        if r.x is not None:
+            total = total + r.x
+            decayed = decayed / 2 + r.x
+        if r.v is not None and (hi is None or r.v > hi):
+            hi = r.v
+        if r.v is not None and r.v > 0:
+            positives += 1
+        last = r.s or last
+    state.update(total=total, hi=hi)
+    return {"k": k, "total": total, "decayed": decayed, "hi": hi, "positives": positives,
+            "last": last}
 
 @entry("total BIGINT", settings={"timeout_domain": "processing_time"},
        initial_state=[{"k": "a", "total": 5}, {"k": "zz", "total": 1}])

@@ -204,6 +204,10 @@ class Interpreter:
             self.augmented_assign(node)
         elif isinstance(node, ast.If):
             self.if_(node)
+        elif isinstance(node, ast.For):
+            from mapwithstate.pyfunc.loops import for_loop
+
+            for_loop(self, node)
         elif isinstance(node, ast.Return):
             self.return_(node)
         elif isinstance(node, ast.Pass):
@@ -218,8 +222,8 @@ class Interpreter:
                 type(node),
                 (
                     f"{type(node).__name__} statement",
-                    "state functions support assignments, if/elif/else, return, "
-                    "yield, assert and raise",
+                    "state functions support assignments, if/elif/else, for loops, "
+                    "return, yield, assert and raise",
                 ),
             )
             raise self.ctx.refuse(node, construct, hint)
@@ -893,13 +897,10 @@ def _assigned_names(tree: ast.FunctionDef) -> Set[str]:
 _REFUSED_STATEMENTS = {
     ast.While: (
         "while loop",
-        "a compiled function runs once per record without loops; use "
-        "a comprehension, sum/min/max/any/all or pyspark.sql.functions over a list",
+        "use a for loop over a list or range(...), a comprehension, or "
+        "sum/min/max/any/all over a list",
     ),
-    ast.For: (
-        "for loop",
-        "use a comprehension, sum/min/max/any/all, or F.transform/F.aggregate over a list",
-    ),
+    ast.AsyncFor: ("async for loop", "no async in a state function; use a for loop"),
     ast.Try: (
         "try statement",
         "Python's exceptions become query failures; test the condition with if instead",
