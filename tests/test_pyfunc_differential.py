@@ -29,6 +29,7 @@ from differential import (
     draw_cases,
     errors_of_each_key_alone,
     python_outcome,
+    replay_with_output_schema,
     run_replay_in_python,
     run_stream_in_python,
     server_outcome,
@@ -171,12 +172,10 @@ def check_raising(spark, function, raising, run):
 def test_replay(spark, name):
     function, strategy = FUNCTIONS[name]()
     cases = draw_cases(strategy, CASES, SEED)
-    function = with_output_schema(spark, function, cases)
-    passing, raising = split_raising(function, cases)
+    function, passing, raising, replayed = replay_with_output_schema(spark, function, cases)
     assert passing, f"{name}: Python raises on every case: {raising[0][1]!r}"
     ours = python_outcome(run_replay_in_python(function, passing))
-    theirs = server_outcome(server_replay(spark, function, passing),
-                            server_replay(spark, function, passing, "snapshots"))
+    theirs = server_outcome(replayed, server_replay(spark, function, passing, "snapshots"))
     check_same(name, ours, theirs, f"replay of {len(passing)} cases")
     check_raising(spark, function, raising,
                   lambda case: server_replay(spark, function, [case]).collect())
