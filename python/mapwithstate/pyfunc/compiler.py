@@ -218,7 +218,7 @@ def compile_function(
         remove = None if gone is False else c_column(gone)
     if sets_timer:
         timeout_at = _fold([(e.guard, e.path.timer_left) for e in exits]).column
-    emit = _emit(ctx, tree, interpreter.emits, generator, state)
+    emit = _emit(ctx, tree, interpreter.emits, generator, state, key_names)
 
     # The values a call's outputs evaluate in any case: the new state's fields where every
     # call keeps the state, and the returned row's values where every call returns it (the
@@ -445,10 +445,18 @@ def _fold_cond(choices: List[Any]) -> Cond:
 
 
 def _emit(
-    ctx: Context, tree: ast.FunctionDef, emits: List[Emit], generator: bool, state: T.StructType
+    ctx: Context,
+    tree: ast.FunctionDef,
+    emits: List[Emit],
+    generator: bool,
+    state: T.StructType,
+    key_names: List[str],
 ) -> Optional[Column]:
     if not emits:
-        return None
+        # A function that never returns or yields a row emits none, as in Python: an emit that
+        # is always null (without one, output='emitted' is refused), of the key columns (an
+        # output needs a column).
+        return F.when(F.lit(False), F.struct(*map(F.col, key_names))) if key_names else None
     names = list(emits[0].record.fields)
     for emit in emits[1:]:
         if list(emit.record.fields) != names:

@@ -17,7 +17,8 @@ import org.apache.spark.sql.catalyst.plans.physical.{
   ClusteredDistribution,
   Distribution,
   Partitioning,
-  UnknownPartitioning
+  UnknownPartitioning,
+  UnspecifiedDistribution
 }
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.execution.SparkPlan
@@ -33,6 +34,13 @@ import org.apache.spark.util.collection.OpenHashSet
  * [[BatchTimeline]] ([[PartitionRunner]]). The timeline is the same for every partition — a
  * partition with no records in a batch still runs it, as timeouts and snapshots depend on it —
  * so it is computed from all records first, and shipped to the tasks once.
+ *
+ * @param timelineInput where a group function's late rows are dropped before its aggregation
+ *                      (event-time timers, [[LateRowFilterExec]]): its records before that
+ *                      filter, whose batch times make the timeline, so that a batch whose
+ *                      records are all late still runs (as a per-record function's does, and
+ *                      a stream's micro-batch of late rows): its timers fire, its snapshots
+ *                      are taken
  */
 case class MapWithStateExec(
     keys: Seq[Attribute],
@@ -45,7 +53,10 @@ case class MapWithStateExec(
     initialState: Option[SparkPlan],
     eventTime: Option[Attribute] = None,
     lateRowsMetric: Option[SQLMetric] = None,
-    withinBatchOrder: Seq[SortOrder] = Nil) extends MapWithStateExecBase {
+    withinBatchOrder: Seq[SortOrder] = Nil,
+    timelineInput: Option[SparkPlan] = None) extends MapWithStateExecBase {
+
+  override def children: Seq[SparkPlan] = child +: (initialState.toSeq ++ timelineInput)
 
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows"),
@@ -60,10 +71,10 @@ case class MapWithStateExec(
 
   override def requiredChildDistribution: Seq[Distribution] =
     ClusteredDistribution(keys, requiredNumPartitions = Some(options.numPartitions)) +:
-      initialState.toSeq.map { s =>
+      (initialState.toSeq.map { s =>
         ClusteredDistribution(s.output.take(keys.size),
           requiredNumPartitions = Some(options.numPartitions))
-      }
+      } ++ timelineInput.map(_ => UnspecifiedDistribution))
 
   /**
    * A key's records in batch order, then in a per-record function's `order_by` with its
@@ -71,7 +82,7 @@ case class MapWithStateExec(
    */
   override def requiredChildOrdering: Seq[Seq[SortOrder]] =
     (batchTime.map(SortOrder(_, Ascending)).toSeq ++ withinBatchOrder) +:
-      initialState.toSeq.map(_ => Nil)
+      (initialState.toSeq ++ timelineInput).map(_ => Nil)
 
   override def outputPartitioning: Partitioning = options.outputKind match {
     case OutputKind.FinalWatermark => UnknownPartitioning(1)
@@ -85,7 +96,7 @@ case class MapWithStateExec(
     longMetric("numBatches") += timeline.size
 
     val shippedTimeline = sparkContext.broadcast(timeline)
-    val batchTimeOf = batchTimeReader
+    val batchTimeOf = batchTimeReader()
     val runner = partitionRunner()
     val backend = StateBackend.of(options.backend, conf)
     val (keySchema, stateType) = (DataTypeUtils.fromAttributes(keys), function.stateType)
@@ -101,11 +112,14 @@ case class MapWithStateExec(
     }
   }
 
-  /** Reads a record's batch time (micros); a record without one is an error. */
-  private def batchTimeReader: InternalRow => Long = batchTime match {
+  /**
+   * Reads a record's batch time (micros) from the rows of `plan` (the child, or the
+   * timeline's input); a record without one is an error.
+   */
+  private def batchTimeReader(plan: SparkPlan = child): InternalRow => Long = batchTime match {
     case None => _ => 0L // a one-batch timeline has the same time for every record
     case Some(bt) =>
-      val ordinal = child.output.indexWhere(_.exprId == bt.exprId)
+      val ordinal = plan.output.indexWhere(_.exprId == bt.exprId)
       row => {
         if (row.isNullAt(ordinal)) {
           throw MapWithStateException(io.mapwithstate.ErrorCondition.NullBatchTime,
@@ -116,9 +130,10 @@ case class MapWithStateExec(
   }
 
   /**
-   * The batches to replay: one now, or those the batch_time column gives, from every record.
-   * The distinct times are merged across partitions with a cap, so a replay over too many
-   * batch times fails before the driver ever holds them all.
+   * The batches to replay: one now, or those the batch_time column gives, from every record
+   * (a group function's before its late rows are dropped: `timelineInput`). The distinct
+   * times are merged across partitions with a cap, so a replay over too many batch times
+   * fails before the driver ever holds them all.
    */
   private def batchTimeline(): BatchTimeline = batchTime match {
     case None => BatchTimeline.single(System.currentTimeMillis() * 1000L)
@@ -126,7 +141,8 @@ case class MapWithStateExec(
       val maxBatches = MapWithStateConf.maxReplayBatches(conf)
       // With an interval, a batch time per record is only needed for the first and the last.
       val interval = options.batchIntervalMs.map(_ * 1000L)
-      val readTime = batchTimeReader
+      val records = timelineInput.getOrElse(child)
+      val readTime = batchTimeReader(records)
       val cap: OpenHashSet[Long] => OpenHashSet[Long] = { set =>
         if (interval.isEmpty && set.size > maxBatches) {
           throw MapWithStateException(io.mapwithstate.ErrorCondition.LimitExceeded,
@@ -136,7 +152,7 @@ case class MapWithStateExec(
         }
         set
       }
-      val times = child.execute().mapPartitions { rows =>
+      val times = records.execute().mapPartitions { rows =>
         val seen = new OpenHashSet[Long]
         var (min, max) = (Long.MaxValue, Long.MinValue)
         rows.foreach { row =>
@@ -174,7 +190,7 @@ case class MapWithStateExec(
 
   /** The largest event time (at `et`) of each batch time, over all partitions. */
   private def maxEventTimes(et: Attribute): Map[Long, Long] =
-    ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader,
+    ReplayWatermarks.maxEventTimes(child.execute(), batchTimeReader(),
       child.output.indexWhere(_.exprId == et.exprId))
 
   /**
@@ -199,5 +215,6 @@ case class MapWithStateExec(
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[SparkPlan]): SparkPlan =
     copy(child = newChildren.head,
-      initialState = if (newChildren.size > 1) Some(newChildren(1)) else None)
+      initialState = initialState.map(_ => newChildren(1)),
+      timelineInput = timelineInput.map(_ => newChildren.last))
 }

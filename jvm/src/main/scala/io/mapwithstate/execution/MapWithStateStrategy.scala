@@ -50,7 +50,7 @@ object MapWithStateStrategy extends SparkStrategy {
       val in = input(m, m.options.numPartitions, watermark)
       MapWithStateExec(m.keys, m.kind, m.batchTime, m.function, m.options, m.output,
         in.records, m.initialState.map(planLater), m.eventTime, in.lateRows,
-        in.withinBatchOrder) :: Nil
+        in.withinBatchOrder, in.timeline) :: Nil
     case _ => Nil
   }
 
@@ -61,7 +61,8 @@ object MapWithStateStrategy extends SparkStrategy {
   private case class OperatorInput(
       records: SparkPlan,
       lateRows: Option[SQLMetric] = None,
-      withinBatchOrder: Seq[SortOrder] = Nil)
+      withinBatchOrder: Seq[SortOrder] = Nil,
+      timeline: Option[SparkPlan] = None)
 
   /**
    * The operator's input. A per-record function's is the child's records (the operator drops
@@ -70,7 +71,9 @@ object MapWithStateStrategy extends SparkStrategy {
    * its aggregated rows ([[GroupAggregation]], which sorts for `order_by` itself); with
    * event-time timers its late rows are dropped before the aggregation, against `watermark`
    * when there is one, in another operator than the stateful one: both count them in the one
-   * metric returned.
+   * metric returned. A batch replay's batches then come from the records before the filter
+   * (`timeline`), so a batch whose records are all late still runs, as a per-record
+   * function's does and as a micro-batch of late rows does in a stream: its timers fire.
    */
   private def input(
       m: MapWithState,
@@ -89,7 +92,9 @@ object MapWithStateStrategy extends SparkStrategy {
             SparkSession.active.sparkContext, MapWithStateExecBase.LateRowsDescription))
         val dropLate = for (eventTime <- eventTimeTimers; metric <- lateRows; w <- watermark)
           yield (in: SparkPlan) => LateRowFilterExec(eventTime, w, m.options, metric, in)
+        val replayed = watermark.collect { case _: LateRowFilterExec.PerBatch => () }
+        val timeline = for (_ <- dropLate; _ <- replayed) yield planLater(m.child)
         OperatorInput(GroupAggregation.plan(m, group, planLater(m.child), numPartitions,
-            dropLate), lateRows)
+            dropLate), lateRows, timeline = timeline)
     }
 }
