@@ -644,9 +644,17 @@ class Interpreter:
         )
 
     def expr_BinOp(self, node: ast.BinOp) -> Value:
-        return operators.binary(
-            self.ctx, node, node.op, self.value(node.left), self.value(node.right)
-        )
+        left = self.value(node.left)
+        if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
+            from mapwithstate.pyfunc.format_specs import percent_format
+
+            right = (
+                tuple(self.value(e) for e in node.right.elts)
+                if isinstance(node.right, ast.Tuple)
+                else self.value(node.right)
+            )
+            return percent_format(self, node, left.const, right)
+        return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
         operand = self.value(node.operand)
@@ -745,22 +753,18 @@ class Interpreter:
     expr_Tuple = expr_List
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
-        from mapwithstate.pyfunc.formatting import to_str
+        from mapwithstate.pyfunc.format_specs import convert, f_string_spec, format_value, joined
 
         parts = []
         for part in node.values:
             if isinstance(part, ast.Constant):
-                parts.append(F.lit(part.value))
+                parts.append(literal(part.value))
                 continue
             assert isinstance(part, ast.FormattedValue)
-            if part.format_spec is not None or part.conversion not in (-1, ord("s")):
-                raise self.ctx.refuse(
-                    part,
-                    "f-string with a format spec or conversion",
-                    "use {value} alone, or round/str explicitly",
-                )
-            parts.append(to_str(self.ctx, part, self.value(part.value)).column)
-        return Value(F.concat(*parts) if parts else F.lit(""), PyType("str"), False)
+            spec = f_string_spec(self.ctx, part)
+            value = convert(self.ctx, part, self.value(part.value), part.conversion)
+            parts.append(format_value(self.ctx, part, value, spec or ""))
+        return joined(self.ctx, parts)
 
     def expr_Subscript(self, node: ast.Subscript) -> Value:
         from mapwithstate.pyfunc.sequences import subscript
