@@ -100,14 +100,14 @@ def sensor_stats(sensor, reading, state):
 @program("n BIGINT, mean DOUBLE, m2 DOUBLE", "metric", {"value": ("DOUBLE", READINGS)})
 def zscore_alerts(metric, value, state):
     """Alerts on a value more than three standard deviations from the metric's mean so far
-    (once it has five values); the value then joins the statistics."""
+    (once it has three values); the value then joins the statistics."""
     if value is None:
         return None
     n = state.n or 0
     mean = state.mean or 0.0
     m2 = state.m2 or 0.0
     alert = None
-    if n >= 5:
+    if n >= 3:
         sd = math.sqrt(m2 / (n - 1))
         if sd > 0:
             z = (value - mean) / sd
@@ -333,11 +333,14 @@ def price_moves(symbol, price, state):
                 "arrow": "up" if change > 0 else "down", "moves": state.moves}
 
 
+SLA_TIME = timedelta(seconds=2)
+
+
 @program("opened TIMESTAMP, status STRING", "ticket",
          {"status": ("STRING", st.sampled_from(["open", "open", "closed", "pending"]))},
          settings={"timeout_domain": "processing_time"})
 def ticket_sla(ticket, status, state):
-    """An SLA timer in processing time: a ticket not closed within 3 seconds of being opened
+    """An SLA timer in processing time: a ticket not closed within SLA_TIME of being opened
     (by batch time) is escalated."""
     if state.timing_out:
         opened = state.opened
@@ -349,7 +352,7 @@ def ticket_sla(ticket, status, state):
         return None
     if not state.exists:
         state.update(opened=state.batch_time, status=status)
-        state.set_timer(state.batch_time + timedelta(seconds=3))
+        state.set_timer(state.batch_time + SLA_TIME)
     return None
 
 
@@ -405,7 +408,7 @@ def customer_tier(customer, rows, state):
             "total": f"{total:,.2f}", "orders": state.n}
 
 
-SESSION_GAP = timedelta(minutes=30)
+SESSION_GAP = timedelta(minutes=10)
 
 
 @program("start TIMESTAMP, last TIMESTAMP, sessions BIGINT", "user",

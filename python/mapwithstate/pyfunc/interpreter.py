@@ -405,7 +405,8 @@ class Interpreter:
                         "yield the rows; a bare return ends the generator",
                     )
             elif isinstance(value, Record):
-                self.emits.append(Emit(self.ctx.guard, value, node.lineno, self.path.copy(), node))
+                guard = c_and(self.ctx.guard, value.present)
+                self.emits.append(Emit(guard, value, node.lineno, self.path.copy(), node))
             elif not (isinstance(value, Value) and value.type.kind == "none"):
                 raise self.ctx.refuse(
                     node,
@@ -425,7 +426,7 @@ class Interpreter:
                 f"yield of a {_describe(value)}",
                 "yield a dict display {'column': value, ...}",
             )
-        self.emits.append(Emit(self.ctx.guard, value, node.lineno, node=node))
+        self.emits.append(Emit(c_and(self.ctx.guard, value.present), value, node.lineno, node=node))
 
     # ---------------------------------------------------------------- expressions
 
@@ -683,8 +684,23 @@ class Interpreter:
         return operators.boolean(self.ctx, node, node.op, values, conds)
 
     def expr_Compare(self, node: ast.Compare) -> Value:
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):
+            # A dict variable that may be None (``if alert is not None``).
+            record = self.expression(node.left)
+            if isinstance(record, Record):
+                is_none = c_not(record.present)
+                found = is_none if isinstance(node.ops[0], ast.Is) else c_not(is_none)
+                return Value(c_column(found), BOOL, False)
+            left_value: Optional[Value] = record if isinstance(record, Value) else None
+        else:
+            left_value = None
         outer = self.ctx.guard
-        left = self.value(node.left)
+        left = left_value if left_value is not None else self.value(node.left)
         result: Cond = True
         for op, right_node in zip(node.ops, node.comparators, strict=False):
             right = self.value(right_node)
