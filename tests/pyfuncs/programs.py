@@ -73,7 +73,8 @@ MINUTES = sometimes_none(mostly(
     st.integers(0, 300).map(lambda m: T0 + timedelta(minutes=m, seconds=m % 7)),
     st.sampled_from([datetime(2026, 3, 29, 1, 59, 59, 999999), datetime(1999, 12, 31, 23, 59),
                      datetime(2024, 2, 29, 12, 0, 0, 500)]), 10), 25)
-HOSTS = st.sampled_from(["web-1", "db", "é-box", "", "cache's", 'quote"d'])
+SERVICES = sometimes_none(
+    st.sampled_from(["web-1", "db", "é-box", "", "cache's", 'quote"d', "tab\there", "a\\b"]))
 WORDS = sometimes_none(st.sampled_from(["home", "cart", "checkout", "paid", "view", "", "é"]), 25)
 MERCHANTS = sometimes_none(st.sampled_from(["acme", "acme", "bolt", "café", ""]), 15)
 BOOLEANS = sometimes_none(st.booleans(), 15)
@@ -129,8 +130,9 @@ REFILL_PER_SECOND = 0.25
 def token_bucket(client, ts, state):
     """Rate limiting: a bucket of CAPACITY tokens refilled at REFILL_PER_SECOND; a request
     takes a token or is denied."""
+    gap = ts - state.refilled if state.exists else timedelta(0)
     if state.exists:
-        elapsed = max((ts - state.refilled).total_seconds(), 0.0)
+        elapsed = max(gap.total_seconds(), 0.0)
         tokens = min(CAPACITY, state.tokens + elapsed * REFILL_PER_SECOND)
         refilled = max(ts, state.refilled)
     else:
@@ -140,7 +142,8 @@ def token_bucket(client, ts, state):
     if allowed:
         tokens -= 1.0
     state.update(tokens=tokens, refilled=refilled)
-    return {"client": client, "ts": ts, "allowed": allowed, "left": round(tokens, 2)}
+    return {"client": client, "ts": ts, "allowed": allowed, "left": round(tokens, 2),
+            "gap": f"{gap.days}d{gap.seconds}s"}
 
 
 STEPS = ["view", "cart", "checkout", "paid"]
@@ -239,8 +242,9 @@ def hourly_energy(meter, ts, kwh, state):
     return done
 
 
-@program("alerts BIGINT", "host", {"cpu": ("DOUBLE", READINGS), "mem_mb": ("BIGINT", COUNTS)})
-def host_alerts(host, cpu, mem_mb, state):
+@program("alerts BIGINT", "host", {"service": ("STRING", SERVICES), "cpu": ("DOUBLE", READINGS),
+                                   "mem_mb": ("BIGINT", COUNTS)})
+def host_alerts(host, service, cpu, mem_mb, state):
     """Alert messages as an on-call engineer reads them: numbered, with the figures laid
     out."""
     if cpu is None or mem_mb is None:
@@ -250,7 +254,7 @@ def host_alerts(host, cpu, mem_mb, state):
     n = (state.alerts or 0) + 1
     state.update(alerts=n)
     return {"host": host, "n": n,
-            "message": f"[{n:03d}] {host!r}: cpu {cpu:.1f}% mem {mem_mb:,} MB",
+            "message": f"[{n:03d}] {host} {service!r}: cpu {cpu:.1f}% mem {mem_mb:,} MB",
             "short": "%s cpu=%.0f%%" % (host, cpu),
             "line": "{}: {:>8.2f} | {:<6d}|".format(host, cpu, mem_mb),
             "pct": f"{cpu / 100:.1%}", "padded": f"{host:*^9}"}
@@ -440,4 +444,5 @@ def device_hours(device, rows, state):
     state.update(latest=max(latest, state.latest or latest), n=(state.n or 0) + len(rows))
     return {"device": device, "bucket": latest.replace(minute=0, second=0, microsecond=0),
             "weekday": latest.isoweekday(), "label": latest.strftime("%a %H:%M"),
+            "long": latest.strftime("%A %d %B %Y, %I:%M:%S %p (day %j, %y, %w/%u) %f%%"),
             "epoch": latest.timestamp(), "n": state.n}

@@ -29,7 +29,7 @@ case class PythonFormat(value: Expression, spec: Expression) extends BinaryExpre
 
   override def checkInputDataTypes(): TypeCheckResult =
     if (!Seq(DoubleType, LongType, StringType).contains(value.dataType) ||
-        spec.dataType != StringType) {
+      spec.dataType != StringType) {
       DataTypeMismatch("UNEXPECTED_INPUT_TYPE",
         Map("paramIndex" -> "first or second",
           "requiredType" -> "DOUBLE, BIGINT or STRING, and STRING",
@@ -59,9 +59,10 @@ case class PythonFormat(value: Expression, spec: Expression) extends BinaryExpre
     val formatting = PythonFormatting.getClass.getName.stripSuffix("$")
     val utf8 = classOf[UTF8String].getName
     val argument = if (value.dataType == StringType) (v: String) => s"$v.toString()"
-      else (v: String) => v
-    defineCodeGen(ctx, ev, (v, s) =>
-      s"$utf8.fromString($formatting.$method(${argument(v)}, $s.toString()))")
+    else (v: String) => v
+    defineCodeGen(ctx, ev,
+      (v, s) =>
+        s"$utf8.fromString($formatting.$method(${argument(v)}, $s.toString()))")
   }
 
   override protected def withNewChildrenInternal(newLeft: Expression, newRight: Expression)
@@ -188,8 +189,10 @@ object PythonFormatting {
    * exponent, `%`), without sign. */
   private def layout(spec: Spec, negative: Boolean, prefix: String, digits: String,
       rest: String, groupSize: Int): String = {
-    val sign = if (negative) "-" else if (spec.sign == '+') "+" else if (spec.sign == ' ') " "
-      else ""
+    val sign = if (negative) "-"
+    else if (spec.sign == '+') "+"
+    else if (spec.sign == ' ') " "
+    else ""
     val separator = if (spec.grouping == '\u0000') "" else spec.grouping.toString
     val size = if (spec.grouping == '\u0000') 0 else groupSize
     val fixed = sign.length + prefix.length + rest.length
@@ -238,7 +241,7 @@ object PythonFormatting {
           scientific(exact, if (spec.precision < 0) 6 else spec.precision, spec.alternate)
         case 'g' => general(exact, if (spec.precision < 0) 6 else spec.precision,
             spec.alternate, dot0 = false)
-        case _ if spec.precision < 0 => repr(exact, value)
+        case _ if spec.precision < 0 => repr(exact, value, spec.alternate)
         case _ => general(exact, spec.precision, spec.alternate, dot0 = true)
       }
       val signBit = java.lang.Double.doubleToRawLongBits(value) < 0
@@ -310,8 +313,9 @@ object PythonFormatting {
   }
 
   /** Python's `repr` of a finite non-negative double: the shortest digits that read back as
-   * it (the nearest such), positional for decimal exponents -4 to 15. */
-  private def repr(exact: JBigDecimal, value: Double): String = {
+   * it (the nearest such), positional for decimal exponents -4 to 15; `alternate` (`#`)
+   * keeps a decimal point in a one-digit scientific form (`5.e-324`). */
+  private def repr(exact: JBigDecimal, value: Double, alternate: Boolean): String = {
     val target = math.abs(value)
     if (target == 0.0) return "0.0"
     var found: JBigDecimal = null
@@ -332,7 +336,7 @@ object PythonFormatting {
     if (exponent >= -4 && exponent < 16) {
       laidOut(unscaled, exponent, point = true, zero = true)
     } else {
-      val point = if (unscaled.length > 1) "." else ""
+      val point = if (unscaled.length > 1 || alternate) "." else ""
       unscaled.substring(0, 1) + point + unscaled.substring(1) + exponentText(exponent)
     }
   }
