@@ -72,7 +72,8 @@ SECONDS = st.integers(0, 40).map(lambda s: T0 + timedelta(seconds=s))
 MINUTES = sometimes_none(mostly(
     st.integers(0, 300).map(lambda m: T0 + timedelta(minutes=m, seconds=m % 7)),
     st.sampled_from([datetime(2026, 3, 29, 1, 59, 59, 999999), datetime(1999, 12, 31, 23, 59),
-                     datetime(2024, 2, 29, 12, 0, 0, 500)]), 10), 25)
+                     datetime(2024, 2, 29, 12, 0, 0, 500),
+                     datetime(1969, 12, 31, 23, 59, 59, 250000)]), 10), 25)
 SERVICES = sometimes_none(
     st.sampled_from(["web-1", "db", "é-box", "", "cache's", 'quote"d', "tab\there", "a\\b"]))
 WORDS = sometimes_none(st.sampled_from(["home", "cart", "checkout", "paid", "view", "", "é"]), 25)
@@ -441,8 +442,10 @@ def device_hours(device, rows, state):
     latest = max((r.ts for r in rows if r.ts is not None), default=None)
     if latest is None:
         return None
+    earliest = min(r.ts for r in rows if r.ts is not None)
     state.update(latest=max(latest, state.latest or latest), n=(state.n or 0) + len(rows))
     return {"device": device, "bucket": latest.replace(minute=0, second=0, microsecond=0),
             "weekday": latest.isoweekday(), "label": latest.strftime("%a %H:%M"),
             "long": latest.strftime("%A %d %B %Y, %I:%M:%S %p (day %j, %y, %w/%u) %f%%"),
-            "epoch": latest.timestamp(), "n": state.n}
+            "epoch": latest.timestamp(), "n": state.n,
+            "from": earliest.timestamp(), "from_us": earliest.microsecond}
