@@ -18,11 +18,13 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators, ordering
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
+from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
 from mapwithstate.pyfunc.datetimes import TIMEDELTA_METHODS as _TIMEDELTA_METHODS
 from mapwithstate.pyfunc.datetimes import date_call as _date
 from mapwithstate.pyfunc.datetimes import datetime_call as _datetime
 from mapwithstate.pyfunc.datetimes import timedelta_call as _timedelta
 from mapwithstate.pyfunc.formatting import to_str
+from mapwithstate.pyfunc.list_methods import LIST_METHODS
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
@@ -45,7 +47,7 @@ from mapwithstate.pyfunc.values import Value, c_and, c_column, let, literal
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["call", "module_attribute"]
+__all__ = ["call", "module_attribute", "int_of", "value_attribute"]
 
 _MIN_LONG = -(1 << 63)
 
@@ -146,6 +148,11 @@ def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
 
 
 def _value_attribute(ctx: Any, node: ast.Attribute, base: Value) -> Value:
+    return value_attribute(ctx, node, base, node.attr)
+
+
+def value_attribute(ctx: Any, node: ast.AST, base: Value, attr: str) -> Value:
+    """``base.<attr>`` of a datetime, date or timedelta value."""
     parts = {
         "year": "year",
         "month": "month",
@@ -154,18 +161,35 @@ def _value_attribute(ctx: Any, node: ast.Attribute, base: Value) -> Value:
         "minute": "minute",
         "second": "second",
     }
-    if base.type.kind in ("datetime", "date") and node.attr in parts:
-        base = operators.none_check(
-            ctx, node, base, f"'NoneType' object has no attribute '{node.attr}'"
-        )
-        return Value(getattr(F, parts[node.attr])(base.column).cast("bigint"), INT, False)
-    if base.type.kind == "datetime" and node.attr == "microsecond":
-        return Value((F.unix_micros(base.column) % F.lit(1_000_000)), INT, False)
+    kind = base.type.kind
+    if kind in ("datetime", "date", "timedelta") and (
+        attr in parts or attr in ("microsecond", "days", "seconds", "microseconds")
+    ):
+        base = operators.none_check(ctx, node, base, f"'NoneType' object has no attribute '{attr}'")
+    if kind == "datetime" and attr in parts or kind == "date" and attr in _DATE_PARTS:
+        return Value(getattr(F, parts[attr])(base.column).cast("bigint"), INT, False)
+    if kind == "datetime" and attr == "microsecond":
+        return Value(F.pmod(F.unix_micros(base.column), F.lit(1_000_000)), INT, False)
+    if kind == "timedelta" and attr in ("days", "seconds", "microseconds"):
+        # Python's normal form: days of any sign, 0 <= seconds < 86400, 0 <= microseconds
+        # < 10**6.
+        micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + base.column)
+        day = F.lit(86_400_000_000)
+        column = {
+            "days": F.floor(micros / day),
+            "seconds": F.floor(F.pmod(micros, day) / F.lit(1_000_000)),
+            "microseconds": F.pmod(micros, F.lit(1_000_000)),
+        }[attr]
+        return Value(column.cast("bigint"), INT, False)
     raise ctx.refuse(
         node,
-        f"attribute {node.attr!r} of a {base.type}",
-        "datetime's year, month, day, hour, minute, second, microsecond",
+        f"attribute {attr!r} of a {base.type}",
+        "datetime's year, month, day, hour, minute, second, microsecond; timedelta's days, "
+        "seconds, microseconds",
     )
+
+
+_DATE_PARTS = ("year", "month", "day")
 
 
 # ------------------------------------------------------------------ the escape hatch
@@ -287,11 +311,34 @@ def _str(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
     return to_str(it.ctx, node, args[0]) if args else literal("")
 
 
+def _format(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    from mapwithstate.pyfunc.format_specs import format_value
+
+    _arity(it, node, args, kwargs, 1, 2, "format")
+    spec = args[1] if len(args) > 1 else literal("")
+    if not (spec.is_const and isinstance(spec.const, str)):
+        raise it.ctx.refuse(node, "format() with a spec known only at run time", "a constant spec")
+    return format_value(it.ctx, node, args[0], spec.const)
+
+
+def _repr(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    from mapwithstate.pyfunc.format_specs import convert
+
+    _arity(it, node, args, kwargs, 1, 1, "repr")
+    return convert(it.ctx, node, args[0], ord("r"))
+
+
 def _int(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 0, 1, "int")
     if not args:
         return literal(0)
-    value = args[0]
+    return int_of(it, node, args[0])
+
+
+def int_of(it: "Interpreter", node: ast.AST, value: Value) -> Value:
+    """``int(value)``."""
     kind = value.type.kind
     if value.type.kind == "none" or value.nullable:
         value = operators.none_check(
@@ -699,6 +746,8 @@ _BUILTINS: Dict[int, Handler] = {
     id(py.bool): _bool,
     id(py.str): _str,
     id(py.int): _int,
+    id(py.format): _format,
+    id(py.repr): _repr,
     id(py.float): _float,
     id(py.round): _round,
     id(py.pow): _pow,
@@ -738,9 +787,14 @@ _BUILTINS: Dict[int, Handler] = {
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kind = base.type.kind
-    table = {"str": _STR_METHODS, "dict": _DICT_METHODS, "timedelta": _TIMEDELTA_METHODS}.get(
-        kind, {}
-    )
+    table = {
+        "str": _STR_METHODS,
+        "dict": _DICT_METHODS,
+        "timedelta": _TIMEDELTA_METHODS,
+        "datetime": DATETIME_METHODS,
+        "date": DATE_METHODS,
+        "list": LIST_METHODS,
+    }.get(kind, {})
     handler = table.get(name)
     if handler is None:
         raise it.ctx.refuse(

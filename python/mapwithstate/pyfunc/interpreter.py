@@ -409,7 +409,8 @@ class Interpreter:
                         "yield the rows; a bare return ends the generator",
                     )
             elif isinstance(value, Record):
-                self.emits.append(Emit(self.ctx.guard, value, node.lineno, self.path.copy(), node))
+                guard = c_and(self.ctx.guard, value.present)
+                self.emits.append(Emit(guard, value, node.lineno, self.path.copy(), node))
             elif not (isinstance(value, Value) and value.type.kind == "none"):
                 raise self.ctx.refuse(
                     node,
@@ -429,7 +430,7 @@ class Interpreter:
                 f"yield of a {_describe(value)}",
                 "yield a dict display {'column': value, ...}",
             )
-        self.emits.append(Emit(self.ctx.guard, value, node.lineno, node=node))
+        self.emits.append(Emit(c_and(self.ctx.guard, value.present), value, node.lineno, node=node))
 
     # ---------------------------------------------------------------- expressions
 
@@ -648,9 +649,17 @@ class Interpreter:
         )
 
     def expr_BinOp(self, node: ast.BinOp) -> Value:
-        return operators.binary(
-            self.ctx, node, node.op, self.value(node.left), self.value(node.right)
-        )
+        left = self.value(node.left)
+        if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
+            from mapwithstate.pyfunc.format_specs import percent_format
+
+            right = (
+                tuple(self.value(e) for e in node.right.elts)
+                if isinstance(node.right, ast.Tuple)
+                else self.value(node.right)
+            )
+            return percent_format(self, node, left.const, right)
+        return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
         operand = self.value(node.operand)
@@ -679,8 +688,23 @@ class Interpreter:
         return operators.boolean(self.ctx, node, node.op, values, conds)
 
     def expr_Compare(self, node: ast.Compare) -> Value:
+        if (
+            len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):
+            # A dict variable that may be None (``if alert is not None``).
+            record = self.expression(node.left)
+            if isinstance(record, Record):
+                is_none = c_not(record.present)
+                found = is_none if isinstance(node.ops[0], ast.Is) else c_not(is_none)
+                return Value(c_column(found), BOOL, False)
+            left_value: Optional[Value] = record if isinstance(record, Value) else None
+        else:
+            left_value = None
         outer = self.ctx.guard
-        left = self.value(node.left)
+        left = left_value if left_value is not None else self.value(node.left)
         result: Cond = True
         for op, right_node in zip(node.ops, node.comparators, strict=False):
             right = self.value(right_node)
@@ -749,22 +773,18 @@ class Interpreter:
     expr_Tuple = expr_List
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
-        from mapwithstate.pyfunc.formatting import to_str
+        from mapwithstate.pyfunc.format_specs import convert, f_string_spec, format_value, joined
 
         parts = []
         for part in node.values:
             if isinstance(part, ast.Constant):
-                parts.append(F.lit(part.value))
+                parts.append(literal(part.value))
                 continue
             assert isinstance(part, ast.FormattedValue)
-            if part.format_spec is not None or part.conversion not in (-1, ord("s")):
-                raise self.ctx.refuse(
-                    part,
-                    "f-string with a format spec or conversion",
-                    "use {value} alone, or round/str explicitly",
-                )
-            parts.append(to_str(self.ctx, part, self.value(part.value)).column)
-        return Value(F.concat(*parts) if parts else F.lit(""), PyType("str"), False)
+            spec = f_string_spec(self.ctx, part)
+            value = convert(self.ctx, part, self.value(part.value), part.conversion)
+            parts.append(format_value(self.ctx, part, value, spec or ""))
+        return joined(self.ctx, parts)
 
     def expr_Subscript(self, node: ast.Subscript) -> Value:
         from mapwithstate.pyfunc.sequences import subscript

@@ -36,7 +36,16 @@ from mapwithstate.pyfunc.values import NOTHING, Cond, Value, c_and, c_not, let
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
 
-__all__ = ["binary", "compare", "unary", "truthy", "none_check", "as_float", "int_result"]
+__all__ = [
+    "binary",
+    "compare",
+    "unary",
+    "truthy",
+    "none_check",
+    "as_float",
+    "int_result",
+    "equals",
+]
 
 _SYMBOLS = {
     ast.Add: "+",
@@ -616,6 +625,11 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
     if nan is not None:
         test = test & ~nan
     return Value(test, BOOL, False)
+
+
+def equals(a: Value, b: Value) -> Column:
+    """Python's ``a == b`` of two values, as a Column (never null)."""
+    return _equals(a, b)
 
 
 def _equals(a: Value, b: Value) -> Column:

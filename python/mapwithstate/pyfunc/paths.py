@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Optional
 
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
-from mapwithstate.pyfunc.values import Cond, Value, select
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, c_or, select
 
 __all__ = ["MaybeUnassigned", "Record", "PathState", "converted", "merge_values"]
 
@@ -26,9 +26,12 @@ class MaybeUnassigned:
 
 @dataclass(frozen=True)
 class Record:
-    """A dict display (``{"user": user, "n": n}``): the fields of an emitted row."""
+    """A dict display (``{"user": user, "n": n}``): the fields of an emitted row. A variable
+    holding a dict on some paths and ``None`` on others (``alert = None`` ... ``alert =
+    {...}`` ... ``return alert``) is a Record ``present`` only where it is a dict."""
 
     fields: Dict[str, Value]
+    present: Cond = True
 
 
 @dataclass
@@ -91,6 +94,10 @@ def converted(value: Value, joined: PyType) -> Any:
     return column
 
 
+def _is_none(value: Any) -> bool:
+    return isinstance(value, Value) and value.type.kind == "none"
+
+
 def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
     """``a`` where ``cond`` holds, else ``b``; None when they cannot share one Column (values
     of different types, a Record and a value, Records with different keys)."""
@@ -98,16 +105,25 @@ def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
         return a
     if isinstance(a, MaybeUnassigned) or isinstance(b, MaybeUnassigned):
         return a if isinstance(a, MaybeUnassigned) else b
+    if isinstance(a, Record) and _is_none(b):
+        return Record(a.fields, c_and(cond, a.present))
+    if _is_none(a) and isinstance(b, Record):
+        return Record(b.fields, c_and(c_not(cond), b.present))
     if isinstance(a, Record) and isinstance(b, Record):
         if list(a.fields) != list(b.fields):
             return None
+        present = (
+            a.present
+            if a.present is b.present
+            else c_or(c_and(cond, a.present), c_and(c_not(cond), b.present))
+        )
         merged = {}
         for name in a.fields:
             value = merge_values(cond, a.fields[name], b.fields[name])
             if value is None:
                 return None
             merged[name] = value
-        return Record(merged)
+        return Record(merged, present)
     if not isinstance(a, Value) or not isinstance(b, Value):
         return None
     if cond is True:

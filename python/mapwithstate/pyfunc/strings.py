@@ -358,6 +358,14 @@ def _join(
     )
 
 
+def _format(
+    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    from mapwithstate.pyfunc.format_specs import str_format
+
+    return str_format(it, node, base, args, kwargs)
+
+
 STR_METHODS: Dict[str, MethodHandler] = {
     "lower": _case(F.lower),
     "upper": _case(F.upper),
@@ -370,6 +378,7 @@ STR_METHODS: Dict[str, MethodHandler] = {
     "split": _split,
     "find": _find,
     "join": _join,
+    "format": _format,
 }
 #: The methods whose str arguments may be ``None`` (whitespace); others fail with TypeError.
 ACCEPTS_NONE = frozenset({"strip", "lstrip", "rstrip", "split"})

@@ -29,6 +29,15 @@ object PythonFunctions {
       "_FUNC_(a, b) - Python's a ** b of ints: struct<i, f>, the int for b >= 0 (null " +
         "beyond 64 bits), else the float (the state function compiler's, not for direct use).",
       args => PythonIntPower(typed(args(0), LongType), typed(args(1), LongType))),
+    Reserved(PythonFormat.Name, 2, classOf[PythonFormat],
+      "_FUNC_(value, spec) - Python's format(value, spec) of a float, int or str: the " +
+        "format-spec mini-language, a float's exact value rounded half to even (the state " +
+        "function compiler's, not for direct use).",
+      args => PythonFormat(args(0), typed(args(1), StringType))),
+    Reserved(PythonRepr.Name, 1, classOf[PythonRepr],
+      "_FUNC_(s) - Python's repr(s) of a str (the state function compiler's, not for " +
+        "direct use).",
+      args => PythonRepr(typed(args(0), StringType))),
     Reserved(PythonModPow.Name, 3, classOf[PythonModPow],
       "_FUNC_(a, b, m) - Python's pow(a, b, m) of ints, exact, with m's sign; null where " +
         "Python raises ValueError (the state function compiler's, not for direct use).",
