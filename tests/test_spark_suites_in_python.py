@@ -400,17 +400,45 @@ def timer_set_once(key, rows, state):
     return {"key": key, "timed_out": state.timing_out}
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "Spark's GroupState resets a key's timer on every call that does not set one (the "
-    "InputProcessor cases: 'no update' -> timestamp reset), so the second call (its key has "
-    "data at watermark 1 s) leaves no timer and Spark answers (0, False) twice; a Python "
-    "state function's timer stays until set or cleared (docs/python-functions.md), so the "
-    "500 ms timer outlives the call, already due, and both mapwithstate.testing and the "
-    "server fail the call (timer earlier than the watermark)"))
-def test_spark_38320_key_with_data_does_not_time_out():
+def test_spark_38320_key_with_data_does_not_time_out(spark):
+    """The second batch's watermark (1 s) has passed the 500 ms timer, but the key has data
+    in it: it is called for its data, not timed out, and the timer it kept, already due, is
+    spent (Spark resets a timer a call does not set), so no batch times it out."""
+    spec = timer_set_once.timeout_domain("event_time")
     records = [{"key": 0, "eventTime": EPOCH + timedelta(seconds=s), "bt": at(s)}
                for s in (1, 2)]
-    python = emitted_per_batch(replay(timer_set_once.timeout_domain("event_time"), records,
-                                      key="key", batch_time="bt", event_time="eventTime",
-                                      watermark_delay="0 seconds"))
-    assert python == [[(0, False)], [(0, False)]]
+    results = replay(spec, records, key="key", batch_time="bt", event_time="eventTime",
+                     watermark_delay="0 seconds", until=at(10))
+    python = emitted_per_batch(results)
+    assert python == [[(0, False)], [(0, False)], []]  # and nothing at until
+    df = spark.createDataFrame([(r["key"], r["eventTime"], r["bt"]) for r in records],
+                               "key INT, eventTime TIMESTAMP, bt TIMESTAMP") \
+        .withWatermark("eventTime", "0 seconds")
+    server = server_rows(map_groups_with_state(df, "key", spec, batch_time="bt",
+                                               until=at(10)))
+    assert server == all_rows(python)
+
+
+@mws.state_function("n INT")
+def deadline_once(key, rows, state):
+    """A processing-time deadline set on the key's first call only, 5 s after its batch."""
+    if state.timing_out:
+        return {"key": key, "event": "deadline"}
+    if not state.exists:
+        state.update(n=0)
+        state.set_timer(state.batch_time + timedelta(seconds=5))
+    state.update(n=state.n + len(rows))
+    return {"key": key, "event": f"data {state.n}"}
+
+
+def test_a_processing_time_timer_due_in_a_batch_with_the_keys_data_is_spent(spark):
+    """a's deadline (6 s) is due in the batch at 6 s, where a has data: that batch calls it
+    for its data, and the deadline is spent, not fired later; b's fires in the batch at 7 s."""
+    spec = deadline_once.timeout_domain("processing_time")
+    records = [{"key": k, "bt": at(t)} for t, k in ((1, "a"), (2, "b"), (6, "a"))]
+    python = emitted_per_batch(replay(spec, records, key="key", batch_time="bt", until=at(12)))
+    assert all_rows(python) == sorted([("a", "data 1"), ("b", "data 1"), ("a", "data 2"),
+                                       ("b", "deadline")])
+    df = spark.createDataFrame([(r["key"], r["bt"]) for r in records], "key STRING, bt TIMESTAMP")
+    server = server_rows(map_groups_with_state(df, "key", spec, batch_time="bt", until=at(12)))
+    assert server == all_rows(python)

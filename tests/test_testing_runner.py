@@ -94,8 +94,10 @@ def timer_spec():
     timing_out = S.is_timing_out()
     v = F.col("v")
     due = S.batch_time() + F.make_dt_interval(F.lit(0), F.lit(0), F.lit(0), v.cast("double"))
-    timer_after = F.when(v > 0, due).when(v == 0, F.lit(None).cast("timestamp")) \
-        .otherwise(S.timeout_at())
+    none = F.lit(None).cast("timestamp")
+    timer_after = F.when(v > 0, due).when(v == 0, none).otherwise(S.timeout_at())
+    # A timer the call keeps that is already due is spent (a Python function's rule).
+    kept = F.when(S.timeout_at() <= S.batch_time(), none).otherwise(S.timeout_at())
     return StateSpec.function(
         "n BIGINT",
         update=F.when(~timing_out, F.struct((F.coalesce(S.state("n"), F.lit(0)) + 1).alias("n"))),
@@ -106,7 +108,7 @@ def timer_spec():
         .otherwise(F.struct(
             F.col("word"), S.new_state("n").alias("n"), (v >= 0).alias("exists"),
             timer_after.alias("timer"), S.batch_time().alias("bt"))),
-        timeout_at=F.when(~timing_out, timer_after))
+        timeout_at=F.when(~timing_out, F.when(v > 0, due).when(v == 0, none).otherwise(kept)))
 
 
 def timers(word, v, state):
@@ -146,15 +148,26 @@ def test_processing_time_timers_fire_kept_and_cleared(spark):
     assert fired, "the case fires no timer"
 
 
-def test_a_data_call_keeping_a_passed_timer_fails_both_ways(spark):
-    # b's timer (1 s) has passed when b's record of batch 2 s keeps it (v < 0).
+def test_a_data_call_keeping_a_passed_timer_spends_it_both_ways(spark):
+    # b's timer (1 s) has passed when b's record of batch 2 s keeps it (v < 0): the call sees
+    # it, and it is spent (as the Column twin's timeout_at says); a timeout_at that keeps
+    # it as it is fails the query, as Spark's GroupState refuses a timer already due.
     records = [{"word": "b", "v": 1, "t": at(0)}, {"word": "b", "v": -1, "t": at(2)}]
     df = spark.createDataFrame([(r["word"], r["v"], r["t"]) for r in records],
                                "word STRING, v INT, t TIMESTAMP")
+    ours = replay(timers, records, key="word", batch_time="t", state_schema="n BIGINT",
+                  until=at(5))
+    on_server = map_with_state(df, key="word", value="v", spec=timer_spec(), batch_time="t",
+                               until=at(5))
+    assert runner_batches(ours) == server_batches(on_server)
+    assert [r["timer"] for b in ours for r in b.emitted] == [at(1), at(1)]
+    keeping = timer_spec()
+    keeping = StateSpec.function("n BIGINT", update=keeping.update, remove=keeping.remove,
+                                 emit=keeping.emit, timeout_at=F.when(
+                                     ~S.is_timing_out(), F.when(F.col("v") > 0, at(1))
+                                     .otherwise(S.timeout_at())))
     with pytest.raises(Exception, match="Timeout duration must be positive"):
-        map_with_state(df, key="word", value="v", spec=timer_spec(), batch_time="t").collect()
-    with pytest.raises(ValueError, match="Timeout duration must be positive"):
-        replay(timers, records, key="word", batch_time="t", state_schema="n BIGINT")
+        map_with_state(df, key="word", value="v", spec=keeping, batch_time="t").collect()
 
 
 # --- event-time timers, per record, replayed and streamed ----------------------------------

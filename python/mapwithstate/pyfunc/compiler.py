@@ -117,19 +117,21 @@ def compile_function(
     group: bool,
     key_names: List[str],
     bindings: Optional[Bindings] = None,
+    domain: Optional[str] = None,
 ) -> CompiledFunction:
     """Compiles ``function`` for an input with ``columns`` (``key_names`` among them): with
     its values copied where they are used (Spark generates code for all of it), or, when that
     makes a Column past :data:`~mapwithstate.pyfunc.bindings.COPIED_PLAN_LIMIT`, with its
     large values named once (a plan that grows linearly with the source). ``bindings`` makes
-    one of the two attempts."""
+    one of the two attempts. ``domain`` is the spec's timeout domain (processing time by
+    default), which says when a kept timer is already due."""
     if bindings is None:
         attempt = partial(compile_function, function, state_schema, df, columns, group, key_names)
         try:
-            return attempt(Bindings(enabled=False, limit=COPIED_PLAN_LIMIT))
+            return attempt(Bindings(enabled=False, limit=COPIED_PLAN_LIMIT), domain)
         except PlanTooLarge:
             # A group function's values may hold aggregates, which no lambda may reference.
-            return attempt(Bindings(enabled=not group))
+            return attempt(Bindings(enabled=not group), domain)
     source = FunctionSource.of(function)
     state = _state_struct(df, state_schema)
     probe = _Probe(df, columns, state)
@@ -166,10 +168,18 @@ def compile_function(
             column = column.cast(to_spark(py_type))
         fields[field.name] = Value(column, py_type, True)
     # A timing-out call reads the timer that fired, and the key loses it unless the call sets
-    # another (a timer fires once), as mapwithstate.testing's State.
+    # another (a timer fires once); a call for data in a batch its timer is already due in
+    # (the key has data, so it does not time out) spends it too, as Spark resets a timer the
+    # call does not set: as mapwithstate.testing's runner.
     timer = Value(S.timeout_at(), DATETIME, True)
+    if domain == "event_time":
+        due = S.timeout_at() < S.watermark()
+    else:
+        due = S.timeout_at() <= S.batch_time()
     timer_left = Value(
-        F.when(S.is_timing_out(), F.lit(None).cast("timestamp")).otherwise(S.timeout_at()),
+        F.when(
+            S.is_timing_out() | F.coalesce(due, F.lit(False)), F.lit(None).cast("timestamp")
+        ).otherwise(S.timeout_at()),
         DATETIME,
         True,
     )

@@ -60,7 +60,13 @@ class PythonStateSpec(StateSpec):
         key_names = list(columns)[: len(keys)]
         with without_call_sites():
             result = compile_function(
-                self.python, self.state_schema, df, columns, self.is_group_function, key_names
+                self.python,
+                self.state_schema,
+                df,
+                columns,
+                self.is_group_function,
+                key_names,
+                domain=str(self.settings.get("timeout_domain", "processing_time")),
             )
         settings = {name: getattr(self, name) for name in StateSpec.__dataclass_fields__}
         settings.update(

@@ -277,7 +277,12 @@ class Tester:
             self._use_timers()
         if self._timers:
             called.add(key)
-            self._keep(key, result.state, result.timer, context, timing_out=False)
+            timer = result.timer
+            if not result.timer_set and timer is not None and self._is_due(timer, context):
+                # The key has data, so it does not time out in this batch: a timer it kept
+                # that is already due is spent (Spark resets a timer a call does not set).
+                timer = None
+            self._keep(key, result.state, timer, context, timing_out=False)
         elif result.state is None:
             self._states.pop(key, None)
             self._times.pop(key, None)
@@ -381,6 +386,18 @@ class Tester:
                 f"be later than the batch time (Timeout duration must be "
                 f"positive)"
             )
+
+    def _is_due(
+        self,
+        timer: datetime.datetime,
+        context: Tuple[datetime.datetime, Optional[datetime.datetime]],
+    ) -> bool:
+        """Whether a timer kept through a call is already due: as a timer set would be
+        refused (:meth:`_check_timer`)."""
+        batch_time, watermark = context
+        if self._domain == "event_time":
+            return watermark is not None and timer < watermark
+        return timer <= batch_time
 
     def _use_timers(self) -> None:
         if self._timeout is not None:

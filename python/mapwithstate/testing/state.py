@@ -66,9 +66,11 @@ class State:
     - ``state.timer``: the key's timer at this point of the call, ``None`` if none. A timer
       stays until a call sets or clears it, except that a timing-out call's timer is the one
       that fired, which the key loses unless the call sets a new one (a timer fires once).
-      The timer a call leaves, set or kept, obeys the server's rules (a processing-time timer
-      after the batch time, an event-time one not before the watermark): a call for data in
-      a batch that its key's timer has already passed must set a new timer or clear it.
+      A call for data in a batch its key's timer is already due in (the key has data, so it
+      does not time out) spends that timer too, unless it sets or clears one, as Spark resets
+      a timer every call that does not set it. A timer a call sets obeys the server's rules
+      (a processing-time timer after the batch time, an event-time one not before the
+      watermark).
     - ``state.update(**fields)``: the fields named take the values given, converted as the
       state's column types store them; the others keep their current value (``None`` for a
       key without a state). An unknown field raises ``TypeError``. ``state.n += 1`` is
