@@ -311,9 +311,15 @@ def rows_in_a_loop(k, rows, state):
     return {"k": k, "n": n}
 
 
+@mws.state_function("n BIGINT")
+def rows_max_without_key(k, rows, state):
+    return {"k": k, "top": max(rows, key=None).v}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (rows_in_two_clauses, "pairs", "a comprehension over rows with several for clauses"),
     (rows_in_a_loop, "len(rows)", "rows inside a for loop's body"),
+    (rows_max_without_key, "max(rows", "max(rows) without key="),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_uses_of_rows_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")

@@ -770,6 +770,31 @@ def test_group_function_max_of_no_rows_fails(spark):
                         line_of(group_totals.python, "max(r.v"), groups=True)
 
 
+@mws.state_function("last_v BIGINT")
+def latest_record(k, rows, state):
+    # Whole records: the latest by t (ties: the first, as Python's max), the smallest v.
+    latest = max(rows, key=lambda r: r.t)
+    smallest = min(rows, key=lambda r: r.v)
+    ordered = sorted(rows, key=lambda r: r.s)
+    state.update(last_v=latest.v)
+    return {"k": k, "latest_s": latest.s, "smallest_s": smallest.s, "smallest_v": smallest.v,
+            "by_s": [r.v for r in ordered], "last_v": state.last_v}
+
+
+def test_group_function_takes_whole_records_with_max_min_and_sorted_by_key(spark):
+    rows = [{"k": "a", "v": 3, "s": "z", "f": 0.1, "t": at(0)},
+            {"k": "a", "v": -1, "s": "b", "f": 0.2, "t": at(0)},
+            {"k": "a", "v": -1, "s": "c", "f": 0.3, "t": at(0)},
+            {"k": "b", "v": 5, "s": "é", "f": 1e16, "t": at(0)},
+            {"k": "a", "v": 7, "s": "a", "f": 1.0, "t": at(1)},
+            {"k": "a", "v": 2, "s": "a", "f": 1.0, "t": at(1)}]
+    out = assert_same(spark, latest_record, rows,
+                      "k STRING, v BIGINT, s STRING, f DOUBLE, t TIMESTAMP", groups=True)
+    first = [r for r in out if r["k"] == "a" and r["last_v"] == 3]
+    # Ties keep the first record: the latest of three at t=0 is "z", the smallest v is "b".
+    assert [(r["latest_s"], r["smallest_s"], r["by_s"]) for r in first] == [("z", "b", [-1, -1, 3])]
+
+
 # --- the escape hatch and module constants ---------------------------------------------------
 
 PREFIX = "user-"

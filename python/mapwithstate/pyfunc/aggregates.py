@@ -10,20 +10,37 @@ of no rows), the aggregate counts such records and the query fails if there is o
 import ast
 import builtins as py
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.pytypes import BOOL, FLOAT, INT, from_spark, list_of
+from mapwithstate.pyfunc.pytypes import (
+    BOOL,
+    FLOAT,
+    INT,
+    PyType,
+    from_spark,
+    list_of,
+    row_of,
+    to_spark,
+)
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter, Message
 
-__all__ = ["Rows", "RowVariable", "UntypedColumn", "aggregate", "rows_length", "rows_list"]
+__all__ = [
+    "Rows",
+    "RowVariable",
+    "UntypedColumn",
+    "aggregate",
+    "rows_length",
+    "rows_list",
+    "rows_records",
+]
 
 #: An aggregate's handler: the call, each record's value, and which records the filter keeps.
 AggregateHandler = Callable[["Interpreter", ast.Call, Value, Column], Value]
@@ -90,6 +107,33 @@ def _per_row(
 def _lift(it: "Interpreter", failures: List[Tuple[Cond, "Message"]]) -> None:
     for cond, message in failures:
         it.ctx.failures.append((c_and(it.ctx.guard, F.count_if(c_column(cond)) > 0), message))
+
+
+def rows_records(
+    it: "Interpreter", node: ast.AST, columns: Optional[List[str]] = None
+) -> Tuple[Value, PyType]:
+    """The key's records in record order, as a list of structs of ``columns`` (default:
+    every column with a Python type), and the struct's row type: what ``for r in rows`` and
+    ``max(rows, key=...)`` go over, ``r.<column>`` a field of it."""
+    if columns is None:
+        columns = [c for c, t in it.ctx.columns.items() if from_spark(t) is not None]
+    fields: List[Tuple[str, PyType]] = []
+    structs = []
+    for column in columns:
+        data_type = it.ctx.columns[column]
+        py_type = from_spark(data_type)
+        if py_type is None:
+            raise it.ctx.refuse(
+                node,
+                f"column {column!r} of type {data_type.simpleString()} of a row taken whole",
+                "cast it before the call, or read it in an aggregate (sum(r.x for r in rows))",
+            )
+        fields.append((column, py_type))
+        structs.append(F.col(column).cast(to_spark(py_type)).alias(column))
+    if not structs:
+        structs = [F.lit(0).alias("_")]
+    row = row_of(tuple(fields))
+    return Value(F.collect_list(F.struct(*structs)), list_of(row), False), row
 
 
 def rows_length(it: "Interpreter") -> Value:

@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.paths import MaybeUnassigned, converted
-from mapwithstate.pyfunc.pytypes import INT, PyType, from_spark, list_of, row_of, to_spark, unify
+from mapwithstate.pyfunc.pytypes import INT, PyType, list_of, row_of, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 
 if TYPE_CHECKING:
@@ -424,21 +424,7 @@ def _rows(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:
                     )
                 if n.attr not in read:
                     read.append(n.attr)
-    fields: List[Tuple[str, PyType]] = []
-    columns = []
-    for column in read:
-        data_type = it.ctx.columns[column]
-        py_type = from_spark(data_type)
-        if py_type is None:
-            raise it.ctx.refuse(
-                node,
-                f"column {column!r} of type {data_type.simpleString()} in a loop over rows",
-                "cast it before the call",
-            )
-        fields.append((column, py_type))
-        columns.append(F.col(column).cast(to_spark(py_type)).alias(column))
-    if not columns:
-        columns = [F.lit(0).alias("_")]
-    records = F.collect_list(F.struct(*columns))
-    row = row_of(tuple(fields))
-    return Value(records, list_of(row), False), lambda x: {name: Value(x, row, False)}
+    from mapwithstate.pyfunc.aggregates import rows_records
+
+    records, row = rows_records(it, node, read)
+    return records, lambda x: {name: Value(x, row, False)}

@@ -227,7 +227,14 @@ def _iterable(
     it: "Interpreter", node: ast.expr, comprehension: Callable[["Interpreter", ast.ListComp], Value]
 ) -> Value:
     """An iterable argument as a list: a generator (over a list, or over ``rows``, whose
-    items are collected in record order) is compiled as the list comprehension."""
+    items are collected in record order) is compiled as the list comprehension; ``rows``
+    itself as its records in record order (``max(rows, key=lambda r: r.ts)``)."""
+    from mapwithstate.pyfunc.sequences import is_rows
+
+    if is_rows(it, node):
+        from mapwithstate.pyfunc.aggregates import rows_records
+
+        return rows_records(it, node)[0]
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
         return comprehension(it, listed)
@@ -258,6 +265,7 @@ def min_max_with_keywords(it: "Interpreter", node: ast.Call, largest: bool) -> V
                 "multiple positional arguments",
             )
         return fold(it, node, [it.value(a) for a in node.args], largest, key)
+    _keyed_if_rows(it, node, name, key)
     values = _iterable(it, node.args[0], comprehension)
     default = it.value(keywords["default"]) if "default" in keywords else None
     return list_min_max(it, node, values, largest, key, default)
@@ -290,9 +298,24 @@ def sorted_with_key(it: "Interpreter", node: ast.Call) -> Value:
             f"sorted() with {len(node.args)} argument(s)",
             "sorted() takes 1 argument(s), keywords key, reverse",
         )
+    key = _key_lambda(it, "sorted", keywords.get("key"))
+    _keyed_if_rows(it, node, "sorted", key)
     values = _iterable(it, node.args[0], comprehension)
     reverse = it.value(keywords["reverse"]) if "reverse" in keywords else literal(False)
-    return _sort(it, node, values, reverse, _key_lambda(it, "sorted", keywords.get("key")))
+    return _sort(it, node, values, reverse, key)
+
+
+def _keyed_if_rows(it: "Interpreter", node: ast.Call, name: str, key: Optional[ast.Lambda]) -> None:
+    """Whole records are compared by a key only: Python compares two rows as tuples of all
+    their columns, the key's first, which no state function means."""
+    from mapwithstate.pyfunc.sequences import is_rows
+
+    if key is None and is_rows(it, node.args[0]):
+        raise it.ctx.refuse(
+            node,
+            f"{name}(rows) without key=",
+            f"compare records by a column: {name}(rows, key=lambda r: r.<column>)",
+        )
 
 
 def _sort(
