@@ -125,7 +125,7 @@ def rows_records(
         if py_type is None:
             raise it.ctx.refuse(
                 node,
-                f"column {column!r} of type {data_type.simpleString()} of a row taken whole",
+                f"column {column!r} of type {data_type.simpleString()} in a record of rows",
                 "cast it before the call, or read it in an aggregate (sum(r.x for r in rows))",
             )
         fields.append((column, py_type))
