@@ -1,8 +1,7 @@
 """Realistic state functions (``tests/pyfuncs/programs.py``) run both ways: seeded random cases
 through ``mapwithstate.testing`` and through the real server (compiled by
 ``mws.state_function``) give the same emitted rows and the same state after every batch; where
-Python raises, the server's query fails naming the exception. The programs the compiler still
-refuses are asserted to fail with their ``CompileError``, so a later fix shows.
+Python raises, the server's query fails naming the exception.
 """
 import dataclasses
 import os
@@ -27,8 +26,6 @@ from test_pyfunc_differential import check_raising, check_same
 CASES = int(os.environ.get("MWS_PROGRAM_CASES", "15"))
 SEED = 4141
 
-RUNNING = [p for p in PROGRAMS if p.refused is None]
-REFUSED = [p for p in PROGRAMS if p.refused is not None]
 
 
 def as_function(entry: Program):
@@ -47,9 +44,9 @@ def as_function(entry: Program):
     return function, inputs.batches(record, max_batches=4, max_records=6)
 
 
-@pytest.mark.parametrize("name", [p.name for p in RUNNING])
+@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
 def test_program(spark, name):
-    (entry,) = [p for p in RUNNING if p.name == name]
+    (entry,) = [p for p in PROGRAMS if p.name == name]
     function, strategy = as_function(entry)
     cases = draw_cases(strategy, CASES, SEED)
     # The replay of every case gives the output columns; where every case runs through, it is
@@ -65,14 +62,3 @@ def test_program(spark, name):
     check_raising(spark, function, raising,
                   lambda case: server_replay(spark, function, [case]).collect())
 
-
-def test_refused_programs(spark):
-    """Each program the compiler refuses fails with the CompileError it names."""
-    for entry in REFUSED:
-        function, _ = as_function(entry)
-        df = spark.createDataFrame([], function.schema())
-        spec = function.spec(spark, None)
-        run = mws.map_groups_with_state if function.groups else mws.map_with_state
-        with pytest.raises(mws.CompileError) as refused:
-            run(df, key=entry.key, spec=spec)
-        assert entry.refused in str(refused.value), f"{entry.name}: {refused.value}"

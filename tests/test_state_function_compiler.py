@@ -741,6 +741,54 @@ def test_event_time_timers_fire_as_the_watermark_passes(spark):
     assert [r["order"] for r in out] == ["o1"]
 
 
+@mws.state_function("by_page MAP<STRING, BIGINT>, last ARRAY<BIGINT>")
+def item_assignments(k, page, v, state):
+    counts = dict(state.by_page or {})
+    counts[page] = counts.get(page, 0) + 1  # a new key or an old one
+    last = list(state.last or [0, 0, 0])
+    last[v % 3 - 3] = v  # a negative index
+    state.update(by_page=counts, last=last)
+    return {"k": k, "size": len(counts), "n": counts[page], "last": last}
+
+
+def test_item_assignment_to_a_local_dict_and_list(spark):
+    rows = [{"k": "a", "page": p, "v": v, "t": at(i)}
+            for i, (p, v) in enumerate([("home", 1), ("cart", 5), ("home", -4), ("é", 9),
+                                        ("cart", 0)])]
+    out = assert_same(spark, item_assignments, rows,
+                      "k STRING, page STRING, v BIGINT, t TIMESTAMP")
+    assert (out[-1]["size"], out[-1]["n"], out[-1]["last"]) == (3, 2, [0, 1, -4])
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def list_item_out_of_range(k, v, state):
+    xs = list(state.xs or [1, 2])
+    xs[v] = 0
+    state.update(xs=xs)
+
+
+def test_item_assignment_out_of_a_list_fails_as_python(spark):
+    rows = [{"k": "a", "v": 2, "t": at(0)}]
+    assert_same_failure(spark, list_item_out_of_range, rows, "k STRING, v BIGINT, t TIMESTAMP",
+                        IndexError, line_of(list_item_out_of_range.python, "xs[v] = 0"))
+
+
+@mws.state_function("by_page MAP<STRING, BIGINT>")
+def last_value_per_page(k, page, v, state):
+    values = dict(state.by_page or {})
+    values[page] = v
+    state.update(by_page=values)
+
+
+def test_a_none_dict_key_fails_the_query_where_python_takes_it(spark):
+    # A Spark map holds no null key: the query fails naming it, never drops the item.
+    rows = [{"k": "a", "page": None, "v": 1, "t": at(0)}]
+    replay(last_value_per_page, rows, key="k", batch_time="t")  # Python takes it
+    with pytest.raises(Exception, match="NotImplementedError: None as a dict key"):
+        server_rows(spark, last_value_per_page, rows,
+                    "k STRING, page STRING, v BIGINT, t TIMESTAMP", "k", False, "snapshots")
+
+
 # --- group functions -------------------------------------------------------------------------
 
 @mws.state_function("n BIGINT, total BIGINT")

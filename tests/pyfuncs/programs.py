@@ -5,10 +5,9 @@ balances, alert messages built with f-strings, ``str.format`` and ``%``, datetim
 capped lists and map lookups; per record and per group.
 
 ``tests/test_realistic_programs.py`` runs each through ``mapwithstate.testing`` and through
-the real server on random inputs with nulls and edge values, and compares them. A program the
-compiler still refuses is kept with the refusal it gets (``Program.refused``, a part of the
-``CompileError`` message): the test asserts it, so a later fix shows. A program that would
-need a ``for`` loop is written without one and says so.
+the real server on random inputs with nulls and edge values, and compares them. The programs
+were written before ``for`` loops compiled: one that would need a loop is written without one
+and says so.
 """
 import math
 from dataclasses import dataclass, field
@@ -26,8 +25,8 @@ Column = tuple
 @dataclass(frozen=True)
 class Program:
     """One realistic state function: its state type, key column, other input columns
-    (name -> (type, strategy)), spec settings (builder method -> argument), input watermark,
-    and, while the compiler refuses it, a part of the ``CompileError`` message."""
+    (name -> (type, strategy)), spec settings (builder method -> argument) and input
+    watermark."""
 
     function: Callable[..., Any]
     state_schema: str
@@ -36,7 +35,6 @@ class Program:
     settings: Dict[str, Any] = field(default_factory=dict)
     event_time: Optional[str] = None
     delay: Optional[str] = None
-    refused: Optional[str] = None
 
     @property
     def name(self) -> str:
@@ -176,8 +174,7 @@ def funnel(user, step, ts, state):
 
 @program("balance BIGINT, by_site MAP<STRING, BIGINT>", "sku",
          {"site": ("STRING", st.sampled_from(["north", "south", "é"])),
-          "qty": ("BIGINT", COUNTS)},
-         refused="a dict used as a value")
+          "qty": ("BIGINT", COUNTS)})
 def inventory(sku, site, qty, state):
     """Stock per SKU and site; alerts when a site's stock goes negative."""
     if qty is None:

@@ -196,7 +196,13 @@ class Interpreter:
         elif isinstance(node, ast.Assign):
             value = self.expression(node.value)
             for target in node.targets:
-                self.assign(target, value)
+                if isinstance(target, ast.Subscript):
+                    from mapwithstate.pyfunc.mutations import assign_item
+
+                    name, changed = assign_item(self, node, target, value)
+                    self.path.env[name] = self.ctx.share(changed)
+                else:
+                    self.assign(target, value)
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
                 self.assign(node.target, self.expression(node.value))
@@ -340,7 +346,8 @@ class Interpreter:
         raise self.ctx.refuse(
             target,
             f"assignment to {type(target).__name__}",
-            "assign to a local variable name (no unpacking, no item or attribute assignment)",
+            "assign to a local variable name, or an item of a local list or dict "
+            "(no unpacking, no attribute assignment)",
         )
 
     def if_(self, node: ast.If) -> None:
@@ -675,8 +682,23 @@ class Interpreter:
     def expr_BoolOp(self, node: ast.BoolOp) -> Value:
         outer = self.ctx.guard
         values, conds = [], []
+        # An empty dict display (state.counts or {}) is an empty dict of another operand's
+        # dict type (it has no value to type it by): a name's or an attribute's, which
+        # evaluate without checks, so evaluating them twice changes nothing.
+        dict_types = [
+            v.type
+            for o in node.values
+            if any(_is_empty_dict(e) for e in node.values)
+            and isinstance(o, (ast.Name, ast.Attribute))
+            for v in [self.expression(o)]
+            if isinstance(v, Value) and v.type.kind == "dict"
+        ]
         for operand in node.values:
-            value = self.value(operand)
+            if _is_empty_dict(operand) and dict_types:
+                empty = F.create_map().cast(to_spark(dict_types[0]))
+                value = Value(empty, dict_types[0], False)
+            else:
+                value = self.value(operand)
             cond = operators.truthy(value)
             values.append(value)
             conds.append(cond)
@@ -900,6 +922,10 @@ def _describe(value: Any) -> str:
 
 def _is_state(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id == "state"
+
+
+def _is_empty_dict(node: ast.expr) -> bool:
+    return isinstance(node, ast.Dict) and not node.keys
 
 
 _ASSIGNED_CACHE: Dict[int, Set[str]] = {}

@@ -21,14 +21,14 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.pytypes import to_spark, unify
+from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.sequences import item
 from mapwithstate.pyfunc.values import Value
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["augment_item"]
+__all__ = ["assign_item", "augment_item"]
 
 _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
 #: Builtins whose result never is their argument itself.
@@ -41,52 +41,7 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
     """The variable ``node`` changes and its new value."""
     target = node.target
     assert isinstance(target, ast.Subscript)
-    if isinstance(target.slice, ast.Slice):
-        raise it.ctx.refuse(node, "augmented assignment to a slice", _HINT)
-    container = target.value
-    if not isinstance(container, ast.Name):
-        described = (
-            f"state.{container.attr}"
-            if isinstance(container, ast.Attribute)
-            and isinstance(container.value, ast.Name)
-            and container.value.id == "state"
-            else type(container).__name__
-        )
-        raise it.ctx.refuse(
-            node,
-            f"augmented assignment to an item of {described}",
-            "Python would change that object in place; copy it into a local first, "
-            "xs = list(state.xs); xs[i] += 1; state.update(xs=xs)",
-        )
-    name = container.id
-    base = it.name(container)
-    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
-        kind = base.type if isinstance(base, Value) else type(base).__name__
-        raise it.ctx.refuse(
-            node,
-            f"augmented assignment to an item of a {kind}",
-            "Python raises TypeError: only a list's or a dict's items can be assigned",
-        )
-    for statement in ast.walk(it.ctx.source.tree):
-        if (
-            isinstance(statement, ast.Assign)
-            and isinstance(statement.value, ast.Tuple)
-            and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
-        ):
-            raise it.ctx.refuse(
-                statement,
-                f"item assignment to a tuple ({name}[...] {operators.symbol(node.op)}= "
-                f"on line {node.lineno})",
-                "Python raises TypeError: 'tuple' object does not support item assignment",
-            )
-    shared = _shared_use(it, name, node)
-    if shared is not None:
-        raise it.ctx.refuse(
-            shared,
-            f"{name}[...] {operators.symbol(node.op)}= (line {node.lineno}) where {name} may "
-            "be the same object as another name's, the state's or a yielded row's",
-            _HINT,
-        )
+    name, base = _owned_container(it, node, target, f"{operators.symbol(node.op)}=")
     base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
     current, where = item(it, target, base, it.value(target.slice))
     element = base.type.args[0] if base.type.kind == "list" else base.type.args[1]
@@ -97,13 +52,7 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
             "Python changes that inner object in place; " + _HINT,
         )
     new = operators.binary(it.ctx, node, node.op, current, it.value(node.value))
-    if unify(element, new.type) != element:
-        raise it.ctx.refuse(
-            node,
-            f"a {new.type} stored into a {base.type.kind} of {element}",
-            "a list's or dict's values are one Column type; convert it explicitly",
-        )
-    value = new.column if new.type == element else new.column.cast(to_spark(element))
+    value = _stored(it, node, base, element, new)
     column: Column
     if base.type.kind == "list":
         column = F.transform(
@@ -115,6 +64,136 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
             base.column, lambda k, v: F.when(k == where, value).otherwise(v)
         )
     return name, Value(column, base.type, False)
+
+
+def _owned_container(
+    it: "Interpreter", node: ast.stmt, target: ast.Subscript, what: str
+) -> Tuple[str, Value]:
+    """The variable whose list or dict ``target`` changes an item of, and its value: a local
+    no other name, nor the state, nor a yielded row may hold (see the module)."""
+    verb = "augmented assignment" if isinstance(node, ast.AugAssign) else "assignment"
+    if isinstance(target.slice, ast.Slice):
+        raise it.ctx.refuse(node, f"{verb} to a slice", _HINT)
+    container = target.value
+    if not isinstance(container, ast.Name):
+        described = (
+            f"state.{container.attr}"
+            if isinstance(container, ast.Attribute)
+            and isinstance(container.value, ast.Name)
+            and container.value.id == "state"
+            else type(container).__name__
+        )
+        raise it.ctx.refuse(
+            node,
+            f"{verb} to an item of {described}",
+            "Python would change that object in place; copy it into a local first, "
+            "xs = list(state.xs); xs[i] += 1; state.update(xs=xs)",
+        )
+    name = container.id
+    base = it.name(container)
+    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
+        kind = base.type if isinstance(base, Value) else type(base).__name__
+        raise it.ctx.refuse(
+            node,
+            f"{verb} to an item of a {kind}",
+            "Python raises TypeError: only a list's or a dict's items can be assigned",
+        )
+    for statement in ast.walk(it.ctx.source.tree):
+        if (
+            isinstance(statement, ast.Assign)
+            and isinstance(statement.value, ast.Tuple)
+            and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
+        ):
+            raise it.ctx.refuse(
+                statement,
+                f"item assignment to a tuple ({name}[...] {what} on line {node.lineno})",
+                "Python raises TypeError: 'tuple' object does not support item assignment",
+            )
+    shared = _shared_use(it, name, node)
+    if shared is not None:
+        raise it.ctx.refuse(
+            shared,
+            f"{name}[...] {what} (line {node.lineno}) where {name} may "
+            "be the same object as another name's, the state's or a yielded row's",
+            _HINT,
+        )
+    return name, base
+
+
+def assign_item(
+    it: "Interpreter", node: ast.Assign, target: ast.Subscript, value: Value
+) -> Tuple[str, Value]:
+    """``xs[i] = v`` of a list (``IndexError`` outside it) or ``d[k] = v`` of a dict (a new
+    key goes last, as Python's insertion order): the variable that changes and its new
+    value. ``value`` is evaluated first, as Python does."""
+    name, base = _owned_container(it, node, target, "=")
+    if not isinstance(value, Value):
+        raise it.ctx.refuse(
+            node, f"a {type(value).__name__} stored as an item", "store a number, str or list"
+        )
+    base = operators.none_check(
+        it.ctx, node, base, "'NoneType' object does not support item assignment"
+    )
+    index = it.value(target.slice)
+    kind = base.type.kind
+    element = base.type.args[0] if kind == "list" else base.type.args[1]
+    new = _stored(it, node, base, element, value)
+    column: Column
+    if kind == "list":
+        if index.type.kind not in ("int", "bool"):
+            raise it.ctx.refuse(node, f"index of type {index.type}", "indices are ints")
+        index = operators.none_check(
+            it.ctx, node, index, "list indices must be integers or slices, not NoneType"
+        )
+        length = F.size(base.column)
+        position = F.when(index.column < 0, index.column + length).otherwise(index.column)
+        inside = (position >= 0) & (position < length)
+        it.ctx.check(node, ~inside, "IndexError", "list assignment index out of range")
+        column = F.transform(
+            base.column, lambda e, i: F.when(i.cast("bigint") == position, new).otherwise(e)
+        )
+        return name, Value(column, base.type, False)
+    key_type = base.type.args[0]
+    if unify(key_type, index.type) != key_type:
+        raise it.ctx.refuse(
+            node,
+            f"a {index.type} key into a dict of {key_type} keys",
+            "a dict's keys are one Column type; convert it explicitly",
+        )
+    if index.nullable:
+        # Python takes None as a key; a Spark map holds none: the query fails rather than
+        # lose the item.
+        it.ctx.check(
+            node,
+            index.column.isNull(),
+            "NotImplementedError",
+            "None as a dict key: a compiled dict (a Spark map) holds no None key",
+        )
+    key = index.column if index.type == key_type else index.column.cast(to_spark(key_type))
+    present = F.coalesce(F.map_contains_key(base.column, key), F.lit(False))
+    # (With a None key the dict is left as it is: the check above fails the query first.)
+    column = (
+        F.when(
+            present,
+            F.transform_values(base.column, lambda k, v: F.when(k == key, new).otherwise(v)),
+        )
+        .when(key.isNotNull(), F.map_concat(base.column, F.create_map(key, new)))
+        .otherwise(base.column)
+    )
+    return name, Value(column, base.type, False)
+
+
+def _stored(
+    it: "Interpreter", node: ast.stmt, base: Value, element: PyType, value: Value
+) -> Column:
+    """``value`` as an item of ``base`` (of ``element`` items) holds it."""
+    if unify(element, value.type) != element:
+        raise it.ctx.refuse(
+            node,
+            f"a {value.type} stored into a {base.type.kind} of {element}",
+            "a list's or dict's values are one Column type; convert it explicitly",
+        )
+    return value.column if value.type == element else value.column.cast(to_spark(element))
 
 
 def _fresh(node: Optional[ast.expr]) -> bool:
@@ -171,7 +250,7 @@ def _reads(node: ast.Name, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bo
     return False
 
 
-def _shared_use(it: "Interpreter", name: str, change: ast.AugAssign) -> Optional[ast.AST]:
+def _shared_use(it: "Interpreter", name: str, change: ast.stmt) -> Optional[ast.AST]:
     """Where the function may make ``name``'s object another's before ``change``: an
     assignment that is not a new list, or a use that keeps the object; None if nowhere."""
     tree = it.ctx.source.tree
