@@ -31,6 +31,18 @@ class MicroBatch(NamedTuple):
     one (``spark.sql.streaming.noDataMicroBatches.enabled``, on by default)."""
 
 
+def write_json(directory, index, records):
+    """One JSON-lines file of a stream's input, the index-th: written whole (renamed into
+    place) and dated by its index, so the file source takes the files in that order."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{index:05d}.json")
+    with open(path + ".tmp", "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    os.rename(path + ".tmp", path)
+    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
 def micro_batches(checkpoint) -> List[MicroBatch]:
     """The micro-batches of a query over one file source, in order, from its offset log (the
     file source's offset is the index of the last file read)."""

@@ -2,8 +2,6 @@
 FlatMapGroupsWithStateDistributionSuite cases that the other modules do not cover, ported
 through the public API: the same inputs and the answers, state-row counts and metrics Spark's
 tests assert (each case names its original)."""
-import json
-import os
 import time
 from datetime import datetime, timedelta
 
@@ -14,7 +12,7 @@ from mapwithstate import StateSpec, map_groups_with_state, map_with_state
 from mapwithstate import functions as S
 from replay import replay_input
 from specs import flat_running_count, group_count, map_running_count
-from streams import Stream
+from streams import Stream, write_json
 
 T0 = datetime(2026, 1, 1)
 
@@ -25,16 +23,6 @@ def at(seconds):
 
 def rows(df):
     return sorted((tuple(r) for r in df.collect()), key=repr)
-
-
-def write_json(directory, index, records):
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{index:05d}.json")
-    with open(path + ".tmp", "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
-    os.rename(path + ".tmp", path)
-    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
 
 def run_available_now(result, out, ck, fmt="json"):

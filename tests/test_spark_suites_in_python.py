@@ -9,8 +9,6 @@ snapshots), and the real server against ``mapwithstate.testing`` over the same b
 case about a stream runs as one (its micro-batches read back from the offset log, the
 runner given the same ones); the others are batch replays.
 """
-import json
-import os
 from datetime import datetime, timedelta
 
 import pytest
@@ -18,7 +16,7 @@ import pytest
 import mapwithstate as mws
 from mapwithstate import map_groups_with_state, map_with_state
 from mapwithstate.testing import Tester, replay
-from streams import micro_batches
+from streams import micro_batches, write_json
 
 EPOCH = datetime(1970, 1, 1)
 T0 = datetime(2026, 1, 1)
@@ -85,17 +83,6 @@ def event_records(step):
     return [{"key": k, "time": s, "eventTime": EPOCH + timedelta(seconds=s)} for k, s in step]
 
 
-def write_step(directory, index, records):
-    """One file per AddData step, taken by the file source in the order written."""
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{index:05d}.json")
-    with open(path + ".tmp", "w") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")
-    os.rename(path + ".tmp", path)
-    os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
-
-
 def new_answers_per_step(results, batches, steps):
     """The runner's new rows after each AddData step, as CheckNewAnswer sees them: those of the
     micro-batch that read its file and of the no-data batches after it."""
@@ -113,7 +100,7 @@ def test_event_time_timeout_with_watermark_in_a_stream(spark, tmp_path):
 
     src, ck = str(tmp_path / "in"), str(tmp_path / "ck")
     for i, step in enumerate(EVENT_TIME_STEPS):
-        write_step(src, i, [{"key": k, "time": s} for k, s in step])
+        write_json(src, i, [{"key": k, "time": s} for k, s in step])
     df = spark.readStream.schema("key STRING, time BIGINT").option("maxFilesPerTrigger", 1) \
         .json(src).select("key", "time", F.timestamp_seconds("time").alias("eventTime")) \
         .withWatermark("eventTime", "10 seconds")
