@@ -254,6 +254,70 @@ def rows_in_two_clauses(k, rows, state):
     return {"k": k, "pairs": [r.v for r in rows for x in [1, 2]]}
 
 
+@mws.state_function("xs ARRAY<BIGINT>")
+def append_to_state_list(k, v, state):
+    state.xs.append(v)
+
+
+@mws.state_function("n BIGINT")
+def pop_inside_an_expression(k, v, state):
+    xs = [1, v]
+    return {"k": k, "n": 1 + xs.pop()}
+
+
+@mws.state_function("n BIGINT")
+def append_to_an_alias(k, v, state):
+    xs = [1, 2]
+    ys = [xs, xs]
+    xs.append(v)
+    return {"k": k, "n": len(ys[0])}
+
+
+@mws.state_function("n BIGINT")
+def appended_list_changed(k, v, state):
+    xs = [1, 2]
+    outer = [[0]]
+    outer.append(xs)
+    xs.append(v)
+    return {"k": k, "n": len(outer)}
+
+
+@mws.state_function("n BIGINT")
+def list_grown_while_iterated(k, v, state):
+    xs = [1, 2]
+    for x in xs:
+        xs.append(x)
+    return {"k": k, "n": len(xs)}
+
+
+@mws.state_function("n BIGINT")
+def del_of_a_slice(k, v, state):
+    xs = [1, 2]
+    del xs[0:1]
+    return {"k": k, "n": len(xs)}
+
+
+@mws.state_function("n BIGINT")
+def del_of_a_name(k, v, state):
+    x = v
+    del x
+    return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def sort_with_positional_argument(k, v, state):
+    xs = [v, 1]
+    xs.sort(True)
+    return {"k": k, "xs": xs}
+
+
+@mws.state_function("n BIGINT")
+def append_of_another_type(k, v, state):
+    xs = [v, 1]
+    xs.append("a")
+    return {"k": k, "xs": xs}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (while_loop, "while v", "while loop"),
     (loop_break, " break", "break in a for loop"),
@@ -292,6 +356,15 @@ def rows_in_two_clauses(k, rows, state):
     (list_of_affixes, "k.startswith", "startswith() of a list"),
     (float_timedelta, "seconds=f", "timedelta(seconds=<float>)"),
     (datetime_of_a_float, "datetime(v, 1, f)", "datetime(day=<float>)"),
+    (append_to_state_list, "state.xs.append", "list.append() inside an expression"),
+    (pop_inside_an_expression, "xs.pop()", "list.pop() inside an expression"),
+    (append_to_an_alias, "ys = [xs, xs]", "xs.append() (line"),
+    (appended_list_changed, "outer.append(xs)", "xs.append() (line"),
+    (list_grown_while_iterated, "for x in xs", "xs.append() (line"),
+    (del_of_a_slice, "del xs[0:1]", "del of a slice"),
+    (del_of_a_name, "del x", "del of Name"),
+    (sort_with_positional_argument, "xs.sort(True)", "list.sort() with positional arguments"),
+    (append_of_another_type, 'xs.append("a")', "a str added to a list"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")

@@ -660,6 +660,72 @@ def augmented_items(k, xs, m, state):
     return {"k": k, "ys": ys, "n": state.n, "total": state.total, "m": state.m}
 
 
+@entry("xs ARRAY<BIGINT>", columns={"v": "BIGINT", "ys": "ARRAY<BIGINT>"},
+       strategies={"v": SMALL_BIGINTS, "ys": LISTS})
+def list_in_place(k, v, ys, state):
+    # A local copy of the state's list changed in place: append, insert at a clamped index,
+    # extend with None items, pop (IndexError of an empty list), remove (ValueError where the
+    # value is absent).
+    xs = list(state.xs or [])
+    if v is not None:
+        xs.append(v)
+        xs.insert(v % 5 - 3, v * 2)
+    xs.extend(ys or [])
+    last = None
+    if v is not None and v > 6:
+        last = xs.pop(v % 3 - 1)
+    if v is not None and v < -6:
+        xs.remove(v * 2 if v % 2 else v + 100)
+    state.update(xs=xs[-LIMIT:])
+    return {"k": k, "xs": xs, "last": last}
+
+
+@entry("xs ARRAY<BIGINT>", columns={"v": "BIGINT", "ys": "ARRAY<BIGINT>"},
+       strategies={"v": SMALL_BIGINTS, "ys": LISTS})
+def list_reordered(k, v, ys, state):
+    # sort (TypeError between None and an int; stable by a key), del (IndexError), reverse
+    # and clear of a local list, append in a loop; and/or of operands of different types where
+    # only their truth counts (an if's test, a conditional expression's, not's operand).
+    xs = [x for x in (ys or []) if x is not None] if v is None or v % 4 else list(ys or [])
+    if ys and not (v and ys[0]):
+        xs.sort(reverse=True)
+    else:
+        xs.sort(key=lambda x: abs(x - 2))
+    if v is not None and v > 5:
+        del xs[v % 4 - 2]
+    xs.reverse()
+    if v == 0:
+        xs.clear()
+    evens = []
+    for x in xs:
+        if x % 2 == 0:
+            evens.append(x)
+    state.update(xs=(state.xs or []) + xs[:1])
+    return {"k": k, "xs": xs, "evens": evens}
+
+
+@entry("m MAP<STRING, BIGINT>", columns={"s": "STRING", "v": "BIGINT", "m2": "MAP<STRING, BIGINT>"},
+       strategies={"s": STRINGS, "v": SMALL_BIGINTS, "m2": MAPS})
+def dict_in_place(k, s, v, m2, state):
+    # setdefault, update from a dict (a present key keeps its place, new ones go last) or from
+    # keywords, pop with a default and without (KeyError), del (KeyError), clear.
+    m = dict(m2 or {})
+    if s is not None:
+        n = m.setdefault(s, 0)
+        m[s] = n + 1
+    if v is not None and v > 5:
+        m.update(state.m or {})
+        del m["b"]
+    elif v is not None and v < -5:
+        m.update(last=v)
+        m.pop(s[::-1])
+    elif v == 0:
+        m.clear()
+    dropped = m.pop("a", -1)
+    state.update(m=m)
+    return {"k": k, "m": m, "dropped": dropped}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

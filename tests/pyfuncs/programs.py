@@ -77,6 +77,8 @@ SERVICES = sometimes_none(
 WORDS = sometimes_none(st.sampled_from(["home", "cart", "checkout", "paid", "view", "", "é"]), 25)
 MERCHANTS = sometimes_none(st.sampled_from(["acme", "acme", "bolt", "café", ""]), 15)
 BOOLEANS = sometimes_none(st.booleans(), 15)
+CART_ACTIONS = sometimes_none(st.sampled_from(["add", "add", "add", "remove", "checkout"]), 15)
+SKUS = sometimes_none(st.sampled_from(["tea", "mug", "café", ""]), 15)
 
 
 # --- per record -----------------------------------------------------------------------------
@@ -95,6 +97,30 @@ def sensor_stats(sensor, reading, state):
     stddev = math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
     return {"sensor": sensor, "n": n, "mean": round(mean, 3), "stddev": stddev,
             "summary": f"{sensor}: n={n} mean={mean:.2f} sd={stddev:.3f}"}
+
+
+@program("items ARRAY<STRING>, qty MAP<STRING, BIGINT>", "user",
+         {"action": ("STRING", CART_ACTIONS), "sku": ("STRING", SKUS)})
+def shopping_cart(user, action, sku, state):
+    """A cart kept in the order items were first added: add and remove change it in place,
+    checkout emits it and empties it."""
+    items = list(state.items or [])
+    qty = dict(state.qty or {})
+    if action == "add" and sku:
+        if sku not in qty:
+            items.append(sku)
+        qty[sku] = qty.get(sku, 0) + 1
+    elif action == "remove" and sku in qty:
+        qty[sku] -= 1
+        if qty[sku] == 0:
+            del qty[sku]
+            items.remove(sku)
+    elif action == "checkout" and items:
+        count = sum(qty[i] for i in items)
+        state.remove()
+        return {"user": user, "items": ", ".join(items), "count": count}
+    state.update(items=items, qty=qty)
+    return None
 
 
 @program("n BIGINT, mean DOUBLE, m2 DOUBLE", "metric", {"value": ("DOUBLE", READINGS)})
@@ -118,6 +144,8 @@ def zscore_alerts(metric, value, state):
     delta = value - mean
     mean += delta / n
     state.update(n=n, mean=mean, m2=m2 + delta * (value - mean))
+    if not alert:
+        return None
     return alert
 
 

@@ -95,7 +95,7 @@ def _per_row(
     try:
         keep: Cond = True
         for condition in generator.ifs:
-            keep = c_and(keep, operators.truthy(it.value(condition)))
+            keep = c_and(keep, it.condition(condition))
             it.ctx.guard = keep
         value = it.value(element)
         return value, keep, it.ctx.failures

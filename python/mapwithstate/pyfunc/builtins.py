@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import operators, ordering
+from mapwithstate.pyfunc import in_place, operators, ordering
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
@@ -797,6 +797,9 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     }.get(kind, {})
     handler = table.get(name)
     if handler is None:
+        changing = in_place.refusal(it, node, base, name)
+        if changing is not None:
+            raise changing
         raise it.ctx.refuse(
             node,
             f"{base.type}.{name}()",

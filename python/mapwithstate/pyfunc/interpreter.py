@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import numeric_order, operators
+from mapwithstate.pyfunc import in_place, numeric_order, operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, converted, merge_values
@@ -192,9 +192,16 @@ class Interpreter:
             if isinstance(node.value, (ast.Yield, ast.YieldFrom)):
                 self.yield_(node.value)
                 return
+            if in_place.in_place_call(self, node.value) is not None:
+                self.change_in_place(node, node.value)
+                return
             self.expression(node.value)
         elif isinstance(node, ast.Assign):
-            value = self.expression(node.value)
+            value = (
+                self.change_in_place(node, node.value)
+                if in_place.in_place_call(self, node.value) is not None
+                else self.expression(node.value)
+            )
             for target in node.targets:
                 if isinstance(target, ast.Subscript):
                     from mapwithstate.pyfunc.mutations import assign_item
@@ -223,6 +230,8 @@ class Interpreter:
         elif isinstance(node, ast.Raise):
             self.ctx.check(node, True, *self._raised(node))
             self.ctx.guard = False
+        elif isinstance(node, ast.Delete):
+            in_place.delete(self, node)
         else:
             construct, hint = _REFUSED_STATEMENTS.get(
                 type(node),
@@ -234,13 +243,21 @@ class Interpreter:
             )
             raise self.ctx.refuse(node, construct, hint)
 
+    def change_in_place(self, node: ast.stmt, call: Any) -> Value:
+        """A changing method of a local list or dict (``xs.append(v)``, ``last = xs.pop()``,
+        see :mod:`~mapwithstate.pyfunc.in_place`): the variable takes the new value, and the
+        call's result is returned."""
+        name, changed, result = in_place.call(self, node, call)
+        self.path.env[name] = self.ctx.share(changed)
+        return result
+
     def assert_(self, node: ast.Assert) -> None:
         """``assert test, message``: the message is evaluated only where the test fails, as
         Python does (a failure evaluating it is raised instead), and the query fails with
         ``AssertionError`` and ``str(message)``."""
         from mapwithstate.pyfunc.formatting import to_str
 
-        test = operators.truthy(self.expression(node.test))
+        test = self.condition(node.test)
         message: Message = ""
         if node.msg is not None:
             outer = self.ctx.guard
@@ -351,7 +368,7 @@ class Interpreter:
         )
 
     def if_(self, node: ast.If) -> None:
-        test = operators.truthy(self.expression(node.test))
+        test = self.condition(node.test)
         outer = self.ctx.guard
         before = self.path
         self.path = before.copy()
@@ -668,7 +685,37 @@ class Interpreter:
             return percent_format(self, node, left.const, right)
         return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
+    def condition(self, node: ast.expr) -> Cond:
+        """Python's ``bool(node)`` where only its truth is used: an ``if``'s, a conditional
+        expression's, an ``assert``'s or a comprehension's test, ``not``'s operand. There
+        ``a or b`` and ``a and b`` need not return one type (``if v is None or v % 2:``):
+        each operand's truth decides, and an operand is evaluated only where the ones before
+        it did not (its checks run only there, as Python's short circuit)."""
+        if isinstance(node, ast.BoolOp):
+            outer = self.ctx.guard
+            conds: List[Cond] = []
+            for operand in node.values:
+                cond = self.condition(operand)
+                conds.append(cond)
+                decided = cond if isinstance(node.op, ast.And) else c_not(cond)
+                self.ctx.guard = c_and(self.ctx.guard, decided)
+            self.ctx.guard = outer
+            result: Cond = isinstance(node.op, ast.And)
+            for cond in conds:
+                result = c_and(result, cond) if isinstance(node.op, ast.And) else c_or(result, cond)
+            return result
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return c_not(self.condition(node.operand))
+        result = self.expression(node)
+        if isinstance(result, Record):
+            # A row to emit (alert = {...}), or None on the paths where it is not present.
+            return result.present if result.fields else False
+        return operators.truthy(result if isinstance(result, Value) else self.value(node))
+
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        if isinstance(node.op, ast.Not):
+            test = c_not(self.condition(node.operand))
+            return literal(test) if isinstance(test, bool) else Value(test, BOOL, False)
         operand = self.value(node.operand)
         if (
             operand.is_const
@@ -738,7 +785,7 @@ class Interpreter:
         return Value(c_column(result), BOOL, False)
 
     def expr_IfExp(self, node: ast.IfExp) -> Value:
-        test = operators.truthy(self.value(node.test))
+        test = self.condition(node.test)
         outer = self.ctx.guard
         self.ctx.guard = c_and(outer, test)
         body = self.expression(node.body)
@@ -964,7 +1011,6 @@ _REFUSED_STATEMENTS = {
     ast.ImportFrom: ("import statement", "import at module level"),
     ast.Global: ("global statement", "state functions keep their state in state.update(...)"),
     ast.Nonlocal: ("nonlocal statement", "keep state in state.update(...)"),
-    ast.Delete: ("del statement", "reassign the variable instead"),
 }
 _REFUSED_EXPRESSIONS = {
     "Lambda": "lambdas are allowed only as arguments of pyspark.sql.functions calls",

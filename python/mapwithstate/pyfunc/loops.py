@@ -219,12 +219,28 @@ def _body(
 
 
 def _assigned(body: List[ast.stmt]) -> Set[str]:
-    """The names the statements assign (targets of assignments and of nested loops)."""
+    """The names the statements assign (targets of assignments and of nested loops) or whose
+    list or dict they change in place (``xs[i] = v``, ``del d[k]``, ``xs.append(v)``)."""
+    from mapwithstate.pyfunc.in_place import IN_PLACE_METHODS
+
     names: Set[str] = set()
     for statement in body:
         for n in ast.walk(statement):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
+            elif (
+                isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, (ast.Store, ast.Del))
+                and isinstance(n.value, ast.Name)
+            ):
+                names.add(n.value.id)
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr in IN_PLACE_METHODS
+                and isinstance(n.func.value, ast.Name)
+            ):
+                names.add(n.func.value.id)
     return names
 
 

@@ -35,6 +35,8 @@ _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 
 _READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
 #: Calls that make a new list.
 _FRESH_CALLS = {"list", "sorted", "dict"}
+#: Methods that keep an argument itself in their list or dict.
+_KEEPING_METHODS = {"append", "insert", "setdefault"}
 
 
 def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
@@ -69,12 +71,20 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
 def _owned_container(
     it: "Interpreter", node: ast.stmt, target: ast.Subscript, what: str
 ) -> Tuple[str, Value]:
-    """The variable whose list or dict ``target`` changes an item of, and its value: a local
-    no other name, nor the state, nor a yielded row may hold (see the module)."""
+    """The variable whose list or dict ``target`` changes an item of, and its value."""
     verb = "augmented assignment" if isinstance(node, ast.AugAssign) else "assignment"
     if isinstance(target.slice, ast.Slice):
         raise it.ctx.refuse(node, f"{verb} to a slice", _HINT)
-    container = target.value
+    return owned_container(it, node, target.value, f"{verb} to an item", f"[...] {what}")
+
+
+def owned_container(
+    it: "Interpreter", node: ast.stmt, container: ast.expr, construct: str, change: str
+) -> Tuple[str, Value]:
+    """The variable ``container`` names, whose list or dict ``node`` changes in place, and its
+    value: a local no other name, nor the state, nor a yielded row may hold (see the module).
+    ``construct`` names the kind of change in refusals (``assignment to an item``), ``change``
+    how it follows the variable's name (``[...] +=``, ``.append()``)."""
     if not isinstance(container, ast.Name):
         described = (
             f"state.{container.attr}"
@@ -85,9 +95,9 @@ def _owned_container(
         )
         raise it.ctx.refuse(
             node,
-            f"{verb} to an item of {described}",
+            f"{construct} of {described}",
             "Python would change that object in place; copy it into a local first, "
-            "xs = list(state.xs); xs[i] += 1; state.update(xs=xs)",
+            "xs = list(state.xs or []); xs[i] += 1; state.update(xs=xs)",
         )
     name = container.id
     base = it.name(container)
@@ -95,7 +105,7 @@ def _owned_container(
         kind = base.type if isinstance(base, Value) else type(base).__name__
         raise it.ctx.refuse(
             node,
-            f"{verb} to an item of a {kind}",
+            f"{construct} of a {kind}",
             "Python raises TypeError: only a list's or a dict's items can be assigned",
         )
     for statement in ast.walk(it.ctx.source.tree):
@@ -106,14 +116,14 @@ def _owned_container(
         ):
             raise it.ctx.refuse(
                 statement,
-                f"item assignment to a tuple ({name}[...] {what} on line {node.lineno})",
+                f"item assignment to a tuple ({name}{change} on line {node.lineno})",
                 "Python raises TypeError: 'tuple' object does not support item assignment",
             )
     shared = _shared_use(it, name, node)
     if shared is not None:
         raise it.ctx.refuse(
             shared,
-            f"{name}[...] {what} (line {node.lineno}) where {name} may "
+            f"{name}{change} (line {node.lineno}) where {name} may "
             "be the same object as another name's, the state's or a yielded row's",
             _HINT,
         )
@@ -210,9 +220,9 @@ def _fresh(node: Optional[ast.expr]) -> bool:
         func = node.func
         if isinstance(func, ast.Name):
             return func.id in _FRESH_CALLS
-        # A str method (split) or a pyspark.sql.functions call: a new value; dict.get gives
-        # the dict's own.
-        return isinstance(func, ast.Attribute) and func.attr != "get"
+        # A str method (split) or a pyspark.sql.functions call: a new value; dict.get,
+        # dict.setdefault and pop give an item of the container's own.
+        return isinstance(func, ast.Attribute) and func.attr not in ("get", "setdefault", "pop")
     return False
 
 
@@ -232,7 +242,8 @@ def _reads(node: ast.Name, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bo
             return func.id in _READING_CALLS or (
                 func.id in ("min", "max") and len(parent.args) == 1
             )
-        return isinstance(func, ast.Attribute)
+        # ys.append(xs) keeps xs itself in ys; ys.extend(xs) and other methods read it.
+        return isinstance(func, ast.Attribute) and func.attr not in _KEEPING_METHODS
     if isinstance(parent, (ast.Attribute, ast.Compare, ast.BinOp, ast.UnaryOp)):
         return True
     if isinstance(parent, ast.FormattedValue):
@@ -271,7 +282,13 @@ def _shared_use(it: "Interpreter", name: str, change: ast.stmt) -> Optional[ast.
             isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)
         ):
             return node
+    # Inside a loop, every use in the loop's body may come before the change's next run.
     before = (change.lineno, change.col_offset)
+    walk: Optional[ast.AST] = change
+    while walk is not None:
+        if isinstance(walk, ast.For):
+            before = max(before, (walk.end_lineno or walk.lineno, walk.end_col_offset or 0))
+        walk = ancestors.get(id(walk))
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Name)

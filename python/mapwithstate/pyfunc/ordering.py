@@ -27,6 +27,7 @@ __all__ = [
     "fold",
     "list_min_max",
     "min_max_with_keywords",
+    "sort_by_keywords",
     "sorted_list",
     "sorted_with_key",
 ]
@@ -301,6 +302,14 @@ def sorted_with_key(it: "Interpreter", node: ast.Call) -> Value:
     key = _key_lambda(it, "sorted", keywords.get("key"))
     _keyed_if_rows(it, node, "sorted", key)
     values = _iterable(it, node.args[0], comprehension)
+    return sort_by_keywords(it, node, "sorted", values)
+
+
+def sort_by_keywords(it: "Interpreter", node: ast.Call, name: str, values: Value) -> Value:
+    """``values`` (a list) sorted as the call's ``key=`` and ``reverse=`` say: ``sorted()``'s
+    and ``list.sort()``'s order."""
+    keywords = _keywords(it, node, name, ("key", "reverse"))
+    key = _key_lambda(it, name, keywords.get("key"))
     reverse = it.value(keywords["reverse"]) if "reverse" in keywords else literal(False)
     return _sort(it, node, values, reverse, key)
 

@@ -262,7 +262,7 @@ def _clause(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], leve
         try:
             kept: Cond = True
             for condition in generator.ifs:
-                kept = c_and(kept, operators.truthy(it.value(condition)))
+                kept = c_and(kept, it.condition(condition))
                 if guard_filters:
                     it.ctx.guard = kept
             result = None
