@@ -726,6 +726,23 @@ def dict_in_place(k, s, v, m2, state):
     return {"k": k, "m": m, "dropped": dropped}
 
 
+@entry("n BIGINT", columns={"s": "STRING", "t": "STRING", "v": "BIGINT"},
+       strategies={"s": STRINGS, "t": STRINGS, "v": SMALL_BIGINTS})
+def str_search_and_pad(k, s, t, v, state):
+    # count (of "" too), rfind, removeprefix/removesuffix, the paddings (center's odd fill
+    # character) and zfill's sign, join of a generator; rindex raises ValueError where t is
+    # absent (Nones are replaced, so that most cases run through).
+    s = s or ""
+    t = t or ""
+    width = (v or 0) % 9
+    fill = t[:1] or "*"
+    found = s.rindex(t) if (v or 0) > 7 else s.rfind(t)
+    return {"k": k, "count": s.count(t), "found": found,
+            "cut": s.removeprefix(t) + "|" + s.removesuffix(t),
+            "padded": s.ljust(width, fill) + s.rjust(width) + s.center(width, fill),
+            "z": (t or s).zfill(width), "joined": "-".join(w.upper() for w in s.split(",") if w)}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

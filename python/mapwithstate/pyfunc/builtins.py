@@ -785,6 +785,16 @@ _BUILTINS: Dict[int, Handler] = {
 # ------------------------------------------------------------------ methods
 
 
+def method_argument(it: "Interpreter", node: ast.expr) -> Value:
+    """A method's argument; a generator expression is its list (``", ".join(str(x) for x in
+    xs)``, ``xs.extend(...)``): the methods that take an iterable consume it whole, in order,
+    so the list's elements, checks and order are the generator's."""
+    if isinstance(node, ast.GeneratorExp):
+        listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
+        return it.value(listed)
+    return it.value(node)
+
+
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kind = base.type.kind
     table = {
@@ -815,7 +825,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
             f"'NoneType' object has no attribute '{name}'",
         )
         base = base.non_null()
-    args = [it.value(a) for a in node.args]
+    args = [method_argument(it, a) for a in node.args]
     keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
     kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
     if len(kwargs) < len(keywords):

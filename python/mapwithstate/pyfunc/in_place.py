@@ -100,7 +100,9 @@ def call(it: "Interpreter", statement: ast.stmt, node: ast.Call) -> Tuple[str, V
             f"{base.type}.{method}() with keyword arguments",
             f"Python raises TypeError: {method}() takes no keyword arguments",
         )
-    args = [it.value(a) for a in node.args]
+    from mapwithstate.pyfunc.builtins import method_argument
+
+    args = [method_argument(it, a) for a in node.args]
     handler = (_LIST if base.type.kind == "list" else _DICT)[method]
     new, result = handler(it, node, base, args)
     return name, new, result

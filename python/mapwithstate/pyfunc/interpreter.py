@@ -1019,7 +1019,7 @@ _REFUSED_EXPRESSIONS = {
     "Set": "sets are not supported; use a list",
     "DictComp": "dict comprehensions are not supported",
     "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
-    "sorted/len",
+    "sorted/len or of a method (', '.join(...))",
     "NamedExpr": "assign on a line of its own",
     "Starred": "no unpacking in a state function",
     "Slice": "slices appear only in subscripts",

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import MethodHandler, arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR, list_of
+from mapwithstate.pyfunc.str_search_and_pad import SEARCH_AND_PAD_METHODS
 from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
@@ -379,6 +380,7 @@ STR_METHODS: Dict[str, MethodHandler] = {
     "find": _find,
     "join": _join,
     "format": _format,
+    **SEARCH_AND_PAD_METHODS,
 }
 #: The methods whose str arguments may be ``None`` (whitespace); others fail with TypeError.
 ACCEPTS_NONE = frozenset({"strip", "lstrip", "rstrip", "split"})
