@@ -665,12 +665,15 @@ class Interpreter:
         left = self.value(node.left)
         if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
             from mapwithstate.pyfunc.format_specs import percent_format
+            from mapwithstate.pyfunc.tuples import elements
 
-            right = (
-                tuple(self.value(e) for e in node.right.elts)
-                if isinstance(node.right, ast.Tuple)
-                else self.value(node.right)
-            )
+            right = self.value(node.right)
+            if right.type.kind == "tuple":
+                # "%s=%d" % pair: the tuple's elements are the arguments.
+                right = operators.none_check(
+                    self.ctx, node, right, "not enough arguments for format string"
+                )
+                return percent_format(self, node, left.const, tuple(elements(right)))
             return percent_format(self, node, left.const, right)
         return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
