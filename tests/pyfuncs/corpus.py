@@ -707,7 +707,9 @@ def tuples_zip_enumerate(k, xs, ys, v, state):
             "same": first == last, "less": first < last, "third": t[1:][-1],
             "sorted": [b for _, b in sorted(p for p in pairs if p[0] is not None)],
             "best": max(pairs, key=lambda p: (p[0] is not None, p[0] or 0), default=(0, 0))[0],
-            "dict": [f"{a}:{b}" for a, b in dict((a, b) for a, b in pairs if a is not None).items()]}
+            "dict": [f"{a}:{b}" for a, b in dict((a, b) for a, b in pairs if a is not None).items()],
+            "larger": max(first, last)[1], "listed": list(t[:2]), "summed": sum(x or 0 for x in t),
+            "at": t[v % 3] if v is not None else None}
 
 
 # --- per record: state operations ---------------------------------------------------------
