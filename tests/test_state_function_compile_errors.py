@@ -219,6 +219,51 @@ def tuple_item(k, v, state):
 
 
 @mws.state_function("n BIGINT")
+def emits_a_tuple(k, v, state):
+    pair = (k, v)
+    return {"k": k, "pair": pair}
+
+
+@mws.state_function("n BIGINT")
+def unpacks_three_into_two(k, v, state):
+    a, b = (k, v, 1)
+    return {"k": a, "v": b}
+
+
+@mws.state_function("n BIGINT")
+def unpacks_a_list(k, v, state):
+    a, b = [v, v]
+    return {"k": k, "v": a + b}
+
+
+@mws.state_function("n BIGINT")
+def zip_strict(k, v, state):
+    return {"k": k, "n": len(list(zip([v], [v], strict=True)))}
+
+
+@mws.state_function("n BIGINT")
+def loop_over_mixed_tuple(k, v, state):
+    n = 0
+    for x in (k, v):
+        n += len(x)
+
+
+@mws.state_function("n BIGINT")
+def tuple_index_not_literal(k, v, state):
+    return {"k": k, "x": (k, v)[v]}
+
+
+@mws.state_function("n BIGINT")
+def str_of_a_tuple(k, v, state):
+    return {"k": k, "s": str((k, v))}
+
+
+@mws.state_function("n BIGINT")
+def dict_of_lists(k, v, state):
+    return {"k": k, "n": len(dict([[v, v]]))}
+
+
+@mws.state_function("n BIGINT")
 def attribute_of_a_value(k, v, state):
     k.size += 1
 
@@ -350,6 +395,14 @@ def append_of_another_type(k, v, state):
     (state_field_item, "state.n[0]", "augmented assignment to an item of state.n"),
     (aliased_list, "ys = xs", "xs[...] += (line"),
     (tuple_item, "t = (1, v)", "item assignment to a tuple"),
+    (emits_a_tuple, "return", "output column 'pair' holding a tuple"),
+    (unpacks_three_into_two, "a, b =", "unpacking a tuple of 3 into 2 targets"),
+    (unpacks_a_list, "a, b =", "unpacking a list into 'a, b'"),
+    (zip_strict, "zip(", "zip() with strict="),
+    (loop_over_mixed_tuple, "(k, v)", "a for loop over a tuple of str, int"),
+    (tuple_index_not_literal, "(k, v)[v]", "an index that is not an int literal into a tuple"),
+    (str_of_a_tuple, "str((k, v))", "str() of a tuple"),
+    (dict_of_lists, "dict(", "dict() of a list of list"),
     (attribute_of_a_value, "k.size", "augmented assignment to an attribute of a str"),
     (read_only_state_attribute, "state.exists", "augmented assignment to state.exists"),
     (slice_augmented, "xs[0:1]", "augmented assignment to a slice"),

@@ -743,6 +743,58 @@ def str_search_and_pad(k, s, t, v, state):
             "z": (t or s).zfill(width), "joined": "-".join(w.upper() for w in s.split(",") if w)}
 
 
+@entry("counts MAP<STRING, BIGINT>",
+       columns={"s": "STRING", "m": "MAP<STRING, BIGINT>", "v": "BIGINT"},
+       strategies={"s": STRINGS, "m": MAPS, "v": SMALL_BIGINTS})
+def map_items_top_k(k, s, m, v, state):
+    # A dict's items, keys and values in insertion order (a new key goes last, a pruned one
+    # leaves its place); sorted() by a value is stable (ties keep that order, reverse=True
+    # too); a dict comprehension prunes; an empty map has no top (top[0] would raise).
+    counts = dict(state.counts or {})
+    if s is not None:
+        counts[s] = counts.get(s, 0) + 1
+    for key, n in (m or {}).items():
+        counts[key] = counts.get(key, 0) + (n if v is None else n + v % 7)
+    kept = {key: n for key, n in counts.items() if n > 0}
+    top = sorted(kept.items(), key=lambda kv: kv[1], reverse=True)[:LIMIT]
+    state.update(counts=kept)
+    return {"k": k, "top": [key for key, _ in top], "best": top[0][0] if top else None,
+            "total": sum(kept.values()), "names": list(kept), "keys": list(counts.keys()),
+            "high": max(counts, default=None), "back": list(reversed(counts)),
+            "ranked": [f"{key}:{n}" for key, n in sorted(counts.items(),
+                                                         key=lambda kv: (-kv[1], kv[0]))]}
+
+
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "ys": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "ys": LISTS, "v": SMALL_BIGINTS})
+def tuples_zip_enumerate(k, xs, ys, v, state):
+    # Tuples as Python has them: unpacked (a, b = b, a), indexed from either end, compared
+    # element by element (None < 1 raises TypeError where it decides), in zip (the shortest
+    # wins), enumerate and reversed, in loops and comprehensions.
+    if xs is None or ys is None:
+        return None
+    pairs = [(a, b) for a, b in zip(xs, ys, strict=False)]
+    evens = [x for i, x in enumerate(xs) if i % 2 == 0]
+    total = 0
+    for i, (a, b) in enumerate(zip(xs, reversed(ys), strict=False), start=1):
+        if a is not None and b is not None:
+            total += i * (a - b)
+    lo, hi = (v, 0) if v is not None and v < 0 else (0, v)
+    lo, hi = hi, lo
+    t = (lo, hi, len(pairs))
+    first = pairs[0] if pairs else (0, 0)
+    last = pairs[-1] if pairs else (0, 0)
+    state.update(n=total)
+    return {"k": k, "firsts": [a for a, _ in pairs], "evens": evens, "total": total,
+            "lo": t[0], "hi": t[-2], "n": t[2], "len": len(t), "has": v in t, "any": bool(t),
+            "same": first == last, "less": first < last, "third": t[1:][-1],
+            "sorted": [b for _, b in sorted(p for p in pairs if p[0] is not None)],
+            "best": max(pairs, key=lambda p: (p[0] is not None, p[0] or 0), default=(0, 0))[0],
+            "dict": [f"{a}:{b}" for a, b in dict((a, b) for a, b in pairs if a is not None).items()],
+            "larger": max(first, last)[1], "listed": list(t[:2]), "summed": sum(x or 0 for x in t),
+            "at": t[v % 3] if v is not None else None}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import in_place, operators, ordering
+from mapwithstate.pyfunc import in_place, iteration, operators, ordering
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
@@ -81,7 +81,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             node,
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
-            "round int float str bool sum any all sorted), math, datetime and "
+            "round int float str bool sum any all sorted list dict zip enumerate reversed), "
+            "math, datetime and "
             "timedelta, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",
         )
@@ -256,6 +257,9 @@ def _len(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
     _arity(it, node, args, kwargs, 1, 1, "len")
     (value,) = args
     kind = value.type.kind
+    if kind == "tuple":
+        operators.none_check(it.ctx, node, value, "object of type 'NoneType' has no len()")
+        return literal(len(value.type.args))
     if kind not in ("str", "list", "dict"):
         raise it.ctx.refuse(
             node,
@@ -540,8 +544,9 @@ def _min_max(largest: bool) -> Handler:
     ) -> Value:
         if len(args) > 1:
             return ordering.fold(it, node, args, largest)
-        if len(args) == 1 and args[0].type.kind == "list":
-            return ordering.list_min_max(it, node, args[0], largest)
+        if len(args) == 1 and args[0].type.kind in ("list", "dict", "tuple"):
+            values = iteration.iterated(it, node.args[0], args[0], f"{name}()")
+            return ordering.list_min_max(it, node, values, largest)
         raise it.ctx.refuse(
             node,
             f"{name}() of one {args[0].type if args else 'nothing'}",
@@ -553,9 +558,7 @@ def _min_max(largest: bool) -> Handler:
 
 def _sum(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "sum", ("start",))
-    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
-    if values.type.kind != "list":
-        raise it.ctx.refuse(node, f"sum() of a {values.type}", "sum() of a list")
+    values = iteration.iterated(it, node.args[0], args[0], "sum()")
     element = values.type.args[0]
     start = args[1] if len(args) > 1 else kwargs.get("start", literal(0))
     it.ctx.check(
@@ -583,9 +586,7 @@ def _any_all(is_all: bool) -> Handler:
     ) -> Value:
         name = "all" if is_all else "any"
         _arity(it, node, args, kwargs, 1, 1, name)
-        values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
-        if values.type.kind != "list":
-            raise it.ctx.refuse(node, f"{name}() of a {values.type}", f"{name}() of a list")
+        values = iteration.iterated(it, node.args[0], args[0], f"{name}()")
         element = values.type.args[0]
 
         def test(e: Column) -> Column:
@@ -601,19 +602,7 @@ def _list(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str
     _arity(it, node, args, kwargs, 0, 1, "list")
     if not args:
         return Value(F.array(), list_of(NONE), False)
-    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
-    if values.type.kind != "list":
-        raise it.ctx.refuse(node, f"list() of a {values.type}", "list() of a list")
-    return values
-
-
-def _dict(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
-    """``dict(d)``: a copy of a dict (a map Column: the same value)."""
-    _arity(it, node, args, kwargs, 1, 1, "dict")
-    values = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
-    if values.type.kind != "dict":
-        raise it.ctx.refuse(node, f"dict() of a {values.type}", "dict() copies a dict")
-    return values
+    return iteration.iterated(it, node.args[0], args[0], "list()")
 
 
 def _math_unary(
@@ -758,7 +747,10 @@ _BUILTINS: Dict[int, Handler] = {
     id(py.all): _any_all(True),
     id(py.sorted): ordering.sorted_list,
     id(py.list): _list,
-    id(py.dict): _dict,
+    id(py.dict): iteration.dict_call,
+    id(py.zip): iteration.zip_call,
+    id(py.enumerate): iteration.enumerate_call,
+    id(py.reversed): iteration.reversed_call,
     id(datetime): _datetime,
     id(timedelta): _timedelta,
     id(date): _date,
@@ -862,4 +854,4 @@ def _dict_get(
     return Value(column, joined, True)
 
 
-_DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get}
+_DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get, **iteration.DICT_VIEWS}

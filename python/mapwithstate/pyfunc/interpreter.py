@@ -360,11 +360,17 @@ class Interpreter:
                 f"assignment to state.{target.attr}",
                 f"write state.update({target.attr}=...)",
             )
+        if isinstance(target, (ast.Tuple, ast.List)):
+            from mapwithstate.pyfunc.tuples import unpack
+
+            for name, part in unpack(self, target, value).items():
+                self.assign(ast.copy_location(ast.Name(id=name, ctx=ast.Store()), target), part)
+            return
         raise self.ctx.refuse(
             target,
             f"assignment to {type(target).__name__}",
-            "assign to a local variable name, or an item of a local list or dict "
-            "(no unpacking, no attribute assignment)",
+            "assign to a local variable name, a tuple of names (a, b = b, a), or an item "
+            "of a local list or dict (no attribute assignment)",
         )
 
     def if_(self, node: ast.If) -> None:
@@ -676,12 +682,15 @@ class Interpreter:
         left = self.value(node.left)
         if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
             from mapwithstate.pyfunc.format_specs import percent_format
+            from mapwithstate.pyfunc.tuples import elements
 
-            right = (
-                tuple(self.value(e) for e in node.right.elts)
-                if isinstance(node.right, ast.Tuple)
-                else self.value(node.right)
-            )
+            right = self.value(node.right)
+            if right.type.kind == "tuple":
+                # "%s=%d" % pair: the tuple's elements are the arguments.
+                right = operators.none_check(
+                    self.ctx, node, right, "not enough arguments for format string"
+                )
+                return percent_format(self, node, left.const, tuple(elements(right)))
             return percent_format(self, node, left.const, right)
         return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
@@ -839,7 +848,10 @@ class Interpreter:
         columns = [converted(i, element) for i in items]
         return Value(F.array(*columns), list_of(element), False)
 
-    expr_Tuple = expr_List
+    def expr_Tuple(self, node: ast.Tuple) -> Value:
+        from mapwithstate.pyfunc.tuples import make
+
+        return make([self.value(e) for e in node.elts])
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Value:
         from mapwithstate.pyfunc.format_specs import convert, f_string_spec, format_value, joined
@@ -865,6 +877,11 @@ class Interpreter:
 
         return comprehension(self, node)
 
+    def expr_DictComp(self, node: ast.DictComp) -> Value:
+        from mapwithstate.pyfunc.iteration import dict_comprehension
+
+        return dict_comprehension(self, node)
+
 
 def store(
     ctx: Context,
@@ -882,6 +899,15 @@ def store(
     query fails with OverflowError; a state field's declared DOUBLE holds ``float(int)``."""
     from pyspark.sql import types as T
 
+    from mapwithstate.pyfunc.pytypes import holds_tuple
+
+    if holds_tuple(value.type) or holds_tuple(py_type):
+        raise ctx.refuse(
+            node,
+            f"{what} holding a {value.type}",
+            "a tuple is not stored nor emitted: store its items (top[0][0], top[0][1]), a "
+            "list of them ([k for k, v in pairs]) or a dict (dict(pairs))",
+        )
     if value.type.kind == "none":
         return Value(F.lit(None).cast(spark_type), py_type, True)
     if exact and py_type.kind == "float" and value.type.kind in ("int", "num"):
@@ -1017,7 +1043,6 @@ _REFUSED_EXPRESSIONS = {
     "Await": "no async in a state function",
     "SetComp": "sets are not supported; use a list",
     "Set": "sets are not supported; use a list",
-    "DictComp": "dict comprehensions are not supported",
     "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
     "sorted/len or of a method (', '.join(...))",
     "NamedExpr": "assign on a line of its own",

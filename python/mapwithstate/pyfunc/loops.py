@@ -15,7 +15,9 @@ function's other checks.
 
 Sources: a list value (``for x in state.amounts``, a parameter, a local list), a group
 function's ``rows`` (the key's records in record order, ``collect_list`` of a struct of the
-columns the body reads as ``r.<column>``), ``range(...)`` and ``enumerate(...)``. Variables
+columns the body reads as ``r.<column>``), ``range(...)``, and what
+:func:`~mapwithstate.pyfunc.iteration.iterated` makes a list: a dict's keys, ``d.items()``,
+``zip``, ``enumerate``, ``reversed``, a tuple. Variables
 assigned only in the body, and the loop's target, may be unassigned after the loop (the list
 may be empty): reading them there is a compile error, as after an ``if`` that assigns them on
 one branch. ``break``, ``continue``, ``return``, ``yield``, the state's operations and an
@@ -219,8 +221,9 @@ def _body(
 
 
 def _assigned(body: List[ast.stmt]) -> Set[str]:
-    """The names the statements assign (targets of assignments and of nested loops) or whose
-    list or dict they change in place (``xs[i] = v``, ``del d[k]``, ``xs.append(v)``)."""
+    """The names the statements assign (targets of assignments and of nested loops) and those
+    whose list or dict they change in place (``d[k] = v`` assigns ``d`` a new map; ``del
+    d[k]``, ``xs.append(v)``)."""
     from mapwithstate.pyfunc.in_place import IN_PLACE_METHODS
 
     names: Set[str] = set()
@@ -313,47 +316,31 @@ def _source(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:
         function = it.expression(iterable.func)
         if function is py.range:
             return _range(it, iterable), _target(it, node.target, INT)
-        if function is py.enumerate:
-            return _enumerate(it, node, iterable)
-    values = operators.none_check(
-        it.ctx, iterable, it.value(iterable), "'NoneType' object is not iterable"
-    )
-    if values.type.kind != "list":
-        raise it.ctx.refuse(
-            iterable,
-            f"a for loop over a {values.type}",
-            "loop over a list, rows, range(...) or enumerate(...)",
+    from mapwithstate.pyfunc.iteration import iterated
+
+    values = iterated(it, iterable, it.value(iterable), "a for loop")
+    element = values.type.args[0]
+    if element.kind == "tuple" and not isinstance(node.target, ast.Name):
+        # Unpacking a None element raises (checked here: the fold's body binds the target
+        # where no check can be made).
+        it.ctx.check(
+            node.target,
+            F.exists(values.column, lambda e: e.isNull()),
+            "TypeError",
+            "cannot unpack non-iterable NoneType object",
         )
-    return values, _target(it, node.target, values.type.args[0])
+    return values, _target(it, node.target, element)
 
 
 def _target(it: "Interpreter", target: ast.expr, element: PyType) -> Binder:
-    """Binds ``target``: a name takes the element; names in a tuple take the fields of a
-    struct element, in order."""
-    if isinstance(target, ast.Name):
-        return lambda x: {target.id: Value(x, element, True)}
-    names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
-    if (
-        names is None
-        or not all(isinstance(n, ast.Name) for n in names)
-        or element.kind != "row"
-        or len(names) != len(element.args)
-    ):
-        raise it.ctx.refuse(
-            target,
-            f"a loop target {ast.unparse(target)!r} for {element} elements",
-            "for x in values, or for a, b in a list of structs of as many fields",
-        )
-    fields = list(element.args)
+    """Binds ``target``: a name takes the element; a tuple of targets unpacks a tuple element
+    (``for k, v in d.items()``, ``for i, (a, b) in enumerate(zip(xs, ys))``) or a struct's
+    fields, in order (see :func:`~mapwithstate.pyfunc.tuples.bind`)."""
+    from mapwithstate.pyfunc.tuples import bind
 
-    def bind(x: Column) -> Dict[str, Any]:
-        return {
-            n.id: Value(x.getField(name), t, True)
-            for n, (name, t) in zip(names, fields, strict=True)
-            if isinstance(n, ast.Name)
-        }
-
-    return bind
+    # Refused here, at compile time, where the target cannot take the elements.
+    bind(it, target, element, Value(F.lit(None), element, True), False)
+    return lambda x: bind(it, target, element, Value(x, element, True), False)
 
 
 def _int_argument(it: "Interpreter", arg: ast.expr, what: str) -> Value:
@@ -390,30 +377,6 @@ def _range(it: "Interpreter", call: ast.Call) -> Value:
     else:
         ints = F.when(stop < start, F.sequence(start, stop + 1, F.lit(step).cast("bigint")))
     return Value(ints.otherwise(empty), list_of(INT), False)
-
-
-def _enumerate(it: "Interpreter", node: ast.For, call: ast.Call) -> Tuple[Value, Binder]:
-    """``enumerate(values[, start])``: pairs of a position and an element."""
-    args = list(call.args) + [k.value for k in call.keywords if k.arg == "start"]
-    if not 1 <= len(args) <= 2 or any(k.arg != "start" for k in call.keywords):
-        raise it.ctx.refuse(call, "enumerate() with these arguments", "enumerate(values[, start])")
-    values = operators.none_check(
-        it.ctx, call.args[0], it.value(call.args[0]), "'NoneType' object is not iterable"
-    )
-    if values.type.kind != "list":
-        raise it.ctx.refuse(call.args[0], f"enumerate() of a {values.type}", "enumerate a list")
-    start = (
-        _int_argument(it, args[1], "enumerate() start").column.cast("bigint")
-        if len(args) == 2
-        else F.lit(0).cast("bigint")
-    )
-    element = values.type.args[0]
-    pair = row_of((("i", INT), ("x", element)))
-    pairs = F.transform(
-        values.column,
-        lambda x, i: F.struct((i.cast("bigint") + start).alias("i"), x.alias("x")),
-    )
-    return Value(pairs, list_of(pair), False), _target(it, node.target, pair)
 
 
 def _rows(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:

@@ -4,10 +4,10 @@ Python changes the list or dict in place, so every name holding the same object 
 change; a compiled value is a Column, and the new array or map goes to the one variable. So the
 compiler makes the change only where no other name, nor the state, nor a yielded row, can hold
 the object: the variable is a parameter, or every assignment to it makes a new list (a
-display, a comprehension, a concatenation, a slice, ``list()``, ``sorted()``, ``dict()``, a
-``str`` method); and before the change it is used only where Python reads it (an index, an
-iteration, ``len``, an operand, a call's argument), never where the object itself would be
-kept (assigned to another name, stored with ``state.update``, yielded). Anything else is
+display, a list or dict comprehension, a concatenation, a slice, ``list()``, ``sorted()``,
+``dict()``, a ``str`` method); and before the change it is used only where Python reads it
+(an index, an iteration, ``len``, an operand, a call's argument), never where the object itself
+would be kept (assigned to another name, stored with ``state.update``, yielded). Anything else is
 refused with the way out: build the new list, ``xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]``.
 
 Python's order holds: the container and the index, then the item (``IndexError``,
@@ -33,6 +33,7 @@ __all__ = ["assign_item", "augment_item"]
 _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
 #: Builtins whose result never is their argument itself.
 _READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
+_READING_CALLS |= {"zip", "enumerate", "reversed"}
 #: Calls that make a new list.
 _FRESH_CALLS = {"list", "sorted", "dict"}
 #: Methods that keep an argument itself in their list or dict.
@@ -100,14 +101,6 @@ def owned_container(
             "xs = list(state.xs or []); xs[i] += 1; state.update(xs=xs)",
         )
     name = container.id
-    base = it.name(container)
-    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
-        kind = base.type if isinstance(base, Value) else type(base).__name__
-        raise it.ctx.refuse(
-            node,
-            f"{construct} of a {kind}",
-            "Python raises TypeError: only a list's or a dict's items can be assigned",
-        )
     for statement in ast.walk(it.ctx.source.tree):
         if (
             isinstance(statement, ast.Assign)
@@ -119,6 +112,16 @@ def owned_container(
                 f"item assignment to a tuple ({name}{change} on line {node.lineno})",
                 "Python raises TypeError: 'tuple' object does not support item assignment",
             )
+    base = it.name(container)
+    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
+        kind = base.type if isinstance(base, Value) else type(base).__name__
+        raise it.ctx.refuse(
+            node,
+            f"{construct} of a {kind}",
+            "Python raises TypeError: 'tuple' object does not support item assignment"
+            if isinstance(base, Value) and base.type.kind == "tuple"
+            else "Python raises TypeError: only a list's or a dict's items can be assigned",
+        )
     shared = _shared_use(it, name, node)
     if shared is not None:
         raise it.ctx.refuse(
@@ -208,7 +211,7 @@ def _stored(
 
 def _fresh(node: Optional[ast.expr]) -> bool:
     """Whether ``node`` makes a new list (or is no list at all)."""
-    if node is None or isinstance(node, (ast.List, ast.ListComp, ast.Constant)):
+    if node is None or isinstance(node, (ast.List, ast.ListComp, ast.DictComp, ast.Constant)):
         return True
     if isinstance(node, ast.BinOp):
         return True

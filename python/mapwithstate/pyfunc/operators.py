@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import numeric_order
+from mapwithstate.pyfunc import numeric_order, tuples
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     DATETIME,
@@ -98,6 +98,8 @@ def truthy(value: Value) -> Cond:
         test = F.size(column) > 0
     elif kind == "timedelta":
         test = column != F.lit(timedelta(0))
+    elif kind == "tuple" and not value.type.args:
+        return False
     else:
         return column.isNotNull() if value.nullable else True
     return F.coalesce(test, F.lit(False)) if value.nullable else test
@@ -607,6 +609,20 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
             return Value(numeric_order.order(op, a, b), BOOL, False)
         left, right = _as_int(a), _as_int(b)
         nan = None
+    elif a.type.kind == b.type.kind == "tuple":
+        return Value(
+            tuples.order(
+                ctx,
+                node,
+                op,
+                a,
+                b,
+                lambda o, x, y: compare(ctx, node, o, x, y),
+                _equals,
+            ),
+            BOOL,
+            False,
+        )
     elif a.type == b.type and a.type.kind in ("str", "datetime", "date", "timedelta", "list"):
         left, right, nan = a.column, b.column, None
     else:
@@ -641,6 +657,8 @@ def _equals(a: Value, b: Value) -> Column:
             return F.lit(True)
         other = b if ka == "none" else a
         return other.column.isNull()
+    if ka == kb == "tuple":
+        return tuples.equals(a, b, _equals)
     numeric = {ka, kb} <= {"int", "float", "bool", "num"}
     if not numeric and a.type != b.type and unify(a.type, b.type) is None:
         return (
@@ -688,7 +706,12 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
     if kind == "dict":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         return F.coalesce(F.map_contains_key(container.column, item.column), F.lit(False))
-    raise ctx.refuse(node, f"'in' on {container.type}", "'in' works on str, list and dict values")
+    if kind == "tuple":
+        container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
+        return tuples.contains(ctx, container, item, _equals)
+    raise ctx.refuse(
+        node, f"'in' on {container.type}", "'in' works on str, list, tuple and dict values"
+    )
 
 
 def unary(ctx: "Context", node: ast.AST, op: ast.unaryop, a: Value) -> Value:

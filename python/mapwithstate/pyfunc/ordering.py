@@ -105,9 +105,45 @@ def _better(
     """Whether the key ``x`` replaces the key ``best`` (neither None): strictly greater
     (smaller), NaN never."""
     op = ast.Gt() if largest else ast.Lt()
-    return operators.compare(
-        it.ctx, node, op, Value(x, key_type, False), Value(best, key_type, False)
-    ).column
+    return _unchecked(
+        it,
+        lambda: (
+            operators.compare(
+                it.ctx, node, op, Value(x, key_type, False), Value(best, key_type, False)
+            ).column
+        ),
+    )
+
+
+def _unchecked(it: "Interpreter", compare: Callable[[], Column]) -> Column:
+    """``compare()`` inside a lambda of Spark's: the failures it would add (a tuple's
+    elements that are None) were checked over the whole list beforehand."""
+    saved = it.ctx.failures
+    it.ctx.failures = []
+    try:
+        return compare()
+    finally:
+        it.ctx.failures = saved
+
+
+def _tuple_keys(it: "Interpreter", node: ast.AST, name: str, key_type: PyType) -> None:
+    """Refuses tuple keys holding tuples or lists (whose Nones the checks do not reach)."""
+    if key_type.kind == "tuple" and any(t.kind in ("tuple", "list") for t in key_type.args):
+        raise it.ctx.refuse(
+            node,
+            f"{name}() comparing tuples that hold {', '.join(map(str, key_type.args))}",
+            "compare by a key of flat tuples: key=lambda x: (x[0][0], x[1])",
+        )
+
+
+def _unordered(key_type: PyType, a: Column, b: Column) -> Column:
+    """Whether Python's comparison of the keys ``a`` and ``b`` (neither null) raises:
+    tuples whose deciding elements are one None and one not."""
+    if key_type.kind != "tuple":
+        return F.lit(False)
+    from mapwithstate.pyfunc.tuples import undecided_by_none
+
+    return undecided_by_none(a, b, key_type)
 
 
 def list_min_max(
@@ -152,7 +188,45 @@ def list_min_max(
         f"and '{key_type}'",
     )
     rest = F.slice(array, 2, F.greatest(F.size(array) - 1, F.lit(0)))
-    if key is None:
+    _tuple_keys(it, node, name, key_type)
+    if key_type.kind == "tuple":
+        # Python compares each item with the best so far: where that comparison reaches a
+        # None element against another value, it raises TypeError.
+        pairs = F.zip_with(
+            array,
+            keys.column,
+            lambda x, k: F.struct(x.alias("v"), k.alias("k"), F.lit(False).alias("e")),
+        )
+        folded = F.aggregate(
+            F.slice(pairs, 2, F.greatest(F.size(pairs) - 1, F.lit(0))),
+            F.try_element_at(pairs, F.lit(1)),
+            lambda best, p: F.struct(
+                F.when(
+                    _better(it, node, largest, key_type, p.getField("k"), best.getField("k")),
+                    p.getField("v"),
+                )
+                .otherwise(best.getField("v"))
+                .alias("v"),
+                F.when(
+                    _better(it, node, largest, key_type, p.getField("k"), best.getField("k")),
+                    p.getField("k"),
+                )
+                .otherwise(best.getField("k"))
+                .alias("k"),
+                (
+                    best.getField("e") | _unordered(key_type, p.getField("k"), best.getField("k"))
+                ).alias("e"),
+            ),
+        )
+        it.ctx.check(
+            node,
+            F.coalesce(folded.getField("e"), F.lit(False)),
+            "TypeError",
+            f"'{'>' if largest else '<'}' not supported between instances of 'NoneType' and "
+            "another element of a tuple",
+        )
+        column = folded.getField("v")
+    elif key is None:
         column = F.aggregate(
             rest,
             F.try_element_at(array, F.lit(1)),
@@ -239,7 +313,9 @@ def _iterable(
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
         return comprehension(it, listed)
-    return it.value(node)
+    from mapwithstate.pyfunc.iteration import iterated
+
+    return iterated(it, node, it.value(node), "an ordering")
 
 
 def min_max_with_keywords(it: "Interpreter", node: ast.Call, largest: bool) -> Value:
@@ -284,7 +360,10 @@ def sorted_list(
             + (f" and {', '.join(sorted(unknown))}=" if unknown else ""),
             "sorted() takes 1 argument(s), keywords key, reverse",
         )
-    return _sort(it, node, args[0], kwargs.get("reverse", literal(False)), None)
+    from mapwithstate.pyfunc.iteration import iterated
+
+    values = iterated(it, node.args[0], args[0], "sorted()")
+    return _sort(it, node, values, kwargs.get("reverse", literal(False)), None)
 
 
 def sorted_with_key(it: "Interpreter", node: ast.Call) -> Value:
@@ -351,13 +430,39 @@ def _sort(
         "TypeError",
         f"'<' not supported between instances of 'NoneType' and '{key_type}'",
     )
-    if key is None and key_type.kind not in ("float", "num"):
+    _tuple_keys(it, node, "sorted", key_type)
+    if key is None and key_type.kind not in ("float", "num", "tuple"):
         return Value(F.sort_array(values.column, asc=not reverse.const), values.type, False)
-    if key_type.kind in ("float", "num"):
+    if key_type.kind == "tuple":
+        # Sorting must order every two keys that agree up to a None element against another
+        # value: Python's sort compares such a pair (or one like it), and raises.
+        it.ctx.check(
+            node,
+            several
+            & F.exists(
+                keys.column,
+                lambda a: F.exists(keys.column, lambda b: _unordered(key_type, a, b)),
+            ),
+            "TypeError",
+            "'<' not supported between instances of 'NoneType' and another element of a tuple",
+        )
+    floats = [
+        i
+        for i, t in enumerate(key_type.args if key_type.kind == "tuple" else [key_type])
+        if t.kind in ("float", "num")
+    ]
+    if floats:
 
         def nan(e: Column) -> Column:
-            x = e if key_type.kind == "float" else e.getField("f")
-            return F.coalesce(F.isnan(x), F.lit(False))
+            from mapwithstate.pyfunc.pytypes import tuple_field
+
+            test: Column = F.lit(False)
+            for i in floats:
+                t = key_type.args[i] if key_type.kind == "tuple" else key_type
+                x = e.getField(tuple_field(i)) if key_type.kind == "tuple" else e
+                x = x if t.kind == "float" else x.getField("f")
+                test = test | F.coalesce(F.isnan(x), F.lit(False))
+            return test
 
         it.ctx.check(
             node,
@@ -369,9 +474,14 @@ def _sort(
     lower, higher = (1, -1) if reverse.const else (-1, 1)
 
     def less(a: Column, b: Column) -> Column:
-        return operators.compare(
-            it.ctx, node, ast.Lt(), Value(a, key_type, False), Value(b, key_type, False)
-        ).column
+        return _unchecked(
+            it,
+            lambda: (
+                operators.compare(
+                    it.ctx, node, ast.Lt(), Value(a, key_type, False), Value(b, key_type, False)
+                ).column
+            ),
+        )
 
     def compare(a: Column, b: Column) -> Column:
         if key is not None:

@@ -55,6 +55,20 @@ class PathState:
 
 
 def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
+    if joined.kind == "tuple" and value.type.kind == "tuple":
+        # Element by element: an int element of an int-or-float tuple element becomes a struct.
+        from pyspark.sql import functions as F
+
+        from mapwithstate.pyfunc.pytypes import tuple_field
+
+        parts = [
+            converted(Value(value.column.getField(tuple_field(i)), t, True), joined.args[i])
+            .cast(to_spark(joined.args[i]))
+            .alias(tuple_field(i))
+            for i, t in enumerate(value.type.args)
+        ]
+        column = F.struct(*parts)
+        return F.when(value.column.isNotNull(), column) if value.nullable else column
     if joined.kind == "num" and value.type.kind in ("int", "float", "bool"):
         from pyspark.sql import functions as F
 
@@ -68,7 +82,7 @@ def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
 
 def _holds_num(py_type: PyType) -> bool:
     return py_type.kind == "num" or (
-        py_type.kind in ("list", "dict") and any(_holds_num(t) for t in py_type.args)
+        py_type.kind in ("list", "dict", "tuple") and any(_holds_num(t) for t in py_type.args)
     )
 
 

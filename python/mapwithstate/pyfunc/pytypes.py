@@ -25,6 +25,9 @@ __all__ = [
     "list_of",
     "dict_of",
     "row_of",
+    "tuple_of",
+    "tuple_field",
+    "holds_tuple",
     "from_spark",
     "to_spark",
     "unify",
@@ -34,8 +37,8 @@ __all__ = [
 @dataclass(frozen=True)
 class PyType:
     """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list dict
-    row``; ``args`` the element type of a list, key and value of a dict, or a row's (name,
-    type) fields."""
+    row tuple``; ``args`` the element type of a list, key and value of a dict, a row's (name,
+    type) fields, or a tuple's element types in order (a tuple's arity is part of its type)."""
 
     kind: str
     args: Tuple[Any, ...] = ()
@@ -82,6 +85,23 @@ def dict_of(key: PyType, value: PyType) -> PyType:
 
 def row_of(fields: Tuple[Tuple[str, PyType], ...]) -> PyType:
     return PyType("row", fields)
+
+
+def tuple_of(elements: Tuple[PyType, ...]) -> PyType:
+    return PyType("tuple", tuple(elements))
+
+
+def tuple_field(index: int) -> str:
+    """The name of a tuple's struct field ``index`` (0-based): ``_1``, ``_2``, ...; a tuple is
+    a struct whose fields are its elements, by position."""
+    return f"_{index + 1}"
+
+
+def holds_tuple(py_type: PyType) -> bool:
+    """Whether ``py_type`` is a tuple or a list or dict holding tuples."""
+    if py_type.kind == "tuple":
+        return True
+    return py_type.kind in ("list", "dict") and any(holds_tuple(t) for t in py_type.args)
 
 
 def from_spark(data_type: T.DataType) -> Optional[PyType]:
@@ -140,6 +160,10 @@ def to_spark(py_type: PyType) -> T.DataType:
         return T.StructType([T.StructField("i", T.LongType()), T.StructField("f", T.DoubleType())])
     if py_type.kind == "dict":
         return T.MapType(to_spark(py_type.args[0]), to_spark(py_type.args[1]))
+    if py_type.kind == "tuple":
+        return T.StructType(
+            [T.StructField(tuple_field(i), to_spark(t)) for i, t in enumerate(py_type.args)]
+        )
     return T.StructType([T.StructField(n, to_spark(t)) for n, t in py_type.args])
 
 
@@ -160,4 +184,9 @@ def unify(a: PyType, b: PyType) -> Optional[PyType]:
     if a.kind == b.kind == "dict":
         key, value = unify(a.args[0], b.args[0]), unify(a.args[1], b.args[1])
         return None if key is None or value is None else dict_of(key, value)
+    if a.kind == b.kind == "tuple" and len(a.args) == len(b.args):
+        elements = [unify(x, y) for x, y in zip(a.args, b.args, strict=True)]
+        if any(e is None for e in elements):
+            return None
+        return tuple_of(tuple(e for e in elements if e is not None))
     return None

@@ -1,5 +1,6 @@
-"""Indexing, slicing and comprehensions of lists, strings and dicts, with Python's semantics:
-negative indices counting from the end, ``IndexError``/``KeyError`` where Python raises them,
+"""Indexing, slicing and comprehensions of lists, strings and dicts (and of what compiles to
+a list: a dict's keys, its items, zip, enumerate, reversed), with Python's semantics: negative
+indices counting from the end, ``IndexError``/``KeyError`` where Python raises them,
 slices of any step clamped as CPython's ``PySlice_AdjustIndices`` clamps them (a zero step
 failing with ``ValueError``), and comprehensions of several ``for`` and ``if`` clauses in
 Python's order.
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, Union
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc import iteration, operators, tuples
 from mapwithstate.pyfunc.pytypes import STR, list_of, to_spark
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 
@@ -24,9 +25,12 @@ __all__ = ["subscript", "item", "comprehension", "is_rows"]
 def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
     base = it.value(node.value)
     kind = base.type.kind
+    if kind == "tuple":
+        base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
+        return tuples.subscript(it, node, base)
     if kind not in ("str", "list", "dict"):
         raise it.ctx.refuse(
-            node, f"subscript of a {base.type}", "index or slice a str, list or dict"
+            node, f"subscript of a {base.type}", "index or slice a str, list, tuple or dict"
         )
     if isinstance(node.slice, ast.Slice) and kind == "dict":
         raise it.ctx.refuse(node, "a slice of a dict", "Python raises TypeError: unhashable type")
@@ -204,15 +208,14 @@ def is_rows(it: "Interpreter", node: ast.expr) -> bool:
 
 
 def comprehension(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp]) -> Value:
-    """``[expr for x in xs if c for y in ys if d ...]`` over lists: per ``for`` clause
+    """``[expr for x in xs if c for y in ys if d ...]`` over lists (targets may unpack tuples:
+    ``for k, v in d.items()``): per ``for`` clause
     ``F.filter`` by its ``if`` clauses, then ``F.transform`` into the next clause's lists
     (flattened) or, for the last, into ``expr``: Python's order. Where an element's clause or
     value would raise, the query fails."""
     for generator in node.generators:
-        if not isinstance(generator.target, ast.Name) or generator.is_async:
-            raise it.ctx.refuse(
-                generator, "a comprehension target that is not a name", "for x in values"
-            )
+        if generator.is_async:
+            raise it.ctx.refuse(generator, "an async comprehension", "for x in values")
     if any(is_rows(it, g.iter) for g in node.generators):
         if len(node.generators) > 1:
             raise it.ctx.refuse(
@@ -239,16 +242,8 @@ def _clause(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], leve
     current environment (the earlier clauses' variables bound)."""
     generator = node.generators[level]
     innermost = level == len(node.generators) - 1
-    values = operators.none_check(
-        it.ctx, generator, it.value(generator.iter), "'NoneType' object is not iterable"
-    )
-    if values.type.kind != "list":
-        raise it.ctx.refuse(
-            generator.iter, f"iteration over a {values.type}", "comprehensions iterate over lists"
-        )
+    values = iteration.iterated(it, generator.iter, it.value(generator.iter), "a comprehension")
     element = values.type.args[0]
-    assert isinstance(generator.target, ast.Name)
-    name = generator.target.id
 
     def evaluate(
         x: Column, body: bool, guard_filters: bool
@@ -257,9 +252,9 @@ def _clause(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], leve
         the failures it may raise, and whether the filters keep it, for the lambda variable
         ``x``."""
         saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
-        it.path.env[name] = Value(x, element, True)
         it.ctx.failures, it.ctx.guard = [], True
         try:
+            it.path.env.update(tuples.bind(it, generator.target, element, Value(x, element, True)))
             kept: Cond = True
             for condition in generator.ifs:
                 kept = c_and(kept, it.condition(condition))

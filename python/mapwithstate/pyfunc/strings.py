@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc import operators, tuples
 from mapwithstate.pyfunc.arguments import MethodHandler, arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR, list_of
 from mapwithstate.pyfunc.str_search_and_pad import SEARCH_AND_PAD_METHODS
@@ -101,9 +101,8 @@ def _case(function: Callable[[Column], Column]) -> MethodHandler:
 
 
 def _is_tuple(it: "Interpreter", node: ast.expr) -> bool:
-    """Whether ``node`` is a tuple: a tuple display, a module constant that is one, or a local
-    variable every assignment of which is a tuple display (a Value does not tell a tuple from
-    a list, both arrays)."""
+    """Whether ``node`` is a tuple compiled as a list: a module constant that is one (a
+    captured constant is an array, which does not tell a tuple from a list)."""
     if isinstance(node, ast.Tuple):
         return True
     if not isinstance(node, ast.Name):
@@ -143,7 +142,13 @@ def _affix(start: bool) -> MethodHandler:
         matches = _matcher(base, bounds, start)
         if affix.type.kind == "str":
             return Value(matches(affix.column), BOOL, False)
+        if affix.type.kind == "tuple":
+            affix = operators.none_check(
+                it.ctx, node, affix, f"{name} first arg must be str or a tuple of str, not None"
+            )
+            return _any_affix(it, node, name, tuples.as_list(it.ctx, node, affix, name), matches)
         if affix.type.kind == "list" and _is_tuple(it, node.args[0]):
+            # A module constant that is a tuple (compiled as a list).
             return _any_affix(it, node, name, affix, matches)
         kind = "list" if affix.type.kind == "list" else str(affix.type)
         raise it.ctx.refuse(
@@ -340,6 +345,10 @@ def _join(
 ) -> Value:
     arity(it, node, args, kwargs, 1, 1, "join")
     items = operators.none_check(it.ctx, node, args[0], "can only join an iterable")
+    if items.type.kind in ("tuple", "dict"):
+        from mapwithstate.pyfunc.iteration import iterated
+
+        items = iterated(it, node, items, "join()")
     if items.type.kind != "list" or items.type.args[0].kind not in ("str", "none"):
         raise it.ctx.refuse(node, f"join of a {items.type}", "join a list of str")
     it.ctx.check(

@@ -5,8 +5,8 @@ A :class:`Value` is a Spark Column with the Python type of its values and whethe
 so that code on paths that cannot run adds nothing to the plan.
 """
 
-from dataclasses import dataclass
-from typing import Any, Callable, List, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -55,12 +55,15 @@ NOTHING = _Nothing()
 class Value:
     """A compiled Python value: ``column`` holds it (null for ``None``), ``type`` is its
     Python type, ``nullable`` whether it may be ``None``; ``const`` is the Python value when
-    known at compile time (literals, module constants)."""
+    known at compile time (literals, module constants); ``parts`` a tuple display's elements
+    (``(a, b)``), each with its own nullability and constant, where the tuple was written
+    out rather than read from a Column."""
 
     column: Column
     type: PyType
     nullable: bool
     const: Any = NOTHING
+    parts: Optional[Tuple["Value", ...]] = field(default=None, compare=False)
 
     @property
     def is_const(self) -> bool:
@@ -68,7 +71,7 @@ class Value:
 
     def non_null(self) -> "Value":
         """The same value once a check made sure it is not ``None``."""
-        return Value(self.column, self.type, False, self.const)
+        return Value(self.column, self.type, False, self.const, self.parts)
 
 
 def literal(value: Any) -> Value:
