@@ -28,28 +28,21 @@ def while_loop(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def loop_break(k, v, state):
+def loop_yield_from(k, v, state):
     for x in [1, 2]:
-        if x > v:
-            break
-        v += x
+        yield from [{"k": k, "x": x}]
 
 
 @mws.state_function("n BIGINT")
-def loop_continue(k, v, state):
+def loop_yields_two_types(k, v, f, state):
     for x in [1, 2]:
-        if x > v:
-            continue
+        yield {"k": k, "x": x}
+        yield {"k": k, "x": f}
 
 
 @mws.state_function("n BIGINT")
-def loop_return(k, v, state):
-    for x in [1, 2]:
-        return {"k": k, "x": x}
-
-
-@mws.state_function("n BIGINT")
-def loop_yield(k, v, state):
+def loop_yields_an_int_for_a_float(k, v, f, state):
+    yield {"k": k, "x": f}
     for x in [1, 2]:
         yield {"k": k, "x": x}
 
@@ -89,10 +82,10 @@ def loop_over_a_string(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def loop_last_element(k, v, state):
+def loop_body_variable(k, v, state):
     for x in [1, 2]:
-        v += x
-    return {"k": k, "x": x}
+        y = x
+    return {"k": k, "y": y}
 
 
 @mws.state_function("n BIGINT")
@@ -365,16 +358,15 @@ def append_of_another_type(k, v, state):
 
 @pytest.mark.parametrize("spec, text, construct", [
     (while_loop, "while v", "while loop"),
-    (loop_break, " break", "break in a for loop"),
-    (loop_continue, " continue", "continue in a for loop"),
-    (loop_return, "return {", "return in a for loop"),
-    (loop_yield, "yield {", "yield in a for loop"),
+    (loop_yield_from, "yield from", "yield from in a for loop"),
+    (loop_yields_two_types, "for x", "column 'x' yielded in a loop as a int and a float"),
+    (loop_yields_an_int_for_a_float, "for x", "output column 'x' yielded in a loop as int"),
     (loop_update, "state.update", "state.update in a for loop"),
     (loop_augments_state, "state.n +=", "augmented assignment to state.n in a for loop"),
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
     (loop_over_a_string, "for c", "a for loop over a str"),
-    (loop_last_element, '"x": x', "variable 'x' may be unassigned"),
+    (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),
     (try_statement, "try:", "try statement"),
     (calls_a_function, "helper(k)", "call to helper()"),
     (does_io, "open(k)", "call to open()"),

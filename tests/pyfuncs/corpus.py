@@ -629,6 +629,86 @@ def nested_comprehensions(k, xs, ys, v, state):
             "below": [a for a in xs for b in ys if v is not None and a < v]}
 
 
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS})
+def loop_yields(k, xs, v, state):
+    # yield in for loops: the rows in Python's order among the function's other yields, a
+    # nested loop's rows inside its enclosing iteration's, continue, a bare return leaving
+    # the generator (what it yielded stays emitted, the state update after the loop does not
+    # run); None < v raises TypeError in the iteration that reaches it.
+    yield {"k": k, "i": -1, "x": v}
+    if xs is None:
+        return
+    n = 0
+    for i, x in enumerate(xs):
+        if x == 0:
+            continue
+        if x == 17:
+            return
+        if v is not None and x < v:
+            yield {"k": k, "i": i, "x": x}
+        for y in range(x % 3 if x is not None else 0):
+            yield {"k": k, "i": 100 * i + y, "x": None}
+        n += 1
+    state.update(n=(state.n or 0) + n)
+    yield {"k": k, "i": n, "x": state.n}
+
+
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS})
+def loop_break_continue(k, xs, v, state):
+    # break and continue: the carried variables as the iteration left them, the rest of the
+    # list skipped after a break (an assert failing in an iteration before the break raises,
+    # one after it does not); a break in a nested loop leaves that loop only. The targets
+    # after the loops: where the break left them, else the last element; x unbound after an
+    # empty list (UnboundLocalError), i holding its value from before the loop.
+    if xs is None:
+        return None
+    total = seen = 0
+    for x in xs:
+        seen += 1
+        if x is None:
+            continue
+        assert x != 13, "thirteen"
+        if x < 0:
+            break
+        total += x
+    first_big = None
+    pairs = 0
+    i = -1
+    for i, a in enumerate(xs):
+        if first_big is None and a is not None and a > 10:
+            first_big = i
+        for b in xs:
+            if b is None or b == a:
+                break
+            pairs += 1
+        if pairs > 6:
+            break
+    state.update(n=total)
+    return {"k": k, "total": total, "seen": seen, "first_big": first_big, "pairs": pairs,
+            "x": x, "i": i}
+
+
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS})
+def loop_early_return(k, xs, v, state):
+    # return in a loop leaves the function: its row, no state update after the loop (the
+    # state is as before the loop), None for no row; in a nested loop too.
+    if xs is None:
+        return None
+    for i, x in enumerate(xs):
+        if x is not None and x == v:
+            return {"k": k, "at": i, "n": state.n}
+        if x is not None and x < -15:
+            return None
+        for y in xs:
+            if y is not None and x is not None and y * 2 == x and y != 0:
+                return {"k": k, "at": 100 + i, "n": y}
+    state.update(n=(state.n or 0) + 1)
+    return {"k": k, "at": -1, "n": state.n}
+
+
 @entry("n BIGINT")
 def assert_messages(k, v, s, state):
     # The message is evaluated only where the assertion fails: 10 // v raises
@@ -934,6 +1014,27 @@ def group_loop(k, rows, state):
     state.update(total=total, hi=hi)
     return {"k": k, "total": total, "decayed": decayed, "hi": hi, "positives": positives,
             "last": last}
+
+@entry("n BIGINT")
+def group_loop_yields(k, rows, state):
+    # yield, continue, break and return over rows: one alert per large record, in record
+    # order, up to a record whose s is "boom"; a running count carried through. A record
+    # whose s starts with "ab" ends the call: its rows stay emitted, the state is not updated.
+    n = state.n or 0
+    for r in rows:
+        if r.v is None:
+            continue
+        if r.s == "boom":
+            break
+        if r.s is not None and r.s.startswith("ab"):
+            yield {"k": k, "v": r.v, "n": -1}
+            return
+        if r.v > 5:
+            n += 1
+            yield {"k": k, "v": r.v, "n": n}
+    state.update(n=n)
+    yield {"k": k, "v": None, "n": n}
+
 
 @entry("total BIGINT", settings={"timeout_domain": "processing_time"},
        initial_state=[{"k": "a", "total": 5}, {"k": "zz", "total": 1}])

@@ -7,7 +7,8 @@ capped lists and map lookups; per record and per group.
 ``tests/test_realistic_programs.py`` runs each through ``mapwithstate.testing`` and through
 the real server on random inputs with nulls and edge values, and compares them. The programs
 were written before ``for`` loops compiled: one that would need a loop is written without one
-and says so.
+and says so. ``card_alerts``, written since, yields alerts in a loop over a group's rows, with
+``continue`` and ``break``.
 """
 import math
 from dataclasses import dataclass, field
@@ -474,3 +475,40 @@ def device_hours(device, rows, state):
             "long": latest.strftime("%A %d %B %Y, %I:%M:%S %p (day %j, %y, %w/%u) %f%%"),
             "epoch": latest.timestamp(), "n": state.n,
             "from": earliest.timestamp(), "from_us": earliest.microsecond}
+
+
+ALERT_AMOUNT = 500.0
+RAPID = timedelta(seconds=5)
+
+
+@program("spent DOUBLE, alerts BIGINT, blocked BOOLEAN", "card",
+         {"amount": ("DOUBLE", AMOUNTS), "merchant": ("STRING", MERCHANTS),
+          "ts": ("TIMESTAMP", SECONDS)})
+def card_alerts(card, rows, state):
+    """Fraud alerts per payment, in record order: a large payment, or a payment at another
+    merchant within seconds of the last one. A payment at an unknown merchant ("") blocks
+    the card: its alert is the last, and a blocked card's later batches only say so."""
+    if state.blocked:
+        yield {"card": card, "at": None, "amount": None, "reason": "blocked", "n": state.alerts}
+        return
+    spent = state.spent or 0.0
+    alerts = state.alerts or 0
+    blocked = False
+    last_ts = None
+    last_merchant = None
+    for r in rows:
+        if r.amount is None:
+            continue
+        spent += r.amount
+        if r.amount >= ALERT_AMOUNT or (
+                last_ts is not None and r.merchant != last_merchant and r.ts - last_ts < RAPID):
+            alerts += 1
+            yield {"card": card, "at": r.ts, "amount": r.amount, "reason": "suspicious", "n": alerts}
+        if r.merchant == "":
+            blocked = True
+            yield {"card": card, "at": r.ts, "amount": r.amount, "reason": "unknown merchant",
+                   "n": alerts}
+            break
+        last_ts = r.ts
+        last_merchant = r.merchant
+    state.update(spent=round(spent, 2), alerts=alerts, blocked=blocked)

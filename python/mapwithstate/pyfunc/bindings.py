@@ -48,6 +48,8 @@ class Bindings:
     #: stops with :class:`PlanTooLarge` (0: no limit).
     limit: int = 0
     named: List[Tuple[str, Any, Column]] = field(default_factory=list)
+    #: The longest text of a value copied rather than named.
+    inline: int = INLINE_LIMIT
 
     def share(self, column: Column) -> Column:
         """``column``, or the name of its value where it is large enough to name."""
@@ -55,7 +57,7 @@ class Bindings:
             if self.limit and len(str(column)) > self.limit:
                 raise PlanTooLarge()
             return column
-        if not _is_connect(column) or len(str(column)) <= INLINE_LIMIT:
+        if not _is_connect(column) or len(str(column)) <= self.inline:
             return column
         from pyspark.sql.connect.column import Column as ConnectColumn
         from pyspark.sql.connect.expressions import UnresolvedNamedLambdaVariable

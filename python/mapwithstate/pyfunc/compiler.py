@@ -30,6 +30,7 @@ from mapwithstate.pyfunc.interpreter import (
     StateObject,
     store,
 )
+from mapwithstate.pyfunc.loops import rows_as
 from mapwithstate.pyfunc.paths import PathState
 from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unify
 from mapwithstate.pyfunc.source import FunctionSource
@@ -494,6 +495,9 @@ def _emit(
     structs = []
     end_guard = ctx.guard
     for emit in emits:
+        if emit.rows is not None:
+            structs.append((emit.guard, _loop_rows(ctx, emit, types)))
+            continue
         columns = []
         # What storing a row checks holds where the row is emitted.
         ctx.guard = emit.guard
@@ -523,6 +527,14 @@ def _emit(
         structs.append((emit.guard, F.struct(*columns)))
     ctx.guard = end_guard
     if generator:
+        if any(e.rows is not None for e in emits):
+            # A loop's rows among single ones, in the order the function yields them.
+            empty = F.array().cast(T.ArrayType(_emitted_type(types)))
+            pieces = [
+                select(g, s, empty) if e.rows is not None else F.array(select(g, s, F.lit(None)))
+                for e, (g, s) in zip(emits, structs, strict=True)
+            ]
+            return F.filter(F.concat(*pieces), lambda r: r.isNotNull())
         rows = [F.when(c_column(g), s) if g is not True else s for g, s in structs]
         return F.filter(F.array(*rows), lambda r: r.isNotNull())
     result = None
@@ -536,6 +548,34 @@ def _emit(
             else result.when(c_column(guard), struct)
         )
     return result
+
+
+def _emitted_type(types: Dict[str, PyType]) -> T.StructType:
+    """The Spark type of an emitted row whose columns have ``types``."""
+    return T.StructType(
+        [
+            T.StructField(n, to_spark(t) if t.kind != "none" else T.StringType())
+            for n, t in types.items()
+        ]
+    )
+
+
+def _loop_rows(ctx: Context, emit: Emit, types: Dict[str, PyType]) -> Column:
+    """The rows a loop yielded as emitted rows: their columns must have the emitted rows'
+    types already (a conversion that may fail, as of an int into a float column, is refused)."""
+    assert emit.rows is not None
+    shape = tuple((name, value.type) for name, value in emit.record.fields.items())
+    spark_types = {f.name: f.dataType for f in _emitted_type(types).fields}
+    rows = rows_as(emit.rows.column, shape, spark_types)
+    if rows is None:
+        column = next(n for n, t in shape if t != types[n] and t.kind != "none")
+        raise ctx.source.error(
+            emit.node,
+            f"output column {column!r} yielded in a loop as {emit.record.fields[column].type} "
+            f"and elsewhere as {types[column]}",
+            "give it one type in every row (float(...) for numbers)",
+        )
+    return rows
 
 
 def _held_by_state(emit: Emit, value: Value, py_type: PyType, state: T.StructType) -> Optional[str]:

@@ -21,12 +21,19 @@ from pyspark.sql import types as T
 from mapwithstate.pyfunc import in_place, numeric_order, operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
-from mapwithstate.pyfunc.paths import MaybeUnassigned, PathState, Record, converted, merge_values
+from mapwithstate.pyfunc.paths import (
+    BoundIf,
+    MaybeUnassigned,
+    PathState,
+    Record,
+    converted,
+    merge_values,
+)
 from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
-__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit", "Message"]
+__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit", "LoopExit", "Message"]
 
 #: A runtime failure's message: a constant, or a Column computed where it is raised (an
 #: ``assert``'s message that is not a constant).
@@ -52,6 +59,20 @@ class Emit:
     line: int
     path: Optional[PathState] = None
     node: Optional[ast.AST] = None
+    #: The rows a ``for`` loop yielded (a list of structs, in order), all emitted where
+    #: ``guard`` holds; ``record`` then holds only their columns' types.
+    rows: Optional[Value] = None
+
+
+@dataclass
+class LoopExit:
+    """A path leaving an iteration of the innermost ``for`` loop early under ``guard``:
+    ``continue``, ``break``, or ``return`` (leaving the function, ``record`` its row)."""
+
+    kind: str
+    guard: Cond
+    path: PathState
+    record: Optional[Record] = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +191,8 @@ class Interpreter:
         self.generator = generator
         self.exits: List[Exit] = []
         self.emits: List[Emit] = []
+        #: Inside a ``for`` loop's body: the paths leaving the iteration early.
+        self.loop_exits: Optional[List[LoopExit]] = None
         self.timer_used = False
 
     # ---------------------------------------------------------------- statements
@@ -225,6 +248,12 @@ class Interpreter:
             self.return_(node)
         elif isinstance(node, ast.Pass):
             pass
+        elif isinstance(node, (ast.Break, ast.Continue)):
+            kind = "break" if isinstance(node, ast.Break) else "continue"
+            if self.loop_exits is None:
+                raise self.ctx.refuse(node, f"{kind} outside a loop", "Python refuses it too")
+            self.loop_exits.append(LoopExit(kind, self.ctx.guard, self.path.copy()))
+            self.ctx.guard = False
         elif isinstance(node, ast.Assert):
             self.assert_(node)
         elif isinstance(node, ast.Raise):
@@ -429,6 +458,7 @@ class Interpreter:
         return PathState(env, fields, present, changed, timer, timer_left)
 
     def return_(self, node: ast.Return) -> None:
+        record: Optional[Record] = None
         if node.value is not None:
             value = self.expression(node.value)
             if self.generator:
@@ -439,16 +469,29 @@ class Interpreter:
                         "yield the rows; a bare return ends the generator",
                     )
             elif isinstance(value, Record):
-                guard = c_and(self.ctx.guard, value.present)
-                self.emits.append(Emit(guard, value, node.lineno, self.path.copy(), node))
+                record = value
             elif not (isinstance(value, Value) and value.type.kind == "none"):
                 raise self.ctx.refuse(
                     node,
                     f"return of a {_describe(value)}",
                     "return a dict display {'column': value, ...} (one row) or None (no row)",
                 )
-        self.exits.append(Exit(self.ctx.guard, self.path.copy()))
+        self.leave(self.ctx.guard, record, node)
         self.ctx.guard = False
+
+    def leave(self, guard: Cond, record: Optional[Record], node: ast.AST) -> None:
+        """The function returns where ``guard`` holds (``record``: the row it returns): from
+        the innermost loop's iteration, which carries it out of the loop, or from the call."""
+        if guard is False:
+            return
+        if self.loop_exits is not None:
+            self.loop_exits.append(LoopExit("return", guard, self.path.copy(), record))
+            return
+        if record is not None:
+            line = getattr(node, "lineno", 0)
+            emit = Emit(c_and(guard, record.present), record, line, self.path.copy(), node)
+            self.emits.append(emit)
+        self.exits.append(Exit(guard, self.path.copy()))
 
     def yield_(self, node: Union[ast.Yield, ast.YieldFrom]) -> None:
         if isinstance(node, ast.YieldFrom):
@@ -530,6 +573,15 @@ class Interpreter:
                     f"it is assigned on some paths only (line {value.line}); assign it on "
                     "every path before this use",
                 )
+            if isinstance(value, BoundIf):
+                self.ctx.check(
+                    node,
+                    c_not(value.bound),
+                    "UnboundLocalError",
+                    f"cannot access local variable {node.id!r} where it is not associated "
+                    f"with a value (the for loop of line {value.line} ran no iteration)",
+                )
+                return value.value
             return value
         if node.id in _assigned_names(self.ctx.source.tree):
             raise self.ctx.refuse(
@@ -787,11 +839,14 @@ class Interpreter:
         for op, right_node in zip(node.ops, node.comparators, strict=False):
             right = self.value(right_node)
             test = operators.compare(self.ctx, node, op, left, right)
-            result = c_and(result, test.column)
-            self.ctx.guard = c_and(self.ctx.guard, test.column)
+            holds: Cond = test.const if isinstance(test.const, bool) else test.column
+            result = c_and(result, holds)
+            self.ctx.guard = c_and(self.ctx.guard, holds)
             left = right
         self.ctx.guard = outer
-        return Value(c_column(result), BOOL, False)
+        if isinstance(result, bool):
+            return literal(result)
+        return Value(result, BOOL, False)
 
     def expr_IfExp(self, node: ast.IfExp) -> Value:
         test = self.condition(node.test)

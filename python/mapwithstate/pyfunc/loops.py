@@ -13,19 +13,31 @@ failure's message and the remaining iterations keep the accumulator as it is; af
 the query fails with that message, under the loop's guard, in program order with the
 function's other checks.
 
+Leaving an iteration early: ``continue`` ends it, as the end of the body does; ``break``
+and ``return`` set the accumulator's ``__stopped`` flag, after which the remaining elements
+leave the accumulator as it is. A ``return`` also sets ``__returned`` (and ``__value``, the
+row it returns): after the loop the function leaves where it is set, its state as before the
+loop, and the code after the loop runs only where it is not. The carried variables' values
+where an iteration ends are those of the path that ended it. Rows yielded in an iteration are
+appended to the accumulator's ``__rows``, an array of the output row, and emitted after the
+loop in their place among the function's other yields.
+
 Sources: a list value (``for x in state.amounts``, a parameter, a local list), a group
 function's ``rows`` (the key's records in record order, ``collect_list`` of a struct of the
 columns the body reads as ``r.<column>``), ``range(...)``, and what
 :func:`~mapwithstate.pyfunc.iteration.iterated` makes a list: a dict's keys, ``d.items()``,
-``zip``, ``enumerate``, ``reversed``, a tuple. Variables
-assigned only in the body, and the loop's target, may be unassigned after the loop (the list
-may be empty): reading them there is a compile error, as after an ``if`` that assigns them on
-one branch. ``break``, ``continue``, ``return``, ``yield``, the state's operations and an
-``else`` clause are refused in a loop.
+``zip``, ``enumerate``, ``reversed``, a tuple. Variables assigned only in the body may be
+unassigned after the loop (the list may be empty): reading them there is a compile error, as
+after an ``if`` that assigns them on one branch. The loop's target, if read after the loop, is
+carried: the element last bound, unbound after no iteration (a
+:class:`~mapwithstate.pyfunc.paths.BoundIf`, whose read fails the query with
+``UnboundLocalError`` there). The state's operations, ``yield from`` and an ``else`` clause
+are refused in a loop.
 """
 
 import ast
 import builtins as py
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
 from pyspark.sql import Column
@@ -34,23 +46,51 @@ from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.bindings import Bindings
-from mapwithstate.pyfunc.paths import MaybeUnassigned, converted
-from mapwithstate.pyfunc.pytypes import INT, PyType, list_of, row_of, to_spark, unify
-from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
+from mapwithstate.pyfunc.interpreter import Emit, LoopExit
+from mapwithstate.pyfunc.paths import BoundIf, MaybeUnassigned, Record, converted, merge_values
+from mapwithstate.pyfunc.pytypes import INT, NONE, PyType, list_of, row_of, to_spark, unify
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal, select
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter, Message
 
-__all__ = ["for_loop"]
+__all__ = ["for_loop", "rows_as"]
 
 #: The accumulator's field holding the message of the first failure of the loop, or null.
 ERROR = "__error"
+
+#: The shortest text of a value the body names rather than copies: only large ones, as each
+#: name nests the iteration's Columns one lambda deeper (Spark Connect's plans have a depth
+#: limit).
+_NAMED_IN_BODY = 400
 
 #: How often the body is interpreted on typed nulls to find its variables' stable types.
 _TYPE_PASSES = 4
 
 #: Binds the loop's target to an element (a Column of the source's element type).
 Binder = Callable[[Column], Dict[str, Any]]
+
+
+@dataclass
+class _Iteration:
+    """What interpreting the body once gives: the carried variables' values where the
+    iteration ends (at its end, a ``continue``, a ``break`` or a ``return``), the conditions
+    under which it stops the loop and returns from the function, the rows it returns and
+    yields, and the failures it may raise (all conditions on the bound Columns)."""
+
+    ends: Dict[str, Value]
+    stops: Cond
+    returns: Cond
+    returned: List[Tuple[Cond, Record]]
+    emits: List["Emit"]
+    failures: List[Tuple[Cond, "Message"]]
+    #: The values the iteration named (an inner loop's fold, a large variable): its Columns
+    #: are complete once resolved by it.
+    bindings: Bindings
+
+
+#: The names and Python types of the fields of rows a loop yields or returns.
+Shape = Tuple[Tuple[str, PyType], ...]
 
 
 def for_loop(it: "Interpreter", node: ast.For) -> None:
@@ -60,27 +100,34 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
     targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     assigned = _assigned(node.body) - targets
     env = it.path.env
+    before = it.path.copy()
+    guard = it.ctx.guard
     carried: Dict[str, Value] = {}
     for name in sorted(assigned):
+        # One unbound on some paths (MaybeUnassigned, or a loop's target that may be) stays
+        # so after the loop: it is carried only with a value on every path.
         value = env.get(name)
-        if value is None or isinstance(value, MaybeUnassigned):
+        if value is not None and not isinstance(value, (MaybeUnassigned, BoundIf)):
+            carried[name] = _carried(it, node, name, value)
+    # A target read after the loop is carried too: the element last bound (or what the body
+    # assigned it since), unbound after no iteration unless it held a value before.
+    unbound_before: Set[str] = set()
+    for name in sorted(targets & _read_outside(it, node)):
+        value = env.get(name)
+        if isinstance(value, MaybeUnassigned):
             continue
-        if not isinstance(value, Value):
-            raise it.ctx.refuse(
-                node,
-                f"variable {name!r} holding a {type(value).__name__} assigned in a loop",
-                "a loop carries values (numbers, strings, lists, ...) from one iteration "
-                "to the next",
-            )
-        carried[name] = value
+        if value is None:
+            unbound_before.add(name)
+            value = Value(F.lit(None), NONE, True)
+        elif isinstance(value, BoundIf):
+            value = value.value
+        carried[name] = _carried(it, node, name, value)
     types = {name: (value.type, value.nullable) for name, value in carried.items()}
     known_types: Dict[int, T.DataType] = {}
-    failing = False
     for _ in range(_TYPE_PASSES):
         bound = {name: _typed_null(t, nullable) for name, (t, nullable) in types.items()}
-        ends, failures = _body(it, node, bound, bind(_null_of(source)), known_types, True)
-        failing = bool(failures)
-        widened = _joined(it, node, types, ends)
+        typed = _body(it, node, bound, bind(_null_of(source)), known_types, True)
+        widened = _joined(it, node, types, typed.ends)
         if widened == types:
             break
         types = widened
@@ -88,42 +135,225 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
         raise it.ctx.refuse(
             node, "a loop whose variables' types do not settle", "give each variable one type"
         )
+    failing = bool(typed.failures)
+    stopping = typed.stops is not False
+    returning = typed.returns is not False
+    rows_shape = _shape(it, node, [e.record for e in typed.emits], "yielded")
+    return_shape = _shape(it, node, [r for _, r in typed.returned], "returned")
 
     def merge(acc: Column, element: Column) -> Column:
         bound = {
-            name: Value(acc.getField(name), t, nullable) for name, (t, nullable) in types.items()
+            name: literal(None) if t.kind == "none" else Value(acc.getField(name), t, nullable)
+            for name, (t, nullable) in types.items()
         }
-        ends, failures = _body(it, node, bound, bind(element), known_types, False)
-        fields = [_field(name, ends[name], t) for name, (t, _) in types.items()]
-        if not failing:
-            return F.struct(*fields) if fields else F.struct(F.lit(0).alias("_"))
-        assert failures, "the typing passes found failures"
-        error = _first(failures)
-        step = F.struct(*fields, error.alias(ERROR))
-        return F.when(acc.getField(ERROR).isNull(), step).otherwise(acc)
+        step = _body(it, node, bound, bind(element), known_types, False)
+        fields = [_field(name, step.ends[name], t) for name, (t, _) in types.items()]
+        if failing:
+            assert step.failures, "the typing passes found failures"
+            fields.append(_first(step.failures).alias(ERROR))
+        if stopping:
+            fields.append(c_column(step.stops).alias(_STOPPED))
+        if returning:
+            fields.append(c_column(step.returns).alias(_RETURNED))
+        if return_shape is not None:
+            fields.append(_returned_row(step.returned, return_shape).alias(_VALUE))
+        if rows_shape is not None:
+            fields.append(_yielded(it, node, acc, step.emits, rows_shape).alias(_ROWS))
+        if not fields:
+            fields = [F.lit(0).alias("_")]
+        struct = step.bindings.resolve(F.struct(*fields))
+        skip: Cond = False
+        if failing:
+            skip = acc.getField(ERROR).isNotNull()
+        if stopping:
+            skip = c_or(skip, acc.getField(_STOPPED))
+        return select(skip, acc, struct)
 
     init = [_field(name, carried[name], t) for name, (t, _) in types.items()]
     if failing:
         init.append(F.lit(None).cast("string").alias(ERROR))
+    if stopping:
+        init.append(F.lit(False).alias(_STOPPED))
+    if returning:
+        init.append(F.lit(False).alias(_RETURNED))
+    if return_shape is not None:
+        init.append(F.lit(None).cast(_row_spark(return_shape)).alias(_VALUE))
+    if rows_shape is not None:
+        init.append(_no_rows(rows_shape).alias(_ROWS))
     if not init:
         init = [F.lit(0).alias("_")]
     result_type = row_of(tuple((name, t) for name, (t, _) in types.items()))
     folded = it.ctx.share(
         Value(F.aggregate(source.column, F.struct(*init), merge), result_type, False)
-    )
+    ).column
     if failing:
-        error = folded.column.getField(ERROR)
-        it.ctx.failures.append((c_and(it.ctx.guard, error.isNotNull()), error))
+        error = folded.getField(ERROR)
+        it.ctx.failures.append((c_and(guard, error.isNotNull()), error))
+    if rows_shape is not None:
+        # The rows the iterations yielded, in order, where the loop ran.
+        shape_record = Record({name: _typed_null(t, True) for name, t in rows_shape})
+        rows = Value(folded.getField(_ROWS), list_of(row_of(rows_shape)), False)
+        it.emits.append(Emit(guard, shape_record, node.lineno, node=node, rows=rows))
+    if returning:
+        # An iteration returned: the function leaves, its state as before the loop (the body
+        # changes no state), and nothing after the loop runs for that call.
+        returned = folded.getField(_RETURNED)
+        record = None
+        if return_shape is not None:
+            value = folded.getField(_VALUE)
+            fields = {name: Value(value.getField(name), t, True) for name, t in return_shape}
+            record = Record(fields, value.isNotNull())
+        it.leave(c_and(guard, returned), record, node)
+        it.ctx.guard = c_and(guard, c_not(returned))
     for name in (assigned | targets) - set(types):
         if not isinstance(env.get(name), MaybeUnassigned):
             env[name] = MaybeUnassigned(node.lineno)
+    ran: Cond = F.coalesce(F.size(source.column) > 0, F.lit(False))
     for name, (t, nullable) in types.items():
-        env[name] = Value(folded.column.getField(name), t, nullable)
+        value = Value(folded.getField(name), t, nullable)
+        if name in unbound_before:
+            env[name] = BoundIf(value, ran, node.lineno)
+        elif isinstance(before.env.get(name), BoundIf):
+            earlier = before.env[name]
+            assert isinstance(earlier, BoundIf)
+            env[name] = BoundIf(value, c_or(earlier.bound, ran), node.lineno)
+        else:
+            env[name] = value
+
+
+def _carried(it: "Interpreter", node: ast.For, name: str, value: Any) -> Value:
+    """``value``, which variable ``name`` holds before the loop, as the loop carries it."""
+    if not isinstance(value, Value):
+        raise it.ctx.refuse(
+            node,
+            f"variable {name!r} holding a {type(value).__name__} assigned in a loop",
+            "a loop carries values (numbers, strings, lists, ...) from one iteration to the next",
+        )
+    return value
+
+
+#: The accumulator's fields beside the carried variables: whether an iteration stopped the
+#: loop (``break`` or ``return``), whether one returned, the row it returned, and the rows the
+#: iterations yielded.
+_STOPPED, _RETURNED, _VALUE, _ROWS = "__stopped", "__returned", "__value", "__rows"
+
+
+def _read_outside(it: "Interpreter", node: ast.For) -> Set[str]:
+    """The names the function reads outside the loop's body (after the loop, or before it in
+    an enclosing loop's next iteration)."""
+    inside = {id(n) for statement in node.body for n in ast.walk(statement)}
+    return {
+        n.id
+        for n in ast.walk(it.ctx.source.tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+    }
+
+
+def _shape(it: "Interpreter", node: ast.For, records: List[Record], what: str) -> Optional[Shape]:
+    """The columns of the rows the body yields (or returns), each with one type; None if it
+    yields none."""
+    if not records:
+        return None
+    names = list(records[0].fields)
+    types: Dict[str, PyType] = {}
+    for record in records:
+        if list(record.fields) != names:
+            raise it.ctx.refuse(
+                node,
+                f"rows {what} in a loop with different keys ({', '.join(names)}; "
+                f"{', '.join(record.fields)})",
+                "every emitted dict has the same keys, in the same order",
+            )
+        for name, value in record.fields.items():
+            joined = unify(types.get(name, NONE), value.type)
+            if joined is None or joined.kind == "num":
+                raise it.ctx.refuse(
+                    node,
+                    f"column {name!r} {what} in a loop as a {types.get(name)} and a {value.type}",
+                    "give it one type in every row (float(...) for numbers)",
+                )
+            types[name] = joined
+    return tuple((name, types[name]) for name in names)
+
+
+def _row_spark(shape: Shape) -> T.StructType:
+    """The Spark type of a row of ``shape`` (a column always ``None`` is a null string)."""
+    return T.StructType(
+        [T.StructField(n, to_spark(t) if t.kind != "none" else T.StringType()) for n, t in shape]
+    )
+
+
+def _row(record: Record, shape: Shape) -> Column:
+    fields = []
+    for name, t in shape:
+        value = record.fields[name]
+        column = converted(value, t) if t.kind != "none" else F.lit(None)
+        fields.append(column.cast(_row_spark(((name, t),))[name].dataType).alias(name))
+    return F.struct(*fields)
+
+
+def _no_rows(shape: Shape) -> Column:
+    return F.array().cast(T.ArrayType(_row_spark(shape)))
+
+
+def rows_as(rows: Column, shape: Shape, spark_types: Dict[str, T.DataType]) -> Optional[Column]:
+    """A loop's yielded rows (of ``shape``) with their columns of the emitted rows'
+    ``spark_types``: as they are, or with columns always ``None`` cast; None where a column
+    would need a conversion that may fail (an int yielded in a float column)."""
+    if all(_row_spark(shape)[n].dataType == spark_types[n] for n, _ in shape):
+        return rows
+    if any(t.kind != "none" and _row_spark(shape)[n].dataType != spark_types[n] for n, t in shape):
+        return None
+    return F.transform(
+        rows, lambda r: F.struct(*[r.getField(n).cast(spark_types[n]).alias(n) for n, _ in shape])
+    )
+
+
+def _yielded(
+    it: "Interpreter", node: ast.For, acc: Column, emits: List["Emit"], shape: Shape
+) -> Column:
+    """The accumulator's rows followed by those an iteration yields, in order: a ``yield``'s
+    row where its guard holds, a nested loop's rows where it ran."""
+    pieces = [acc.getField(_ROWS)]
+    spark_types = {f.name: f.dataType for f in _row_spark(shape).fields}
+    for emit in emits:
+        if emit.rows is not None:
+            inner = _row_shape(emit.record)
+            rows = rows_as(emit.rows.column, inner, spark_types)
+            if rows is None:
+                raise it.ctx.refuse(
+                    node,
+                    "rows yielded in nested loops with different column types",
+                    "give each column one type in every row (float(...) for numbers)",
+                )
+        else:
+            rows = F.array(_row(emit.record, shape))
+        pieces.append(rows if emit.guard is True else select(emit.guard, rows, _no_rows(shape)))
+    return F.concat(*pieces)
+
+
+def _row_shape(record: Record) -> Shape:
+    return tuple((name, value.type) for name, value in record.fields.items())
+
+
+def _returned_row(returned: List[Tuple[Cond, Record]], shape: Shape) -> Column:
+    """The row an iteration returns (exclusive guards), or null."""
+    result: Column = F.lit(None).cast(_row_spark(shape))
+    first = True
+    for cond, record in returned:
+        where = c_column(c_and(cond, record.present))
+        row = _row(record, shape)
+        result = F.when(where, row) if first else result.when(where, row)
+        first = False
+    return result
 
 
 def _typed_null(t: PyType, nullable: bool) -> Value:
-    column = F.lit(None) if t.kind == "none" else F.lit(None).cast(to_spark(t))
-    return Value(column, t, nullable)
+    """A null of type ``t``; of no type, Python's ``None`` itself, so that code under
+    ``x is not None`` waits for the pass that knows the type ``x`` takes in the body."""
+    if t.kind == "none":
+        return literal(None)
+    return Value(F.lit(None).cast(to_spark(t)), t, nullable)
 
 
 def _null_of(source: Value) -> Column:
@@ -180,14 +410,13 @@ def _body(
     target: Dict[str, Any],
     known_types: Dict[int, T.DataType],
     typing: bool,
-) -> Tuple[Dict[str, Value], List[Tuple[Cond, "Message"]]]:
-    """Interprets the body once, the carried variables and the target bound as given: the
-    carried variables' values at its end and the failures it may raise (conditions on the
-    bound Columns). ``typing``: a pass on typed nulls, which records the Spark types of its
-    escape-hatch calls for the pass inside the lambda (whose variables Spark cannot type
-    alone)."""
+) -> _Iteration:
+    """Interprets the body once, the carried variables and the target bound as given.
+    ``typing``: a pass on typed nulls, which records the Spark types of its escape-hatch calls
+    for the pass inside the lambda (whose variables Spark cannot type alone)."""
     ctx = it.ctx
     saved = (it.path, ctx.failures, ctx.guard, ctx.self_checks, ctx.bindings, ctx.type_of)
+    saved_loop = (it.emits, it.loop_exits)
     type_of = ctx.type_of
 
     def typed(call: ast.AST, column: Column) -> T.DataType:
@@ -200,14 +429,27 @@ def _body(
     path.env.update(target)
     it.path = path
     # Computed per element inside a lambda: no value there may raise by itself, nor be named
-    # outside the lambda, and its failures are the loop's.
+    # outside the lambda, and its failures are the loop's. Its large values (an inner loop's
+    # fold, read for each variable it carries; a variable merged over an if's branches) are
+    # named inside the lambda, which Spark interprets anyway (and whose body it does not
+    # eliminate common subexpressions of): a group function's too, as a value holding an
+    # aggregate is inside the fold's lambda already.
+    bindings = Bindings(True, inline=_NAMED_IN_BODY)
     ctx.failures, ctx.guard, ctx.self_checks = [], True, False
-    ctx.bindings, ctx.type_of = Bindings(False), typed
+    ctx.bindings, ctx.type_of = bindings, typed
+    exits: List[LoopExit] = []
+    it.emits, it.loop_exits = [], exits
     try:
         it.block(node.body)
+        exits.append(LoopExit("end", ctx.guard, it.path))
         ends = {}
         for name in carried:
-            value = it.path.env[name]
+            choices: List[Tuple[Cond, Any]] = [
+                (e.guard, e.path.env[name]) for e in exits if e.guard is not False
+            ]
+            value = _chosen(choices) if choices else exits[-1].path.env[name]
+            if isinstance(value, BoundIf):
+                value = value.value
             if not isinstance(value, Value):
                 raise ctx.refuse(
                     node,
@@ -215,9 +457,31 @@ def _body(
                     "a loop carries values (numbers, strings, lists, ...)",
                 )
             ends[name] = value
-        return ends, ctx.failures
+        stops: Cond = False
+        returns: Cond = False
+        returned = []
+        for e in exits:
+            if e.kind in ("break", "return"):
+                stops = c_or(stops, e.guard)
+            if e.kind == "return":
+                returns = c_or(returns, e.guard)
+                if e.record is not None:
+                    returned.append((e.guard, e.record))
+        return _Iteration(ends, stops, returns, returned, it.emits, ctx.failures, bindings)
     finally:
         it.path, ctx.failures, ctx.guard, ctx.self_checks, ctx.bindings, ctx.type_of = saved
+        it.emits, it.loop_exits = saved_loop
+
+
+def _chosen(choices: List[Tuple[Cond, Any]]) -> Any:
+    """The value of the exit taken (exits are exclusive; the last is the default), or None
+    where the values have no one type."""
+    result = choices[-1][1]
+    for cond, value in reversed(choices[:-1]):
+        result = merge_values(cond, value, result)
+        if result is None:
+            return None
+    return result
 
 
 def _assigned(body: List[ast.stmt]) -> Set[str]:
@@ -251,8 +515,8 @@ _STATE_OPERATIONS = ("update", "remove", "set_timer", "clear_timer")
 
 
 def _refuse_unsupported(it: "Interpreter", node: ast.For) -> None:
-    """Refuses what a fold cannot do: leave the loop early, leave the function, emit rows or
-    change the key's state in an iteration, an ``else`` clause, ``rows`` in the body."""
+    """Refuses what a fold does not do: change the key's state in an iteration, an ``else``
+    clause, ``rows`` in the body."""
     from mapwithstate.pyfunc.sequences import is_rows
 
     if node.orelse:
@@ -275,17 +539,8 @@ def _refuse_unsupported(it: "Interpreter", node: ast.For) -> None:
 
 
 def _refusal(n: ast.AST) -> Optional[Tuple[str, str]]:
-    if isinstance(n, ast.Break):
-        return "break in a for loop", "a loop runs over every element: test a flag variable"
-    if isinstance(n, ast.Continue):
-        return "continue in a for loop", "put the rest of the body under an if"
-    if isinstance(n, ast.Return):
-        return "return in a for loop", "set variables in the loop and return after it"
-    if isinstance(n, (ast.Yield, ast.YieldFrom)):
-        return (
-            "yield in a for loop",
-            "build a list in the loop, or yield rows outside loops",
-        )
+    if isinstance(n, ast.YieldFrom):
+        return "yield from in a for loop", "yield each row"
     is_state = (
         isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "state"
     )

@@ -584,7 +584,12 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
                 "'is' between values that are not None",
                 "use == (identity of values has no meaning in a column)",
             )
-        test = other.column.isNull() if other.type.kind != "none" else F.lit(True)
+        if other.type.kind == "none":
+            # Known when compiling: code under ``x is not None`` for an x always None never
+            # runs (nor is it compiled: a loop's first typing pass, before x has a type).
+            known = isinstance(op, ast.Is)
+            return Value(F.lit(known), BOOL, False, known)
+        test = other.column.isNull()
         return Value(test if isinstance(op, ast.Is) else ~test, BOOL, False)
     if isinstance(op, (ast.In, ast.NotIn)):
         test = _contains(ctx, node, b, a)

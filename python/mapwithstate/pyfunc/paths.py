@@ -14,13 +14,24 @@ from typing import Any, Dict, Optional
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, c_or, select
 
-__all__ = ["MaybeUnassigned", "Record", "PathState", "converted", "merge_values"]
+__all__ = ["MaybeUnassigned", "BoundIf", "Record", "PathState", "converted", "merge_values"]
 
 
 @dataclass(frozen=True)
 class MaybeUnassigned:
     """A local variable assigned on some paths only (``line``: where it was assigned)."""
 
+    line: int
+
+
+@dataclass(frozen=True)
+class BoundIf:
+    """A local variable bound only where ``bound`` holds, to ``value`` there: a ``for`` loop's
+    target after the loop, unbound where the loop ran no iteration. Reading it fails the query
+    with Python's ``UnboundLocalError`` where it is unbound (``line``: the loop's)."""
+
+    value: Value
+    bound: Cond
     line: int
 
 
@@ -119,6 +130,19 @@ def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
         return a
     if isinstance(a, MaybeUnassigned) or isinstance(b, MaybeUnassigned):
         return a if isinstance(a, MaybeUnassigned) else b
+    if isinstance(a, BoundIf) or isinstance(b, BoundIf):
+        value = merge_values(
+            cond,
+            a.value if isinstance(a, BoundIf) else a,
+            b.value if isinstance(b, BoundIf) else b,
+        )
+        if not isinstance(value, Value):
+            return None
+        a_bound = a.bound if isinstance(a, BoundIf) else True
+        b_bound = b.bound if isinstance(b, BoundIf) else True
+        bound = c_or(c_and(cond, a_bound), c_and(c_not(cond), b_bound))
+        line = a.line if isinstance(a, BoundIf) else b.line
+        return value if bound is True else BoundIf(value, bound, line)
     if isinstance(a, Record) and _is_none(b):
         return Record(a.fields, c_and(cond, a.present))
     if _is_none(a) and isinstance(b, Record):
