@@ -2,11 +2,7 @@ package io.mapwithstate.execution
 
 import io.mapwithstate.state.{FieldProjections, KeyStateColumns, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  JoinedRow,
-  SpecificInternalRow,
-  UnsafeProjection
-}
+import org.apache.spark.sql.catalyst.expressions.{JoinedRow, SpecificInternalRow, UnsafeProjection}
 import org.apache.spark.sql.types.{DataType, TimestampType}
 
 /**

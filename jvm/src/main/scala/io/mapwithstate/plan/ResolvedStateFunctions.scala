@@ -124,11 +124,10 @@ private[plan] object ResolvedStateFunctions {
    */
   private def cacheable(session: SparkSession, e: Expression): Boolean = !e.exists {
     case f: UnresolvedFunction =>
-      f.nameParts.length != 1 || {
-        val id = FunctionIdentifier(f.nameParts.head)
-        !(FunctionRegistry.builtin.functionExists(id) || PythonFunctions.reserves(id.funcName)) ||
-          session.sessionState.catalog.isTemporaryFunction(id)
-      }
+      val id = FunctionIdentifier(f.nameParts.last)
+      val known = f.nameParts.length == 1 &&
+        (FunctionRegistry.builtin.functionExists(id) || PythonFunctions.reserves(id.funcName))
+      !known || session.sessionState.catalog.isTemporaryFunction(id)
     case _: PlanExpression[_] => true
     case _ => false
   }

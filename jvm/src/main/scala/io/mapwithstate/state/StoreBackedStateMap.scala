@@ -47,7 +47,8 @@ final class StoreBackedStateMap(
   override val stateNumFields: Int = stateType.length
 
   private val toState = FieldProjections.of(stateType.map(_.dataType))
-  private val toValue = FieldProjections.of(StoreBackedStateMap.valueSchema(stateType).map(_.dataType))
+  private val toValue =
+    FieldProjections.of(StoreBackedStateMap.valueSchema(stateType).map(_.dataType))
   private val time = new SpecificInternalRow(Seq(LongType))
   private val joined = new JoinedRow()
 

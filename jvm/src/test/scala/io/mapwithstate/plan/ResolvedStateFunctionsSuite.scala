@@ -65,9 +65,9 @@ class ResolvedStateFunctionsSuite extends AnyFunSuite with LocalSpark {
     // Its own attributes, as a new resolution has: the same names, new ids, bound in its emit.
     assert(second.dataAttributes.map(_.name) == first.dataAttributes.map(_.name))
     assert(second.dataAttributes.map(_.exprId).intersect(first.dataAttributes.map(_.exprId))
-      .isEmpty)
+        .isEmpty)
     assert(second.emit.get.references.subsetOf(
-      org.apache.spark.sql.catalyst.expressions.AttributeSet(second.inputAttributes)))
+        org.apache.spark.sql.catalyst.expressions.AttributeSet(second.inputAttributes)))
   }
 
   test("another input schema resolves anew") {
@@ -114,14 +114,16 @@ class ResolvedStateFunctionsSuite extends AnyFunSuite with LocalSpark {
   }
 
   test("the Python compiler's functions are cached; a temporary function is not") {
-    val rounded = () => emitOf(UnresolvedFunction(PythonRound.Name,
-      Seq(UnresolvedAttribute("d"), Literal(1)), isDistinct = false))
+    val rounded = () =>
+      emitOf(UnresolvedFunction(PythonRound.Name,
+          Seq(UnresolvedAttribute("d"), Literal(1)), isDistinct = false))
     resolve(Seq(column("d", DoubleType)), rounded())
     assert(resolve(Seq(column("d", DoubleType)), rounded())._2 == 0)
     spark.udf.register("plus_one", (x: Int) => x + 1)
     try {
-      val temp = () => emitOf(UnresolvedFunction("plus_one", Seq(UnresolvedAttribute("a")),
-        isDistinct = false))
+      val temp = () =>
+        emitOf(UnresolvedFunction("plus_one", Seq(UnresolvedAttribute("a")),
+            isDistinct = false))
       resolve(Seq(column("a", IntegerType)), temp())
       assert(resolve(Seq(column("a", IntegerType)), temp())._2 == 1)
     } finally spark.sessionState.catalog.dropTempFunction("plus_one", ignoreIfNotExists = true)

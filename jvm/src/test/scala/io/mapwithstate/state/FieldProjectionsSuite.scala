@@ -17,14 +17,17 @@ class FieldProjectionsSuite extends AnyFunSuite {
   private val types: Seq[DataType] = Seq(LongType, StringType, DecimalType(38, 6),
     DecimalType(10, 2), TimestampType, BooleanType, DoubleType,
     ArrayType(StringType), MapType(StringType, LongType),
-    new StructType().add("a", IntegerType).add("b", ArrayType(new StructType().add("c", StringType))))
+    new StructType().add("a", IntegerType).add("b",
+      ArrayType(new StructType().add("c", StringType))))
 
   private val rows: Seq[InternalRow] = Seq(
-    InternalRow(1L, UTF8String.fromString("é—x"), Decimal(BigDecimal("12345678901234567890.123456"), 38, 6),
+    InternalRow(1L, UTF8String.fromString("é—x"),
+      Decimal(BigDecimal("12345678901234567890.123456"), 38, 6),
       Decimal(BigDecimal("-3.25"), 10, 2), 1700000000000000L, true, -0.0,
       new GenericArrayData(Array[Any](UTF8String.fromString(""), null)),
       ArrayBasedMapData(Map(UTF8String.fromString("k") -> 7L)),
-      InternalRow(5, new GenericArrayData(Array[Any](InternalRow(UTF8String.fromString("z")), null)))),
+      InternalRow(5,
+        new GenericArrayData(Array[Any](InternalRow(UTF8String.fromString("z")), null)))),
     InternalRow(Seq.fill(10)(null): _*))
 
   private def bytes(row: UnsafeRow): Seq[Byte] = row.getBytes.toSeq
@@ -41,7 +44,8 @@ class FieldProjectionsSuite extends AnyFunSuite {
       bytes(UnsafeProjection.create(picked)(rows.head)))
     assert(bytes(FieldProjections.of(types.drop(7), from = 7)(rows(1))) ==
       bytes(UnsafeProjection.create(types.drop(7).zipWithIndex.map { case (t, i) =>
-        BoundReference(7 + i, t, nullable = true) })(rows(1))))
+        BoundReference(7 + i, t, nullable = true)
+      })(rows(1))))
   }
 
   test("a list of fields is generated once; each call gets its own instance and buffer") {
