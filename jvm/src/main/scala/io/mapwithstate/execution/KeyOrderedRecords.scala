@@ -1,7 +1,8 @@
 package io.mapwithstate.execution
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection, UnsafeRow}
+import io.mapwithstate.state.FieldProjections
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeRow}
 import org.apache.spark.sql.types.DataType
 import org.apache.spark.unsafe.Platform
 
@@ -36,7 +37,7 @@ final class KeyOrderedRecords(
   require(maxRows >= 1 && maxBytes >= 1,
     s"maxRows $maxRows and maxBytes $maxBytes must be positive")
 
-  private val keyOf = UnsafeProjection.create(
+  private val keyOf = FieldProjections.create(
     keyOrdinals.zip(keyTypes).map { case (o, t) => BoundReference(o, t, nullable = true) })
 
   private var rowData = new Array[Byte](1 << 16)

@@ -1,10 +1,9 @@
 package io.mapwithstate.execution
 
 import io.mapwithstate.plan.{FunctionKind, InitialStateKind, StateFunction}
-import io.mapwithstate.state.{HeapBudget, StateMap}
+import io.mapwithstate.state.{FieldProjections, HeapBudget, StateMap}
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection}
 import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.types.DataType
 
@@ -105,12 +104,8 @@ case class PartitionRunner(
   private def loadInitialState(
       updater: StateUpdater, rows: Iterator[InternalRow], time: Long): Unit = {
     if (!rows.hasNext) return
-    val key = UnsafeProjection.create(keyTypes.zipWithIndex.map { case (t, i) =>
-      BoundReference(i, t, nullable = true)
-    })
-    val state = UnsafeProjection.create(function.stateType.fields.toSeq.zipWithIndex.map {
-      case (f, i) => BoundReference(keyTypes.size + i, f.dataType, nullable = true)
-    })
+    val key = FieldProjections.of(keyTypes)
+    val state = FieldProjections.of(function.stateType.map(_.dataType), from = keyTypes.size)
     val timerOrdinal = keyTypes.size + function.stateType.length
     val lastUpdatedOrdinal = timerOrdinal + 1
     val hasStateOrdinal = lastUpdatedOrdinal + 1

@@ -1,13 +1,8 @@
 package io.mapwithstate.execution
 
-import io.mapwithstate.state.{KeyStateColumns, StateMap}
+import io.mapwithstate.state.{FieldProjections, KeyStateColumns, StateMap}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  BoundReference,
-  JoinedRow,
-  SpecificInternalRow,
-  UnsafeProjection
-}
+import org.apache.spark.sql.catalyst.expressions.{JoinedRow, SpecificInternalRow, UnsafeProjection}
 import org.apache.spark.sql.types.{DataType, TimestampType}
 
 /**
@@ -27,10 +22,7 @@ sealed trait StateRowsAfterBatch extends Serializable {
   /** A task's rows of this kind (not shared between threads). */
   def open(): StateRowsAfterBatch.Rows
 
-  protected final def projection(): UnsafeProjection =
-    UnsafeProjection.create(types.zipWithIndex.map { case (t, i) =>
-      BoundReference(i, t, nullable = true)
-    })
+  protected final def projection(): UnsafeProjection = FieldProjections.of(types)
 }
 
 object StateRowsAfterBatch {

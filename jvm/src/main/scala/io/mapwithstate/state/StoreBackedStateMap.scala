@@ -1,11 +1,9 @@
 package io.mapwithstate.state
 
 import org.apache.spark.sql.catalyst.expressions.{
-  BoundReference,
   GenericInternalRow,
   JoinedRow,
   SpecificInternalRow,
-  UnsafeProjection,
   UnsafeRow
 }
 import org.apache.spark.sql.execution.streaming.state.StateStore
@@ -48,13 +46,9 @@ final class StoreBackedStateMap(
   override val keyNumFields: Int = keySchema.length
   override val stateNumFields: Int = stateType.length
 
-  private val toState = UnsafeProjection.create(stateType.fields.toSeq.zipWithIndex.map {
-    case (f, i) => BoundReference(i, f.dataType, nullable = true)
-  })
-  private val toValue = UnsafeProjection.create(
-    StoreBackedStateMap.valueSchema(stateType).fields.toSeq.zipWithIndex.map {
-      case (f, i) => BoundReference(i, f.dataType, nullable = true)
-    })
+  private val toState = FieldProjections.of(stateType.map(_.dataType))
+  private val toValue =
+    FieldProjections.of(StoreBackedStateMap.valueSchema(stateType).map(_.dataType))
   private val time = new SpecificInternalRow(Seq(LongType))
   private val joined = new JoinedRow()
 
@@ -155,8 +149,7 @@ final class StoreBackedStateMap(
   def convertStored(conversion: StoredStateConversion): Unit = {
     val storedFields = conversion.storedStateType.length
     val stored = new UnsafeRow(storedFields + 1)
-    val storedState = UnsafeProjection.create(conversion.storedStateType.fields.toSeq
-        .zipWithIndex.map { case (f, i) => BoundReference(i, f.dataType, nullable = true) })
+    val storedState = FieldProjections.of(conversion.storedStateType.map(_.dataType))
     val convert = conversion.converter()
     val all = store.iterator()
     try all.foreach { pair =>
@@ -229,7 +222,7 @@ final class StoreBackedStateMap(
 
   override def getAll(): Iterator[StateEntry] = entries()
 
-  private val storedEntry = new StoreBackedStateMap.StoredEntries(stateType)
+  private lazy val storedEntry = new StoreBackedStateMap.StoredEntries(stateType)
 
   /** Every entry, copied out of the store's iterator (which reuses its rows). */
   private def entries(): Iterator[StateEntry] =
@@ -280,9 +273,7 @@ object StoreBackedStateMap {
    */
   final class StoredEntries(stateType: StructType) {
     private val stateFields = stateType.length
-    private val toState = UnsafeProjection.create(stateType.fields.toSeq.zipWithIndex.map {
-      case (f, i) => BoundReference(i, f.dataType, nullable = true)
-    })
+    private val toState = FieldProjections.of(stateType.map(_.dataType))
 
     def apply(key: UnsafeRow, value: UnsafeRow): StateEntry = {
       val stored = value.getLong(stateFields)

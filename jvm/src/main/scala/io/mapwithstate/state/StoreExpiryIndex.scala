@@ -47,12 +47,11 @@ private[state] final class StoreExpiryIndex(store: StateStore, keySchema: Struct
   // The key's fields nullable: the "complete" mark's are null, whatever the key's columns say.
   private val indexKeySchema = StructType(StructField("__mapwithstate_time", LongType,
     nullable = false) +: keySchema.fields.map(_.copy(nullable = true)))
-  private val toIndexKey = UnsafeProjection.create(indexKeySchema.fields.toSeq.zipWithIndex.map {
+  private val toIndexKey = FieldProjections.create(indexKeySchema.fields.toSeq.zipWithIndex.map {
     case (f, i) => BoundReference(i, f.dataType, nullable = f.nullable)
   })
-  private val toStateKey = UnsafeProjection.create(keySchema.fields.toSeq.zipWithIndex.map {
-    case (f, i) => BoundReference(i + 1, f.dataType, nullable = true)
-  })
+  // Only a batch that reads due keys needs it.
+  private lazy val toStateKey = FieldProjections.of(keySchema.map(_.dataType), from = 1)
   private val time = new SpecificInternalRow(Seq(LongType))
   private val joined = new JoinedRow()
   private val completeMarker: UnsafeRow = {

@@ -29,7 +29,7 @@ private[state] final class StoreKeyCount(store: StateStore) {
   store.createColFamilyIfAbsent(ColumnFamily, KeySchema, ValueSchema,
     NoPrefixKeyStateEncoderSpec(KeySchema), false, true)
 
-  private val toValue = UnsafeProjection.create(Array[DataType](LongType))
+  private val toValue = FieldProjections.of(Seq(LongType))
 
   /** The committed count of the version this store was opened at, if the store has one. */
   def stored: Option[Long] = Option(store.get(Key, ColumnFamily)).map(_.getLong(0))

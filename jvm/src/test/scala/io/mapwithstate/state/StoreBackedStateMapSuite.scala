@@ -63,6 +63,31 @@ class StoreBackedStateMapSuite extends AnyFunSuite with LocalSpark {
     } finally JavaUtils.deleteRecursively(root)
   }
 
+  test("a later task's map generates no code: its projections' classes are the JVM's") {
+    val root = Files.createTempDirectory("store-backed-map").toFile
+    try {
+      withStore(root.toURI.toString) { provider =>
+        val first = provider.getStore(0L, None, false, false)
+        val m = map(first)
+        m.prepareExpiry()
+        m.put(k(1), s(10), 100L)
+        m.put(k(2), null, 50L)
+        assert(m.expiring(60L).map(_.key.getLong(0)).toList === List(2L))
+        assert(first.commit() === 1L)
+        val generated = FieldProjections.generations
+        val next = provider.getStore(1L, None, false, false)
+        val again = map(next)
+        again.prepareExpiry()
+        assert(again.get(k(1)).getInt(0) === 10)
+        again.put(k(3), s(30), 300L)
+        assert(again.expiring(60L).map(_.key.getLong(0)).toList === List(2L))
+        assert(again.getAll().map(_.key.getLong(0)).toSet === Set(1L, 2L, 3L))
+        assert(FieldProjections.generations === generated)
+        next.abort()
+      }
+    } finally JavaUtils.deleteRecursively(root)
+  }
+
   test("put, get, remove and scans by update time, committed and read back") {
     assert(spark != null) // a live SparkEnv, as on an executor
     val root = Files.createTempDirectory("store-backed-map").toFile
