@@ -33,7 +33,6 @@ import org.apache.spark.sql.types.{
  * TIMESTAMP.
  *
  * Type errors are found here, before any data is read, and name the expression and the field.
- * A session's functions resolved once are reused by its later queries ([[ResolvedStateFunctions]]).
  */
 class StateFunctionResolver(session: SparkSession) {
 
@@ -43,12 +42,11 @@ class StateFunctionResolver(session: SparkSession) {
       update: Option[Expression],
       remove: Option[Expression],
       emit: Option[Expression],
-      timeoutAt: Option[Expression] = None): StateFunction =
-    ResolvedStateFunctions(session, dataColumns, stateType, Seq(update, remove, emit, timeoutAt)) {
-      val data = dataColumns.map(_.newInstance())
-      resolveWith(data, data, StateFunctionInput.contextAttributes(stateType), stateType, update,
-        remove, emit, timeoutAt)(analyze)
-    }
+      timeoutAt: Option[Expression] = None): StateFunction = {
+    val data = dataColumns.map(_.newInstance())
+    resolveWith(data, data, StateFunctionInput.contextAttributes(stateType), stateType, update,
+      remove, emit, timeoutAt)(analyze)
+  }
 
   /**
    * Resolves each expression with `analyzeOne` over `scope` and the context columns (the

@@ -68,9 +68,6 @@ object PythonFunctions {
   private def typed(e: Expression, dataType: DataType): Expression =
     if (e.resolved && e.dataType == dataType) e else Cast(e, dataType)
 
-  /** Whether `name` is one of these functions' (as function names are, case-insensitively). */
-  def reserves(name: String): Boolean = All.exists(_.name.equalsIgnoreCase(name))
-
   def register(extensions: SparkSessionExtensions): Unit = All.foreach { f =>
     val info = new ExpressionInfo(f.expression.getName, null, f.name, f.usage, "", "", "", "",
       "", "", "internal")
