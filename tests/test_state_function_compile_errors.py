@@ -477,3 +477,23 @@ def test_a_function_without_source_is_refused_when_decorated():
     exec("def f(k, state):\n    return None\n", namespace)
     with pytest.raises(mws.CompileError, match="has no source"):
         mws.state_function("n BIGINT")(namespace["f"])
+
+
+@pytest.mark.connect_only
+def test_a_function_nesting_too_deep_for_spark_connect_is_refused(spark):
+    # 500 statements, each building on the last: Columns nesting past what Spark Connect
+    # sends are refused, naming the function, not a protobuf DecodeError when sent.
+    import linecache
+
+    source = "def chained(k, v, state):\n    n = v\n" + "    n = n + 1\n" * 500 + \
+        "    return {'k': k, 'n': n}\n"
+    filename = "<chained>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {}
+    exec(compile(source, filename, "exec"), namespace)
+    spec = mws.state_function("n BIGINT")(namespace["chained"])
+    df = spark.createDataFrame([("a", 1)], "k STRING, v BIGINT")
+    with pytest.raises(mws.CompileError, match="state function chained: its Columns nest too "
+                                               "deep for Spark Connect") as refused:
+        map_with_state(df, key="k", spec=spec)
+    assert (refused.value.file, refused.value.line) == (filename, 1)

@@ -13,6 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
 
+from mapwithstate.deep_plans import lifted_depth_limit
 from mapwithstate.proto import relations_pb2, state_spec_pb2
 from mapwithstate.spec import COLUMNS, SETTINGS, StateSpec
 
@@ -80,6 +81,12 @@ class MapWithStatePlan(LogicalPlan):
         self._request = request
 
     def plan(self, session: "SparkConnectClient") -> proto.Relation:
+        # A compiled state function's Columns may nest deeper than protobuf's Python runtime
+        # copies by default; packed, they are bytes to the relations around this one.
+        with lifted_depth_limit():
+            return self._plan(session)
+
+    def _plan(self, session: "SparkConnectClient") -> proto.Relation:
         assert self._child is not None
         request = self._request
 

@@ -11,6 +11,7 @@ with ``k``, so the harness can tell the cases of one query apart. They are plain
 harness decorates them with ``mws.state_function`` and runs them through ``mapwithstate.testing``
 and through the server.
 """
+import linecache
 import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -513,6 +514,45 @@ def map_lookups(k, s, m, state):
     state.update(m=m)
     return {"k": k, "got": m.get(s, 0) if s is not None else None, "a": m["a"],
             "kept": state.m.get("b", -1)}
+
+
+@entry("n BIGINT",
+       columns={"s": "STRING", "m": "MAP<STRING, BIGINT>"},
+       strategies={"s": STRINGS, "m": MAPS})
+def map_none_keys(k, s, m, state):
+    # A dict's key may be None: get() gives the default, `in` False, and m[None] raises
+    # KeyError (here only for a map without "a", rare, so that most cases run).
+    if m is None:
+        return None
+    got = m.get(s)
+    fallback = m.get(s, -1)
+    literal = m.get(None, -2)
+    state.update(n=m[s] if s == "a" or (s is None and "a" not in m) else -3)
+    return {"k": k, "got": got, "fallback": fallback, "literal": literal,
+            "has": s in m, "none": None in m}
+
+
+def generated(source: str, name: str) -> Callable[..., Any]:
+    """The function ``name`` defined by ``source``, with its source where the compiler reads
+    it (``linecache``, under a made-up file name), as if written in a file."""
+    filename = f"<corpus {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: Dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+def _long_chain_source(steps: int) -> str:
+    """A long straight-line function: each statement builds on the last, so its Columns nest
+    a level per line, deeper than protobuf's client-side limit of 100 messages."""
+    lines = ["def long_chain(k, v, state):", "    n = (v or 0) % 100 + (state.n or 0) % 1000"]
+    lines += [f"    n = n + {i % 5 - 2}" for i in range(steps)]
+    lines += ["    state.update(n=n)", "    return {'k': k, 'n': n}"]
+    return "\n".join(lines) + "\n"
+
+
+entry("n BIGINT", columns={"v": "BIGINT"}, strategies={"v": SMALL_BIGINTS})(
+    generated(_long_chain_source(80), "long_chain"))
 
 
 @entry("flag BOOLEAN")

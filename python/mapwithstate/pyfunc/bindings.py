@@ -10,7 +10,7 @@ is wrapped, for every name it uses, in ``transform(array(value), name -> output)
 
 Names cost speed, though: Spark generates no code for ``transform``. So a function is first
 compiled with its values copied, and compiled again with names only when a copied Column grows
-past :data:`COPIED_PLAN_LIMIT`.
+past :func:`copied_plan_limit` (copies that multiply, not a long function's linear growth).
 
 Names are Spark Connect lambda variables made by the compiler (the public
 ``pyspark.sql.functions`` makes only anonymous ones); on a classic session, and in group
@@ -26,12 +26,24 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.values import INLINE_LIMIT
 
-__all__ = ["Bindings", "PlanTooLarge", "COPIED_PLAN_LIMIT"]
+__all__ = ["Bindings", "PlanTooLarge", "COPIED_PLAN_LIMIT", "copied_plan_limit"]
 
 #: The largest text of a Column a compilation without names may make: Spark generates code for
 #: a plan of copies, and none for a named value (``transform`` is interpreted), so small
 #: functions stay copies and only those whose copies grow past this get names.
 COPIED_PLAN_LIMIT = 20_000
+
+#: A plan of copies growing linearly with the source (a long run of statements each building on
+#: the last) stays copies up to this many characters a line: names would not shorten it, and
+#: they nest one lambda in the next, which Spark analyses in time exponential in the nesting
+#: (``transform``'s type asks its lambda's type and nullability, each asking the next).
+COPIED_CHARS_PER_LINE = 400
+
+
+def copied_plan_limit(lines: int) -> int:
+    """The longest Column a compilation without names may make, for a function of ``lines``
+    source lines."""
+    return max(COPIED_PLAN_LIMIT, COPIED_CHARS_PER_LINE * lines)
 
 
 class PlanTooLarge(Exception):

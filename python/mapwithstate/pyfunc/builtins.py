@@ -822,7 +822,8 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kwargs = {keyword: value for keyword, value in keywords if keyword is not None}
     if len(kwargs) < len(keywords):
         raise it.ctx.refuse(node, "**kwargs in a call", "pass arguments one by one")
-    if not (kind == "str" and name in ACCEPTS_NONE):
+    # A dict's key and default may be None (get(None) is the default: a map has no null key).
+    if kind != "dict" and not (kind == "str" and name in ACCEPTS_NONE):
         for arg in args + list(kwargs.values()):
             if arg.type.kind == "str" and arg.nullable:
                 operators.none_check(it.ctx, node, arg, f"{name}() argument must be str, not None")
@@ -847,8 +848,10 @@ def _dict_get(
             f"get() with a {default.type} default for {value_type} values",
             "give the default the values' type",
         )
-    found = F.coalesce(F.map_contains_key(base.column, key.column), F.lit(False))
-    column = F.when(found, F.element_at(base.column, key.column)).otherwise(
+    # A None key (Spark takes no untyped null there) is a null of the keys' type: not found.
+    key_column = key.column if key.type.kind != "none" else key.column.cast(to_spark(key_type))
+    found = F.coalesce(F.map_contains_key(base.column, key_column), F.lit(False))
+    column = F.when(found, F.element_at(base.column, key_column)).otherwise(
         default.column.cast(to_spark(joined))
     )
     return Value(column, joined, True)

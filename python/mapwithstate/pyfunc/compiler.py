@@ -18,9 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mapwithstate import functions as S
+from mapwithstate.deep_plans import lifted_depth_limit, message_depth
 from mapwithstate.pyfunc import builtins
 from mapwithstate.pyfunc.aggregates import Rows
-from mapwithstate.pyfunc.bindings import COPIED_PLAN_LIMIT, Bindings, PlanTooLarge
+from mapwithstate.pyfunc.bindings import Bindings, PlanTooLarge, copied_plan_limit
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.interpreter import (
     Context,
@@ -98,16 +99,18 @@ class _Probe:
         self._df = df.sparkSession.createDataFrame([], T.StructType(fields))
 
     def type_of(self, column: Column) -> T.DataType:
-        return self._df.select(column.alias("c")).schema["c"].dataType
+        with lifted_depth_limit():
+            return self._df.select(column.alias("c")).schema["c"].dataType
 
     def sql(self, column: Column, keys: Optional[List[Union[str, Column]]] = None) -> str:
         """The SQL text of ``column``; with ``keys``, of a group function's Column, whose
         aggregates are over the key's records and which reads the keys and the reserved state
         columns beside them (as the plugin resolves it: grouped by all of those)."""
-        if keys is None:
-            return self._df.select(column).columns[0]
-        grouping = [*keys, *S.RESERVED_COLUMNS.values()]
-        return self._df.groupBy(*grouping).agg(column).columns[-1]
+        with lifted_depth_limit():
+            if keys is None:
+                return self._df.select(column).columns[0]
+            grouping = [*keys, *S.RESERVED_COLUMNS.values()]
+            return self._df.groupBy(*grouping).agg(column).columns[-1]
 
 
 def compile_function(
@@ -122,17 +125,24 @@ def compile_function(
 ) -> CompiledFunction:
     """Compiles ``function`` for an input with ``columns`` (``key_names`` among them): with
     its values copied where they are used (Spark generates code for all of it), or, when that
-    makes a Column past :data:`~mapwithstate.pyfunc.bindings.COPIED_PLAN_LIMIT`, with its
+    makes a Column past :func:`~mapwithstate.pyfunc.bindings.copied_plan_limit`, with its
     large values named once (a plan that grows linearly with the source). ``bindings`` makes
     one of the two attempts. ``domain`` is the spec's timeout domain (processing time by
     default), which says when a kept timer is already due."""
     if bindings is None:
         attempt = partial(compile_function, function, state_schema, df, columns, group, key_names)
+        tree = FunctionSource.of(function).tree
+        limit = copied_plan_limit((tree.end_lineno or tree.lineno) - tree.lineno + 1)
         try:
-            return attempt(Bindings(enabled=False, limit=COPIED_PLAN_LIMIT), domain)
-        except PlanTooLarge:
-            # A group function's values may hold aggregates, which no lambda may reference.
-            return attempt(Bindings(enabled=not group), domain)
+            try:
+                return attempt(Bindings(enabled=False, limit=limit), domain)
+            except PlanTooLarge:
+                # A group function's values may hold aggregates, which no lambda may reference.
+                return attempt(Bindings(enabled=not group), domain)
+        except RecursionError:
+            # PySpark walks a Column recursively (its text, its message): one nested past
+            # Python's recursion limit is refused as one past the server's depth.
+            raise _too_deep(FunctionSource.of(function), None) from None
     source = FunctionSource.of(function)
     state = _state_struct(df, state_schema)
     probe = _Probe(df, columns, state)
@@ -252,7 +262,32 @@ def compile_function(
     outputs = (update, remove, emit, timeout_at)
     if bindings.limit and any(c is not None and len(str(c)) > bindings.limit for c in outputs):
         raise PlanTooLarge()
+    depths: Dict[int, Tuple[Any, int]] = {}
+    depth = max(message_depth(c, depths) for c in outputs if c is not None)
+    if depth > DEPTH_LIMIT:
+        raise _too_deep(source, depth)
     return CompiledFunction(update, remove, emit, timeout_at)
+
+
+#: The deepest message a compiled Column may nest to: Spark Connect's server parses a request
+#: to :data:`~mapwithstate.deep_plans.SERVER_DEPTH_LIMIT`, less the messages around the Column
+#: (the relations of a query, the plugin's request), and PySpark walks a Column recursively,
+#: about two Python frames per message (Python's recursion limit is 1000 by default).
+DEPTH_LIMIT = 400
+
+
+def _too_deep(source: FunctionSource, depth: Optional[int]) -> CompileError:
+    """The error for a function whose Columns nest too deep to send (``depth``: how deep, in
+    messages, where measured)."""
+    nested = f"{depth} messages" if depth is not None else "past Python's recursion limit"
+    return source.error(
+        source.tree,
+        f"state function {source.name}: its Columns nest too deep for Spark Connect "
+        f"({nested}, at most {DEPTH_LIMIT}): each statement building on the last, and each "
+        "named value, nests them a level deeper",
+        "split the chain: compute part of it as a column of the input (a value column), "
+        "or shorten the run of statements each using the last one's result",
+    )
 
 
 def _check(failures: List[Tuple[Cond, Message]]) -> Optional[Column]:

@@ -28,6 +28,7 @@ from mapwithstate.pyfunc.pytypes import (
     STR,
     TIMEDELTA,
     PyType,
+    to_spark,
     unify,
 )
 from mapwithstate.pyfunc.server_functions import exact_int, int_power
@@ -710,7 +711,10 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
         return F.exists(container.column, lambda e: _equals(Value(e, element, True), item))
     if kind == "dict":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
-        return F.coalesce(F.map_contains_key(container.column, item.column), F.lit(False))
+        key = item.column
+        if item.type.kind == "none":  # a null of the keys' type: Spark takes no untyped one
+            key = key.cast(to_spark(container.type.args[0]))
+        return F.coalesce(F.map_contains_key(container.column, key), F.lit(False))
     if kind == "tuple":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         return tuples.contains(ctx, container, item, _equals)

@@ -6,7 +6,7 @@ so that code on paths that cannot run adds nothing to the plan.
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -136,7 +136,25 @@ def select(cond: Cond, if_true: Column, if_false: Column) -> Column:
         return if_true
     if cond is False:
         return if_false
-    return F.when(cond, if_true).otherwise(if_false)
+    flat = _flat_case(cond, if_true, if_false)
+    return F.when(cond, if_true).otherwise(if_false) if flat is None else flat
+
+
+def _flat_case(cond: Column, if_true: Column, if_false: Column) -> Optional[Column]:
+    """On Spark Connect, ``CASE WHEN cond THEN if_true <if_false's branches>`` where
+    ``if_false`` is itself a ``CASE``: the same value, one level deep rather than one more per
+    ``elif`` (a long ``elif`` chain would nest past what Spark Connect sends, see
+    :mod:`mapwithstate.deep_plans`). None where it does not apply."""
+    if not type(if_false).__module__.startswith("pyspark.sql.connect"):
+        return None
+    from pyspark.sql.connect.column import Column as ConnectColumn
+    from pyspark.sql.connect.expressions import CaseWhen
+
+    rest = getattr(if_false, "_expr", None)
+    if not isinstance(rest, CaseWhen):
+        return None
+    first = (cast(Any, F.lit(cond))._expr, cast(Any, F.lit(if_true))._expr)
+    return ConnectColumn(CaseWhen([first, *rest._branches], rest._else_value))
 
 
 #: The longest text of a Column copied into each of its uses rather than bound once (by
