@@ -70,6 +70,10 @@ def message_depth(column: Any, known: Dict[int, Tuple[Any, int]]) -> int:
     ``known`` memoizes the depth of each expression already measured (by identity, holding the
     expression so its identity stays its own): a compilation's Columns share their
     subexpressions, so measuring each new Column costs only its new nodes."""
+    if not type(column).__module__.startswith("pyspark.sql.connect"):
+        # A classic session's Column is a JVM object, never a message (and its attributes
+        # are fields: getattr(column, "_expr") would be one).
+        return 0
     root = getattr(column, "_expr", None)
     if root is None:
         return 0
