@@ -4,6 +4,8 @@ the source file, line and column, the construct, and the way out."""
 import inspect
 from datetime import datetime, timedelta
 
+import math
+
 import pytest
 
 import mapwithstate as mws
@@ -356,6 +358,33 @@ def append_of_another_type(k, v, state):
     return {"k": k, "xs": xs}
 
 
+@mws.state_function("n BIGINT")
+def dict_of_mixed_values_stored(k, v, state):
+    row = {"k": k, "v": v}
+    return {"k": k, "size": len(row)}
+
+
+@mws.state_function("n BIGINT")
+def unpacks_a_list_into_a_dict(k, v, state):
+    xs = [v]
+    return {"k": k, "d": {**xs, "a": 1}}
+
+
+@mws.state_function("n BIGINT")
+def dict_of_int_and_float_keys(k, v, f, state):
+    return {"k": k, "d": {v: 1, f: 2}}
+
+
+@mws.state_function("n BIGINT")
+def isinstance_of_a_class_it_cannot_decide(k, v, state):
+    return {"k": k, "is": isinstance(v, bytes)}
+
+
+@mws.state_function("n BIGINT")
+def factorial_of_a_float(k, f, state):
+    return {"k": k, "n": math.factorial(f)}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (while_loop, "while v", "while loop"),
     (loop_yield_from, "yield from", "yield from in a for loop"),
@@ -410,6 +439,11 @@ def append_of_another_type(k, v, state):
     (del_of_a_name, "del x", "del of Name"),
     (sort_with_positional_argument, "xs.sort(True)", "list.sort() with positional arguments"),
     (append_of_another_type, 'xs.append("a")', "a str added to a list"),
+    (dict_of_mixed_values_stored, "len(row)", "a dict of str and int values used as a value"),
+    (unpacks_a_list_into_a_dict, "{**xs", "** of a list"),
+    (dict_of_int_and_float_keys, "{v: 1", "a dict of num keys"),
+    (isinstance_of_a_class_it_cannot_decide, "bytes", "isinstance() of bytes"),
+    (factorial_of_a_float, "factorial(f)", "math.factorial() of a float"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")

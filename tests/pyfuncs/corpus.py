@@ -421,6 +421,51 @@ def math_functions(k, x, state):
             "log": math.log(x) if x > 0 else None, "pi": math.pi}
 
 
+PRIORITY = {"a": 3, "ab": 2, "é": 1}
+
+
+@entry("m MAP<STRING, BIGINT>")
+def dict_displays(k, v, s, state):
+    if s is None or v is None or not -10**9 < v < 10**9:
+        return None
+    counts = {}
+    for ch in [s[:1], s[-1:], s[:1]]:
+        counts[ch] = counts.get(ch, 0) + 1
+    merged = {**(state.m or {}), s: v, "total": v * 2}
+    state.update(m=dict(merged, last=PRIORITY.get(s, 0)))
+    row = {"k": k, "n": len(merged)}
+    row["counts"] = counts
+    row["by"] = {v: s, 1: "one", 2: "two", 1: "uno"}  # noqa: F601 (Python keeps the last)
+    row["n"] = {"a": 1, "b": 2, "a": v}["a"]  # noqa: F601
+    return dict(row, kw=dict(a=v, b=len(counts)))
+
+
+@entry("acc DOUBLE")
+def more_math(k, v, x, state):
+    if x is None:
+        return None
+    # Transcendental results are rounded: Java's and C's may differ in the last bit.
+    acc = (state.acc or 0.0) + round(math.atan(x), 9)
+    state.update(acc=acc)
+    small = abs(x) < 1e5
+    return {"k": k, "acc": acc, "sin": round(math.sin(x), 9) if small else None,
+            "asinh": round(math.asinh(x), 9), "atanh": round(math.atanh(x / 2e6), 12),
+            "log1p": round(math.log1p(x), 9), "exp": round(math.exp(x), 6) if x < 50 else None,
+            "sign": math.copysign(1.5, x), "fmod": math.fmod(x, 2.5), "deg": math.degrees(x),
+            "close": math.isclose(x, 0.5, abs_tol=0.1), "fact": math.factorial(v % 21) if v is not None else -1}
+
+
+@entry("q BIGINT")
+def divmod_isinstance(k, v, x, state):
+    q, r = divmod(v, 3)
+    state.update(q=q)
+    fq = divmod(x, -2.5) if x is not None else None
+    return {"k": k, "q": q, "r": r, "fq": fq[0] if fq else None, "fr": fq[1] if fq else None,
+            "zero": divmod(v, v % 7 - 1)[1] if 0 < v < 10 else None,
+            "is_int": isinstance(state.q, int), "is_num": isinstance(x, (int, float)),
+            "is_str": isinstance(x, str)}
+
+
 @entry("words BIGINT")
 def string_methods(k, s, state):
     if s is None:

@@ -7,10 +7,9 @@ query with ``ValueError``).
 
 import ast
 import builtins as py
-import math
 import types
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -23,8 +22,11 @@ from mapwithstate.pyfunc.datetimes import TIMEDELTA_METHODS as _TIMEDELTA_METHOD
 from mapwithstate.pyfunc.datetimes import date_call as _date
 from mapwithstate.pyfunc.datetimes import datetime_call as _datetime
 from mapwithstate.pyfunc.datetimes import timedelta_call as _timedelta
+from mapwithstate.pyfunc.dict_displays import keyword_dict, record_as_dict
 from mapwithstate.pyfunc.formatting import to_str
 from mapwithstate.pyfunc.list_methods import LIST_METHODS
+from mapwithstate.pyfunc.math_functions import MATH_FUNCTIONS
+from mapwithstate.pyfunc.paths import Record
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
@@ -57,6 +59,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
     func = node.func
     if isinstance(func, ast.Attribute):
         base = it.expression(func.value)
+        if isinstance(base, Record):
+            base = record_as_dict(it.ctx, func.value, base)
         if isinstance(base, Value):
             return _method(it, node, base, func.attr)
         target = _attribute(it, func, base)
@@ -72,6 +76,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         from mapwithstate.pyfunc.aggregates import rows_length
 
         return rows_length(it)
+    if target is py.isinstance:
+        return _isinstance(it, node)
+    if target is py.dict and (node.keywords or not node.args):
+        return keyword_dict(it, node)
     if _is_spark_function(target):
         return _spark_call(it, node, target)
     handler = _BUILTINS.get(id(target))
@@ -354,10 +362,10 @@ def int_of(it: "Interpreter", node: ast.AST, value: Value) -> Value:
     if kind in ("int", "bool"):
         return Value(value.column.cast("bigint"), INT, False)
     if kind == "float":
-        return _float_to_int(it, node, value.column, truncate=True)
+        return float_to_int(it, node, value.column, truncate=True)
     if kind == "num":
         # The int itself where the value is an int (exact beyond 2**53), else the float's.
-        whole = _float_to_int(it, node, value.column.getField("f"), truncate=True).column
+        whole = float_to_int(it, node, value.column.getField("f"), truncate=True).column
         return Value(F.coalesce(value.column.getField("i"), whole), INT, False)
     if kind == "str":
         text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
@@ -374,7 +382,7 @@ def int_of(it: "Interpreter", node: ast.AST, value: Value) -> Value:
     raise it.ctx.refuse(node, f"int() of a {value.type}", "int() takes a str, int or float")
 
 
-def _float_to_int(it: "Interpreter", node: ast.AST, x: Column, truncate: bool) -> Value:
+def float_to_int(it: "Interpreter", node: ast.AST, x: Column, truncate: bool) -> Value:
     it.ctx.check(node, F.isnan(x), "ValueError", "cannot convert float NaN to integer")
     it.ctx.check(
         node,
@@ -442,7 +450,7 @@ def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
         )
     if kind == "float":
         if ndigits is None:
-            return _float_to_int(it, node, F.bround(value.column, 0), truncate=False)
+            return float_to_int(it, node, F.bround(value.column, 0), truncate=False)
         return _round_float(it, node, value.column, ndigits.const)
     raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
 
@@ -493,7 +501,7 @@ def _round_to(it: "Interpreter", node: ast.Call, value: Value, ndigits: Value) -
     saved = it.ctx.guard
     try:
         it.ctx.guard = c_and(saved, n.isNull())
-        whole = _float_to_int(it, node, F.bround(value.column, 0), truncate=False).column
+        whole = float_to_int(it, node, F.bround(value.column, 0), truncate=False).column
         it.ctx.guard = c_and(saved, n.isNotNull())
         digits = _round_float(it, node, value.column, n).column
     finally:
@@ -605,49 +613,6 @@ def _list(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str
     return iteration.iterated(it, node.args[0], args[0], "list()")
 
 
-def _math_unary(
-    name: str,
-    spark: Callable[[Column], Column],
-    domain: Optional[Callable[[Column], Column]] = None,
-    result_int: bool = False,
-) -> Handler:
-    def handler(
-        it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
-    ) -> Value:
-        _arity(it, node, args, kwargs, 1, 1, f"math.{name}")
-        value = operators.none_check(it.ctx, node, args[0], "must be real number, not NoneType")
-        if not value.type.is_numeric and value.type.kind != "num":
-            raise it.ctx.refuse(
-                node, f"math.{name}() of a {value.type}", "math functions take numbers"
-            )
-        if result_int and value.type.kind in ("int", "bool"):
-            return Value(value.column.cast("bigint"), INT, False)
-        x = operators.as_float(value)
-        if domain is not None:
-            it.ctx.check(node, domain(x), "ValueError", "math domain error")
-        if result_int:
-            return _float_to_int(it, node, spark(x).cast("double"), truncate=False)
-        return Value(spark(x), FLOAT if name not in ("isnan", "isinf", "isfinite") else BOOL, False)
-
-    return handler
-
-
-def _math_log(
-    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
-) -> Value:
-    _arity(it, node, args, kwargs, 1, 2, "math.log")
-    x = operators.as_float(
-        operators.none_check(it.ctx, node, args[0], "must be real number, not NoneType")
-    )
-    it.ctx.check(node, x <= F.lit(0.0), "ValueError", "math domain error")
-    if len(args) == 1:
-        return Value(F.log(x), FLOAT, False)
-    base = operators.as_float(args[1])
-    it.ctx.check(node, base <= F.lit(0.0), "ValueError", "math domain error")
-    it.ctx.check(node, base == F.lit(1.0), "ZeroDivisionError", "float division by zero")
-    return Value(F.log(x) / F.log(base), FLOAT, False)
-
-
 def _pow(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     """``pow(base, exp)``, which is ``base ** exp``, and ``pow(base, exp, mod)`` of ints: the
     exact modular power (the plugin's ``__mws_python_mod_pow``), ValueError where ``mod`` is 0
@@ -720,13 +685,79 @@ def _modular_power(it: "Interpreter", node: ast.Call, base: Value, exp: Value, m
     return Value(result, INT, False)
 
 
-def _math_pow(
+def _divmod(
     it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
 ) -> Value:
-    _arity(it, node, args, kwargs, 2, 2, "math.pow")
-    a = Value(operators.as_float(args[0]), FLOAT, args[0].nullable)
-    b = Value(operators.as_float(args[1]), FLOAT, args[1].nullable)
-    return operators.binary(it.ctx, node, ast.Pow(), a, b)
+    """``divmod(a, b)``: the tuple ``(a // b, a % b)``, with their errors (for floats CPython
+    says ``float divmod()`` where ``//`` would say ``float floor division by zero``)."""
+    _arity(it, node, args, kwargs, 2, 2, "divmod")
+    a, b = args
+    if a.type.kind == "float" or b.type.kind == "float":
+        zero = F.lit(0.0) if b.type.kind != "num" else None
+        if zero is not None:
+            it.ctx.check(
+                node,
+                operators.as_float(b) == zero,
+                "ZeroDivisionError",
+                "float divmod()",
+            )
+    from mapwithstate.pyfunc.tuples import make
+
+    a, b = it.ctx.share(a), it.ctx.share(b)
+    quotient = operators.binary(it.ctx, node, ast.FloorDiv(), a, b)
+    remainder = operators.binary(it.ctx, node, ast.Mod(), a, b)
+    return make([quotient, remainder])
+
+
+#: The Python type objects ``isinstance`` accepts, and the value kinds that are instances.
+_INSTANCE_KINDS: Dict[Any, Tuple[str, ...]] = {
+    py.int: ("int", "bool"),
+    py.bool: ("bool",),
+    py.float: ("float",),
+    py.str: ("str",),
+    py.list: ("list",),
+    py.dict: ("dict",),
+    py.tuple: ("tuple",),
+    datetime: ("datetime",),
+    date: ("date", "datetime"),
+    timedelta: ("timedelta",),
+}
+
+
+def _isinstance(it: "Interpreter", node: ast.Call) -> Value:
+    """``isinstance(x, T)`` or ``isinstance(x, (T1, T2))``: decided by ``x``'s type when
+    compiling, and by whether ``x`` is ``None`` (and, for an int-or-float, which) at run
+    time."""
+    if len(node.args) != 2 or node.keywords:
+        raise it.ctx.refuse(
+            node, "isinstance() call", "isinstance(x, int) or isinstance(x, (int, float))"
+        )
+    classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+    kinds: Set[str] = set()
+    for c in classes:
+        target = it.expression(c)
+        if not any(target is t for t in _INSTANCE_KINDS):
+            raise it.ctx.refuse(
+                c,
+                f"isinstance() of {getattr(target, '__name__', type(target).__name__)}",
+                "isinstance() takes int, bool, float, str, list, dict, tuple, datetime, date, "
+                "timedelta or a tuple of them",
+            )
+        kinds.update(next(v for t, v in _INSTANCE_KINDS.items() if t is target))
+    value = it.value(node.args[0])
+    kind = value.type.kind
+    if kind == "num":
+        test: Any = F.lit(False)
+        if "int" in kinds:
+            test = test | value.column.getField("i").isNotNull()
+        if "float" in kinds:
+            test = test | value.column.getField("f").isNotNull()
+        return Value(F.coalesce(test, F.lit(False)), BOOL, False)
+    if kind not in kinds:
+        return literal(False)
+    if not value.nullable:
+        return literal(True)
+    return Value(value.column.isNotNull(), BOOL, False)
 
 
 _BUILTINS: Dict[int, Handler] = {
@@ -740,6 +771,7 @@ _BUILTINS: Dict[int, Handler] = {
     id(py.float): _float,
     id(py.round): _round,
     id(py.pow): _pow,
+    id(py.divmod): _divmod,
     id(py.min): _min_max(False),
     id(py.max): _min_max(True),
     id(py.sum): _sum,
@@ -754,23 +786,7 @@ _BUILTINS: Dict[int, Handler] = {
     id(datetime): _datetime,
     id(timedelta): _timedelta,
     id(date): _date,
-    id(math.sqrt): _math_unary("sqrt", F.sqrt, lambda x: x < F.lit(0.0)),
-    id(math.exp): _math_unary("exp", F.exp),
-    id(math.log10): _math_unary("log10", F.log10, lambda x: x <= F.lit(0.0)),
-    id(math.log2): _math_unary("log2", F.log2, lambda x: x <= F.lit(0.0)),
-    id(math.fabs): _math_unary("fabs", F.abs),
-    id(math.floor): _math_unary("floor", F.floor, result_int=True),
-    id(math.ceil): _math_unary("ceil", F.ceil, result_int=True),
-    id(math.trunc): _math_unary(
-        "trunc", lambda x: F.when(x < 0, F.ceil(x)).otherwise(F.floor(x)), result_int=True
-    ),
-    id(math.isnan): _math_unary("isnan", F.isnan),
-    id(math.isinf): _math_unary("isinf", lambda x: F.abs(x) == F.lit(float("inf"))),
-    id(math.isfinite): _math_unary(
-        "isfinite", lambda x: ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
-    ),
-    id(math.log): _math_log,
-    id(math.pow): _math_pow,
+    **MATH_FUNCTIONS,
 }
 
 

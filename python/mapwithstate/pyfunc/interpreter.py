@@ -230,7 +230,9 @@ class Interpreter:
                     from mapwithstate.pyfunc.mutations import assign_item
 
                     name, changed = assign_item(self, node, target, value)
-                    self.path.env[name] = self.ctx.share(changed)
+                    self.path.env[name] = (
+                        self.ctx.share(changed) if isinstance(changed, Value) else changed
+                    )
                 else:
                     self.assign(target, value)
         elif isinstance(node, ast.AnnAssign):
@@ -530,6 +532,10 @@ class Interpreter:
                     "no exact Python type for it; cast it before the call, or pass it to a "
                     "pyspark.sql.functions call",
                 )
+            if isinstance(result, Record):
+                from mapwithstate.pyfunc.dict_displays import record_as_dict
+
+                return record_as_dict(self.ctx, node, result)
             if isinstance(result, Rows):
                 raise self.ctx.refuse(
                     node,
@@ -865,19 +871,15 @@ class Interpreter:
             )
         return merged
 
-    def expr_Dict(self, node: ast.Dict) -> Record:
-        fields = {}
+    def expr_Dict(self, node: ast.Dict) -> Union[Record, Value]:
+        if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            from mapwithstate.pyfunc.dict_displays import dict_display
+
+            return dict_display(self, node)
+        fields: Dict[str, Value] = {}
         for key, value in zip(node.keys, node.values, strict=False):
-            if key is None or not isinstance(key, ast.Constant) or not isinstance(key.value, str):
-                raise self.ctx.refuse(
-                    node,
-                    "a dict whose keys are not string literals",
-                    "a dict is an emitted row: {'column': value, ...}",
-                )
-            if key.value in fields:
-                raise self.ctx.refuse(
-                    key, f"duplicate key {key.value!r}", "each output column once"
-                )
+            assert isinstance(key, ast.Constant) and isinstance(key.value, str)
+            # A repeated key keeps its first position and takes the later value, as Python's.
             fields[key.value] = self.value(value)
         return Record(fields)
 
@@ -1019,6 +1021,10 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
 
     if isinstance(found, (date, timedelta)):
         return literal(found)
+    if isinstance(found, dict):
+        from mapwithstate.pyfunc.dict_displays import captured_dict
+
+        return captured_dict(ctx, node, found)
     if (
         isinstance(found, (list, tuple, frozenset, set))
         and all(isinstance(x, (bool, int, float, str)) for x in found)
@@ -1027,7 +1033,14 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         items = [literal(x) for x in found]
         element = NONE
         for item in items:
-            element = unify(element, item.type) or element
+            joined = unify(element, item.type)
+            if joined is None:
+                raise ctx.refuse(
+                    node,
+                    f"module constant list of {element} and {item.type} elements",
+                    "a list is an array Column: one element type",
+                )
+            element = joined
         column = F.array(*[i.column for i in items]) if items else F.array()
         return Value(column, list_of(element), False, list(found))
     if isinstance(found, (types.ModuleType, types.BuiltinFunctionType, types.FunctionType, type)):

@@ -40,6 +40,7 @@ __all__ = [
     "reversed_call",
     "dict_call",
     "dict_comprehension",
+    "dict_of_pairs",
     "DICT_VIEWS",
 ]
 
@@ -174,7 +175,7 @@ def dict_call(
     if values.type.kind == "dict":
         return values
     if values.type.kind == "list":
-        return _from_pairs(it, node, values)
+        return dict_of_pairs(it, node, values)
     raise it.ctx.refuse(
         node,
         f"dict() of a {values.type}",
@@ -182,7 +183,7 @@ def dict_call(
     )
 
 
-def _from_pairs(it: "Interpreter", node: ast.AST, pairs: Value) -> Value:
+def dict_of_pairs(it: "Interpreter", node: ast.AST, pairs: Value) -> Value:
     """The dict of a list of (key, value) tuples: each key once, at its first position, with
     its last value."""
     pair = pairs.type.args[0]
@@ -238,4 +239,4 @@ def dict_comprehension(it: "Interpreter", node: ast.DictComp) -> Value:
     listed: Union[ast.ListComp, ast.GeneratorExp] = ast.copy_location(
         ast.ListComp(elt=pair, generators=node.generators), node
     )
-    return _from_pairs(it, node, comprehension(it, listed))
+    return dict_of_pairs(it, node, comprehension(it, listed))

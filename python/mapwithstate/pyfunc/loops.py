@@ -223,6 +223,10 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
 
 def _carried(it: "Interpreter", node: ast.For, name: str, value: Any) -> Value:
     """``value``, which variable ``name`` holds before the loop, as the loop carries it."""
+    if isinstance(value, Record):
+        from mapwithstate.pyfunc.dict_displays import record_as_dict
+
+        value = record_as_dict(it.ctx, node, value)
     if not isinstance(value, Value):
         raise it.ctx.refuse(
             node,

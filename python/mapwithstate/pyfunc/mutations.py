@@ -15,13 +15,15 @@ Python's order holds: the container and the index, then the item (``IndexError``
 """
 
 import ast
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
+from mapwithstate.pyfunc.dict_displays import record_as_dict
+from mapwithstate.pyfunc.paths import Record
+from mapwithstate.pyfunc.pytypes import PyType, dict_of, to_spark, unify
 from mapwithstate.pyfunc.sequences import item
 from mapwithstate.pyfunc.values import Value
 
@@ -70,22 +72,33 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
 
 
 def _owned_container(
-    it: "Interpreter", node: ast.stmt, target: ast.Subscript, what: str
-) -> Tuple[str, Value]:
+    it: "Interpreter",
+    node: ast.stmt,
+    target: ast.Subscript,
+    what: str,
+    row_key: Optional[str] = None,
+) -> Tuple[str, Any]:
     """The variable whose list or dict ``target`` changes an item of, and its value."""
     verb = "augmented assignment" if isinstance(node, ast.AugAssign) else "assignment"
     if isinstance(target.slice, ast.Slice):
         raise it.ctx.refuse(node, f"{verb} to a slice", _HINT)
-    return owned_container(it, node, target.value, f"{verb} to an item", f"[...] {what}")
+    return owned_container(it, node, target.value, f"{verb} to an item", f"[...] {what}", row_key)
 
 
 def owned_container(
-    it: "Interpreter", node: ast.stmt, container: ast.expr, construct: str, change: str
-) -> Tuple[str, Value]:
+    it: "Interpreter",
+    node: ast.stmt,
+    container: ast.expr,
+    construct: str,
+    change: str,
+    row_key: Optional[str] = None,
+) -> Tuple[str, Any]:
     """The variable ``container`` names, whose list or dict ``node`` changes in place, and its
     value: a local no other name, nor the state, nor a yielded row may hold (see the module).
     ``construct`` names the kind of change in refusals (``assignment to an item``), ``change``
-    how it follows the variable's name (``[...] +=``, ``.append()``)."""
+    how it follows the variable's name (``[...] +=``, ``.append()``). A dict display's
+    variable is a dict here, but a row (:class:`Record`) where ``row_key``, a string-literal
+    key it is given, keeps it one (``row["n"] = n``)."""
     if not isinstance(container, ast.Name):
         described = (
             f"state.{container.attr}"
@@ -113,7 +126,10 @@ def owned_container(
                 "Python raises TypeError: 'tuple' object does not support item assignment",
             )
     base = it.name(container)
-    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
+    keeps_row = isinstance(base, Record) and base.present is True and row_key is not None
+    if isinstance(base, Record) and not keeps_row:
+        base = record_as_dict(it.ctx, container, base)
+    if not keeps_row and (not isinstance(base, Value) or base.type.kind not in ("list", "dict")):
         kind = base.type if isinstance(base, Value) else type(base).__name__
         raise it.ctx.refuse(
             node,
@@ -135,11 +151,22 @@ def owned_container(
 
 def assign_item(
     it: "Interpreter", node: ast.Assign, target: ast.Subscript, value: Value
-) -> Tuple[str, Value]:
+) -> Tuple[str, Union[Value, Record]]:
     """``xs[i] = v`` of a list (``IndexError`` outside it) or ``d[k] = v`` of a dict (a new
     key goes last, as Python's insertion order): the variable that changes and its new
-    value. ``value`` is evaluated first, as Python does."""
-    name, base = _owned_container(it, node, target, "=")
+    value. ``value`` is evaluated first, as Python does. A row display's variable given a
+    string-literal key stays a row (``row["n"] = n``; a present key keeps its position)."""
+    row_key = (
+        target.slice.value
+        if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
+        else None
+    )
+    name, base = _owned_container(it, node, target, "=", row_key)
+    if isinstance(base, Record):
+        if not isinstance(value, Value):
+            raise it.ctx.refuse(node, f"a {type(value).__name__} stored in a row", _HINT)
+        assert row_key is not None
+        return name, Record({**base.fields, row_key: value})
     if not isinstance(value, Value):
         raise it.ctx.refuse(
             node, f"a {type(value).__name__} stored as an item", "store a number, str or list"
@@ -149,6 +176,10 @@ def assign_item(
     )
     index = it.value(target.slice)
     kind = base.type.kind
+    if kind == "dict" and base.type.args[0].kind == "none" and index.type.kind != "none":
+        # An empty dict display's variable ({} or dict()) takes its first item's types.
+        typed = dict_of(index.type, value.type)
+        base = Value(base.column.cast(to_spark(typed)), typed, base.nullable)
     element = base.type.args[0] if kind == "list" else base.type.args[1]
     new = _stored(it, node, base, element, value)
     column: Column
@@ -211,7 +242,9 @@ def _stored(
 
 def _fresh(node: Optional[ast.expr]) -> bool:
     """Whether ``node`` makes a new list (or is no list at all)."""
-    if node is None or isinstance(node, (ast.List, ast.ListComp, ast.DictComp, ast.Constant)):
+    if node is None or isinstance(
+        node, (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Constant)
+    ):
         return True
     if isinstance(node, ast.BinOp):
         return True
