@@ -76,9 +76,9 @@ def loop_changes_type(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def loop_over_a_string(k, v, state):
-    for c in k:
-        v += len(c)
+def loop_over_an_int(k, v, state):
+    for c in v:
+        v += c
 
 
 @mws.state_function("n BIGINT")
@@ -365,7 +365,7 @@ def append_of_another_type(k, v, state):
     (loop_augments_state, "state.n +=", "augmented assignment to state.n in a for loop"),
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
-    (loop_over_a_string, "for c", "a for loop over a str"),
+    (loop_over_an_int, "for c", "a for loop over a int"),
     (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),
     (try_statement, "try:", "try statement"),
     (calls_a_function, "helper(k)", "call to helper()"),
