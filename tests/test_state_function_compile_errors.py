@@ -82,6 +82,22 @@ def loop_over_an_int(k, v, state):
 
 
 @mws.state_function("n BIGINT")
+def str_isprintable(k, v, state):
+    return {"k": k, "printable": k.isprintable()}
+
+
+@mws.state_function("n BIGINT")
+def unpack_a_character(k, v, state):
+    for a, b in k:
+        v += 1
+
+
+@mws.state_function("n BIGINT")
+def lower_with_an_argument(k, v, state):
+    return {"k": k, "lowered": k.lower("C")}
+
+
+@mws.state_function("n BIGINT")
 def loop_body_variable(k, v, state):
     for x in [1, 2]:
         y = x
@@ -366,6 +382,9 @@ def append_of_another_type(k, v, state):
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
     (loop_over_an_int, "for c", "a for loop over a int"),
+    (str_isprintable, "k.isprintable()", "str.isprintable()"),
+    (unpack_a_character, "for a, b", "unpacking a str into 'a, b'"),
+    (lower_with_an_argument, "k.lower", "lower() with 1 argument(s)"),
     (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),
     (try_statement, "try:", "try statement"),
     (calls_a_function, "helper(k)", "call to helper()"),
