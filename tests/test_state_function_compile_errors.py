@@ -89,7 +89,7 @@ def str_isprintable(k, v, state):
 @mws.state_function("n BIGINT")
 def unpack_a_character(k, v, state):
     for a, b in k:
-        v += 1
+        v += len(a + b)
 
 
 @mws.state_function("n BIGINT")
