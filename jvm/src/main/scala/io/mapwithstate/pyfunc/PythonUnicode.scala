@@ -20,16 +20,17 @@ import org.apache.spark.unsafe.types.UTF8String
  */
 object PythonUnicode {
 
-  val Decimal = 1
-  val Digit = 2
-  val Numeric = 4
-  val Alpha = 8
-  val Space = 16
-  val Upper = 32
-  val Lower = 64
-  val Title = 128
-  val Cased = 256
-  val Ignorable = 512
+  // CPython's character type flags, as the tables name them.
+  private val Decimal = 1
+  private val Digit = 2
+  private val Numeric = 4
+  private val Alpha = 8
+  private val Space = 16
+  private val Upper = 32
+  private val Lower = 64
+  private val Title = 128
+  private val Cased = 256
+  private val Ignorable = 512
   private val FlagNames = Map("decimal" -> Decimal, "digit" -> Digit, "numeric" -> Numeric,
     "alpha" -> Alpha, "space" -> Space, "upper" -> Upper, "lower" -> Lower, "title" -> Title,
     "cased" -> Cased, "ignorable" -> Ignorable)
@@ -100,8 +101,8 @@ object PythonUnicode {
       mapping("toupper"), mapping("totitle"), mapping("tofold"))
   }
 
-  /** The code point's flags (CPython's character type flags). */
-  def flags(cp: Int): Int =
+  /** The code point's flags (CPython's character type flags, and which mappings it has). */
+  private def flags(cp: Int): Int =
     if (cp < 0x10000) bmp(cp)
     else {
       val at = java.util.Arrays.binarySearch(runStarts, cp)
