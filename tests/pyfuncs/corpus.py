@@ -950,7 +950,7 @@ def str_predicates_and_case(k, s, state):
 def str_iteration(k, s, t, state):
     # A str iterates as its characters, one code point each (an emoji is one): in a for loop,
     # comprehensions and generators, list(), enumerate(), reversed(), zip(), min()/max() and
-    # sorted() (by code point). Iterating None raises TypeError (t, where s is "ß").
+    # sorted() (by code point). Iterating None raises TypeError (t, where s is "" or "ß").
     if s is None:
         return None
     digits = 0
@@ -968,7 +968,7 @@ def str_iteration(k, s, t, state):
             "lower": sum(1 for c in s if c.islower()), "smallest": min(s) if s else None,
             "largest": max(s, default="-"), "sorted": "".join(sorted(s)),
             "any": any(c.isupper() for c in s), "all": all(c.isalnum() for c in s),
-            "t": len([c for c in t]) if s == "ß" else 0, "last": state.last}
+            "t": len([c for c in t]) if s in ("", "ß") else 0, "last": state.last}
 
 
 # --- per record: state operations ---------------------------------------------------------
