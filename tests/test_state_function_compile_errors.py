@@ -78,9 +78,25 @@ def loop_changes_type(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def loop_over_a_string(k, v, state):
-    for c in k:
-        v += len(c)
+def loop_over_an_int(k, v, state):
+    for c in v:
+        v += c
+
+
+@mws.state_function("n BIGINT")
+def str_isprintable(k, v, state):
+    return {"k": k, "printable": k.isprintable()}
+
+
+@mws.state_function("n BIGINT")
+def unpack_a_character(k, v, state):
+    for a, b in k:
+        v += len(a + b)
+
+
+@mws.state_function("n BIGINT")
+def lower_with_an_argument(k, v, state):
+    return {"k": k, "lowered": k.lower("C")}
 
 
 @mws.state_function("n BIGINT")
@@ -394,7 +410,10 @@ def factorial_of_a_float(k, f, state):
     (loop_augments_state, "state.n +=", "augmented assignment to state.n in a for loop"),
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
-    (loop_over_a_string, "for c", "a for loop over a str"),
+    (loop_over_an_int, "for c", "a for loop over a int"),
+    (str_isprintable, "k.isprintable()", "str.isprintable()"),
+    (unpack_a_character, "for a, b", "unpacking a str into 'a, b'"),
+    (lower_with_an_argument, "k.lower", "lower() with 1 argument(s)"),
     (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),
     (try_statement, "try:", "try statement"),
     (calls_a_function, "helper(k)", "call to helper()"),

@@ -4,14 +4,18 @@ over the same batches, and both must emit the same rows and leave the same state
 Python raises, the query must fail naming the function, its file and line and Python's
 exception type. Python's semantics, not SQL's, are the point of each case.
 """
+import hashlib
 import math
 from datetime import datetime, timedelta
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
 import mapwithstate as mws
 from mapwithstate import map_groups_with_state, map_with_state
+from mapwithstate.pyfunc import iteration
+from mapwithstate.pyfunc.server_functions import STR_CASE_METHODS, STR_PREDICATES
 from mapwithstate.testing import replay
 
 T0 = datetime(2026, 1, 1)
@@ -1107,3 +1111,59 @@ def test_str_of_a_float_is_a_small_plan(spark):
     df = spark.createDataFrame([("a", 1, 2.5, T0)], "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
     # str() of an int-or-float reads its digits many times; they are in the plan once.
     assert len(mixed_min_max.explain(df)["emit"]) < 30_000
+
+
+#: Characters per row of the walk over every code point.
+_CHUNK = 16384
+
+
+def test_str_predicates_and_case_methods_are_python_s_for_every_code_point(spark):
+    # Every code point through every predicate and case method on the server, compared with
+    # Python, in two queries over chunks of characters (iterated on the server, as a for loop
+    # over a str does). The predicates: each character's answers as one row's bits. The case
+    # methods: each character alone (the chunk's characters joined by "|", which is neither
+    # cased nor case-ignorable, so that each maps as it does alone; capitalize() of one
+    # character is its title()) and each whole chunk (the final sigma's context and title()'s
+    # words across all characters), compared by a digest.
+    # Every code point but the surrogates, which no Spark string holds.
+    text = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
+    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)]
+    df = spark.createDataFrame(list(enumerate(chunks)), "i INT, s STRING")
+    characters = iteration.characters(F.col("s")).column
+
+    def call(method, column):
+        return F.call_function(f"__mws_python_str_{method}", F.col(column))
+
+    bits = sum(call(m, "c").cast("int") * (1 << n) for n, m in enumerate(STR_PREDICATES))
+    # In the chunks' order: nothing between the local rows and the client reorders them.
+    flags = df.select(F.explode(characters).alias("c")).select(bits.alias("flags")).toArrow()
+    ours = flags.column("flags").to_numpy()
+    python = sum(np.frombuffer(bytes(map(getattr(str, m), text)), np.uint8).astype(np.int32) << n
+                 for n, m in enumerate(STR_PREDICATES))
+    assert len(ours) == len(text), "a str iterates as its code points"
+    for n, method in enumerate(STR_PREDICATES):
+        wrong = np.flatnonzero((ours ^ python) & (1 << n))
+        assert not len(wrong), f"{method}() differs from Python's for " + ", ".join(
+            f"U+{ord(text[w]):04X}" for w in wrong[:10])
+
+    joined = df.select("i", "s", F.array_join(characters, "|").alias("each"))
+    columns = [F.sha2(call(m, c), 256).alias(f"{m} {c}") for m in STR_CASE_METHODS
+               for c in ("each", "s") if (m, c) != ("capitalize", "each")]
+    for row in joined.select("i", *columns).collect():
+        chunk = chunks[row.i]
+        for name in row.asDict().keys() - {"i"}:
+            method, column = name.split()
+            function = getattr(str, method)
+            python = function(chunk) if column == "s" else "|".join(map(function, chunk))
+            assert row[name] == hashlib.sha256(python.encode()).hexdigest(), \
+                f"{method}() of chunk {row.i} ({'whole' if column == 's' else 'each character'}) " \
+                "differs from Python's: " + _first_difference(joined, call(method, column),
+                                                              row.i, python)
+
+
+def _first_difference(df, column, i, python):
+    ours = df.where(F.col("i") == i).select(column).first()[0]
+    pairs = zip(ours + "\0", python + "\1", strict=False)
+    first = next(n for n, (a, b) in enumerate(pairs) if a != b)
+    around = slice(max(first - 10, 0), first + 10)
+    return f"{python[around]!r} in Python, {ours[around]!r} here"

@@ -960,6 +960,62 @@ def tuples_zip_enumerate(k, xs, ys, v, state):
             "at": t[v % 3] if v is not None else None}
 
 
+# Text where Python's Unicode and the JVM's part ways: special casing ("ß".upper() is "SS",
+# "İ".lower() two characters, "ŉ" and "ﬁ" expanding), the final sigma, titlecase digraphs
+# ("ǅ"), apostrophes and other case-ignorable characters in title(), digits and numerics
+# beyond ASCII, whitespace beyond ASCII, characters beyond the BMP (an emoji, a mathematical
+# bold capital, Vithkuqi letters: cased since Unicode 14, which Java 17 does not have).
+UNICODE_ALPHABET = "aAzßİıΣσςǅǄǆ1١²½Ⅻ \t\u00a0\u3000'.ﬁŉ\u0345ΐ🙂𝐀\U00010570\U00010597Ꟁẞᾼ"
+UNICODE_TEXT = st.one_of(
+    st.sampled_from(["", "ß", "İstanbul", "ΣΑΣ ΟΔΟΣ.", "ὈΔΥΣΣΕΎΣ", "aΣ", "Σa", "ǅemal ǆ",
+                     "they're bill's", "١٢٣", "²½", "ﬁne ŉ", "\U00010570\U00010597", "🙂x",
+                     "Hello World", "hello", "HELLO", " \t\u00a0\u3000", "ǅ", "A1b", "Ꟁ"]),
+    st.text(alphabet=UNICODE_ALPHABET, max_size=6),
+    st.none())
+
+
+@entry("n BIGINT", columns={"s": "STRING"}, strategies={"s": UNICODE_TEXT})
+def str_predicates_and_case(k, s, state):
+    # The str predicates and case methods with Python's Unicode tables, for every code point:
+    # special casing, the final sigma in lower() (and in capitalize(), title() and swapcase()),
+    # title()'s words (a cased character after an uncased one starts one).
+    if s is None:
+        return None
+    state.update(n=(state.n or 0) + len(s))
+    return {"k": k, "digit": s.isdigit(), "decimal": s.isdecimal(), "numeric": s.isnumeric(),
+            "alpha": s.isalpha(), "alnum": s.isalnum(), "space": s.isspace(),
+            "ascii": s.isascii(), "upper": s.isupper(), "lower": s.islower(),
+            "title": s.istitle(), "lowered": s.lower(), "uppered": s.upper(),
+            "titled": s.title(), "capitalized": s.capitalize(), "swapped": s.swapcase(),
+            "folded": s.casefold(), "n": state.n}
+
+
+@entry("last STRING", columns={"s": "STRING", "t": "STRING"},
+       strategies={"s": UNICODE_TEXT, "t": UNICODE_TEXT})
+def str_iteration(k, s, t, state):
+    # A str iterates as its characters, one code point each (an emoji is one): in a for loop,
+    # comprehensions and generators, list(), enumerate(), reversed(), zip(), min()/max() and
+    # sorted() (by code point). Iterating None raises TypeError (t, where s is "" or "ß").
+    if s is None:
+        return None
+    digits = 0
+    backwards = ""
+    for ch in s:
+        if ch.isdigit():
+            digits += 1
+        else:
+            backwards = ch + backwards
+    state.update(last="".join(reversed(s))[:3])
+    return {"k": k, "digits": digits, "backwards": backwards, "chars": list(s),
+            "letters": [c.upper() for c in s if c.isalpha()],
+            "pairs": [a + b for a, b in zip(s, t or "", strict=False)],
+            "at": [i for i, c in enumerate(s, 1) if c == "a" or c.isspace()],
+            "lower": sum(1 for c in s if c.islower()), "smallest": min(s) if s else None,
+            "largest": max(s, default="-"), "sorted": "".join(sorted(s)),
+            "any": any(c.isupper() for c in s), "all": all(c.isalnum() for c in s),
+            "t": len([c for c in t]) if s in ("", "ß") else 0, "last": state.last}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

@@ -552,7 +552,7 @@ def _min_max(largest: bool) -> Handler:
     ) -> Value:
         if len(args) > 1:
             return ordering.fold(it, node, args, largest)
-        if len(args) == 1 and args[0].type.kind in ("list", "dict", "tuple"):
+        if len(args) == 1 and args[0].type.kind in ("list", "dict", "tuple", "str"):
             values = iteration.iterated(it, node.args[0], args[0], f"{name}()")
             return ordering.list_min_max(it, node, values, largest)
         raise it.ctx.refuse(

@@ -3,9 +3,9 @@ walk: a list itself, a dict's keys (in its insertion order: a Spark map keeps it
 order, and item assignment appends a new key last), a tuple's elements (of one type); and the
 builtins and dict views that pair things up, compiled to lists of tuples: ``d.items()``,
 ``d.keys()``, ``d.values()``, ``zip(a, b, ...)`` (the shortest wins), ``enumerate(xs[,
-start])``, ``reversed(xs)``. Also dicts built from pairs: ``dict(pairs)`` and ``{k: v for
-...}``, where a later duplicate key overwrites the value in place, keeping the key's first
-position, as Python's dict does.
+start])``, ``reversed(xs)``. A str iterates as its characters (one per code point). Also dicts
+built from pairs: ``dict(pairs)`` and ``{k: v for ...}``, where a later duplicate key
+overwrites the value in place, keeping the key's first position, as Python's dict does.
 
 A view is a list once compiled: ``d.keys()`` iterates, measures and tests membership as
 Python's view does; it is not a live view of later changes (a change makes a new map).
@@ -21,6 +21,7 @@ from mapwithstate.pyfunc import operators, tuples
 from mapwithstate.pyfunc.arguments import arity
 from mapwithstate.pyfunc.pytypes import (
     INT,
+    STR,
     PyType,
     dict_of,
     list_of,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "iterated",
+    "characters",
     "zip_call",
     "enumerate_call",
     "reversed_call",
@@ -51,12 +53,12 @@ def iterated(it: "Interpreter", node: ast.AST, value: Value, use: str) -> Value:
     """The list ``value`` iterates as, in Python's order (``use``: what iterates it, for
     errors); the query fails with ``TypeError`` where ``value`` is ``None``."""
     kind = value.type.kind
-    if kind not in ("list", "dict", "tuple", "none"):
+    if kind not in ("list", "dict", "tuple", "str", "none"):
         raise it.ctx.refuse(
             node,
             f"{use} over a {value.type}",
             "iterate a list, a dict (its keys), d.items(), d.values(), zip(...), "
-            "enumerate(...), reversed(...) or a tuple",
+            "enumerate(...), reversed(...), a tuple or a str",
         )
     value = operators.none_check(it.ctx, node, value, _NOT_ITERABLE)
     if kind == "none":
@@ -65,7 +67,16 @@ def iterated(it: "Interpreter", node: ast.AST, value: Value, use: str) -> Value:
         return Value(F.map_keys(value.column), list_of(value.type.args[0]), False)
     if kind == "tuple":
         return tuples.as_list(it.ctx, node, value, f"{use} over")
+    if kind == "str":
+        return characters(value.column)
     return value
+
+
+def characters(text: Column) -> Value:
+    """The list of a str's characters, one string per code point as Python's iteration gives
+    them (a character beyond the BMP is one, not two UTF-16 units): Java's ``.`` matches a
+    code point, and ``(?s)`` makes it match line breaks too."""
+    return Value(F.regexp_extract_all(text, F.lit("(?s)."), 0), list_of(STR), False)
 
 
 def _pairs(column: Column, elements: List[PyType]) -> Value:

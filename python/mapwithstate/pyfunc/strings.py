@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators, tuples
 from mapwithstate.pyfunc.arguments import MethodHandler, arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR, list_of
+from mapwithstate.pyfunc.server_functions import STR_CASE_METHODS, STR_PREDICATES, str_method
 from mapwithstate.pyfunc.str_search_and_pad import SEARCH_AND_PAD_METHODS
 from mapwithstate.pyfunc.values import Value, literal
 
@@ -86,7 +87,12 @@ def _strip(side: str) -> MethodHandler:
     return handler
 
 
-def _case(function: Callable[[Column], Column]) -> MethodHandler:
+def _unicode(name: str) -> MethodHandler:
+    """``s.<name>()``, a predicate (``isdigit``, ...) or a case method (``lower``, ...), with
+    Python's Unicode tables: the JVM's are an older Unicode's, and its special casing and
+    final sigma are not Python's."""
+    result = BOOL if name in STR_PREDICATES else STR
+
     def handler(
         it: "Interpreter",
         node: ast.Call,
@@ -94,8 +100,8 @@ def _case(function: Callable[[Column], Column]) -> MethodHandler:
         args: List[Value],
         kwargs: Dict[str, Value],
     ) -> Value:
-        arity(it, node, args, kwargs, 0, 0, "lower/upper")
-        return Value(function(base.column), STR, False)
+        arity(it, node, args, kwargs, 0, 0, name)
+        return Value(str_method(name, base.column), result, False)
 
     return handler
 
@@ -377,8 +383,7 @@ def _format(
 
 
 STR_METHODS: Dict[str, MethodHandler] = {
-    "lower": _case(F.lower),
-    "upper": _case(F.upper),
+    **{name: _unicode(name) for name in STR_PREDICATES + STR_CASE_METHODS},
     "strip": _strip(""),
     "lstrip": _strip("l"),
     "rstrip": _strip("r"),

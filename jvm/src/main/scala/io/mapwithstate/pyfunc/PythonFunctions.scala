@@ -44,6 +44,12 @@ object PythonFunctions {
       args =>
         PythonModPow(typed(args(0), LongType), typed(args(1), LongType),
           typed(args(2), LongType)))) ++
+    PythonStrMethod.Methods.map { method =>
+      Reserved(method.functionName, 1, classOf[PythonStrMethod],
+        s"_FUNC_(s) - Python's s.${method.name}() of a str, by Python's Unicode tables (the " +
+          "state function compiler's, not for direct use).",
+        args => PythonStrMethod(method, typed(args(0), StringType)))
+    } ++
     PythonExactArithmetic.Operators.map { operator =>
       Reserved(operator.name, 3, classOf[PythonExactArithmetic],
         s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +
