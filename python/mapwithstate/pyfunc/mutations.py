@@ -33,9 +33,10 @@ __all__ = ["assign_item", "augment_item"]
 _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
 #: Builtins whose result never is their argument itself.
 _READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
+_READING_CALLS |= {"set"}
 _READING_CALLS |= {"zip", "enumerate", "reversed"}
 #: Calls that make a new list.
-_FRESH_CALLS = {"list", "sorted", "dict"}
+_FRESH_CALLS = {"list", "sorted", "dict", "set"}
 #: Methods that keep an argument itself in their list or dict.
 _KEEPING_METHODS = {"append", "insert", "setdefault"}
 
@@ -113,7 +114,7 @@ def owned_container(
                 "Python raises TypeError: 'tuple' object does not support item assignment",
             )
     base = it.name(container)
-    if not isinstance(base, Value) or base.type.kind not in ("list", "dict"):
+    if not isinstance(base, Value) or base.type.kind not in ("list", "dict", "set"):
         kind = base.type if isinstance(base, Value) else type(base).__name__
         raise it.ctx.refuse(
             node,
@@ -211,7 +212,9 @@ def _stored(
 
 def _fresh(node: Optional[ast.expr]) -> bool:
     """Whether ``node`` makes a new list (or is no list at all)."""
-    if node is None or isinstance(node, (ast.List, ast.ListComp, ast.DictComp, ast.Constant)):
+    if node is None or isinstance(
+        node, (ast.List, ast.ListComp, ast.DictComp, ast.Set, ast.SetComp, ast.Constant)
+    ):
         return True
     if isinstance(node, ast.BinOp):
         return True
