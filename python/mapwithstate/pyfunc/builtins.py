@@ -85,7 +85,7 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             node,
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
-            "round int float str bool sum any all sorted list dict zip enumerate reversed), "
+            "round int float str bool sum any all sorted list dict set zip enumerate reversed), "
             "math, datetime and "
             "timedelta, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",

@@ -40,7 +40,7 @@ IN_PLACE_METHODS = frozenset(LIST_IN_PLACE + DICT_IN_PLACE + SET_IN_PLACE)
 
 _WAY_OUT = (
     "call it as a statement of its own (xs.append(v)) or as an assignment's whole value "
-    "(last = xs.pop()), on a local list or dict: xs = list(state.xs or [])"
+    "(last = xs.pop()), on a local list, dict or set: xs = list(state.xs or [])"
 )
 
 
