@@ -401,7 +401,89 @@ def factorial_of_a_float(k, f, state):
     return {"k": k, "n": math.factorial(f)}
 
 
+@mws.state_function("n BIGINT")
+def loop_over_a_set(k, v, state):
+    n = 0
+    for x in {v, 1}:
+        n = n * 10 + x
+    return {"k": k, "n": n}
+
+
+@mws.state_function("n BIGINT")
+def list_of_a_set(k, v, state):
+    return {"k": k, "xs": list({v, 2})}
+
+
+@mws.state_function("n BIGINT")
+def list_comprehension_over_a_set(k, v, state):
+    return {"k": k, "xs": [x * 2 for x in {v, 2}]}
+
+
+@mws.state_function("n BIGINT")
+def sorted_set_by_key(k, v, state):
+    return {"k": k, "xs": sorted({v, 2}, key=lambda x: x % 2)}
+
+
+@mws.state_function("n BIGINT")
+def emits_a_set(k, v, state):
+    return {"k": k, "seen": {v, 2}}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def stores_a_set(k, v, state):
+    seen = set(state.xs or [])
+    seen.add(v)
+    state.update(xs=seen)
+
+
+@mws.state_function("n BIGINT")
+def str_of_a_set(k, v, state):
+    return {"k": k, "s": str({v})}
+
+
+@mws.state_function("n BIGINT")
+def set_pop(k, v, state):
+    seen = {v, 1}
+    x = seen.pop()
+    return {"k": k, "x": x}
+
+
+@mws.state_function("n BIGINT")
+def unhashable_set_element(k, v, state):
+    return {"k": k, "n": len({(v, 1)[0], 2} | {[v]})}
+
+
+@mws.state_function("n BIGINT")
+def set_of_bools_and_ints(k, v, state):
+    return {"k": k, "n": len({True, v})}
+
+
+@mws.state_function("n BIGINT")
+def set_changed_through_an_alias(k, v, state):
+    seen = {1}
+    other = seen
+    seen.add(v)
+    return {"k": k, "n": len(other)}
+
+
+@mws.state_function("n BIGINT")
+def set_of_a_str(k, v, state):
+    return {"k": k, "n": len(set(k))}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
+    (loop_over_a_set, "for x in", "a for loop over a set"),
+    (list_of_a_set, "list(", "list() over a set"),
+    (list_comprehension_over_a_set, "[x * 2", "a comprehension over a set"),
+    (sorted_set_by_key, "sorted(", "an ordering over a set"),
+    (emits_a_set, '"seen"', "a set emitted as column 'seen'"),
+    (stores_a_set, "state.update", "a set stored as state field 'xs'"),
+    (str_of_a_set, "str(", "str() of a set"),
+    (set_pop, "seen.pop()", "set.pop()"),
+    (unhashable_set_element, "{[v]}", "a list as a set element"),
+    (set_of_bools_and_ints, "{True, v}", "a set of bool and int elements"),
+    (set_changed_through_an_alias, "other = seen", "seen.add() (line"),
+    (set_of_a_str, "set(k)", "set() of a str"),
     (while_loop, "while v", "while loop"),
     (loop_yield_from, "yield from", "yield from in a for loop"),
     (loop_yields_two_types, "for x", "column 'x' yielded in a loop as a int and a float"),

@@ -891,6 +891,68 @@ def dict_in_place(k, s, v, m2, state):
     return {"k": k, "m": m, "dropped": dropped}
 
 
+@entry("seen ARRAY<STRING>, dups BIGINT",
+       columns={"s": "STRING", "v": "BIGINT", "xs": "ARRAY<BIGINT>", "ys": "ARRAY<BIGINT>"},
+       strategies={"s": STRINGS, "v": SMALL_BIGINTS, "xs": LISTS, "ys": LISTS})
+def set_dedup(k, s, v, xs, ys, state):
+    # Deduplication with a set of the state's list: a duplicate emits nothing; None is an
+    # element (kept out of the stored list, as sorted() of None and a str raises); remove
+    # raises KeyError where the element is missing. And a set carried through a for loop
+    # (add, discard), |= and -=, methods of lists and sets, and the builtins whose result a
+    # set's order cannot change.
+    seen = set(state.seen or [])
+    if s in seen:
+        state.update(dups=(state.dups or 0) + 1)
+        return None
+    seen.add(s)
+    if v == 7:
+        seen.remove("boom")
+    kept = {x for x in seen if x is not None}
+    state.update(seen=sorted(kept)[-LIMIT:])
+    numbers = set()
+    repeats = 0
+    for x in xs or []:
+        if x in numbers:
+            repeats += 1
+        numbers.add(x)
+        if x is not None and x < -15:
+            numbers.discard(None)
+    others = set(ys or [])
+    others -= {v}
+    others |= {0}
+    both = numbers.intersection(ys or [], others)
+    found = {x % 3 for x in numbers if x is not None}
+    return {"k": k, "s": s, "n": len(seen), "kept": len(kept), "first": min(kept, default=None),
+            "dups": state.dups, "repeats": repeats, "numbers": len(numbers),
+            "found": sorted(found), "both": sorted(x for x in both if x is not None),
+            "sub": numbers.issubset(others), "lt": found < {0, 1, 2}, "gt": others > {0},
+            "sup": others.issuperset(found), "disjoint": numbers.isdisjoint(ys or []),
+            "any": any(numbers), "all": all(numbers), "hi": max(found, default=-1),
+            "total": sum(x for x in numbers if x is not None),
+            "union": sorted(numbers.union(ys or [], {v}) - {None})}
+
+
+@entry("n BIGINT")
+def set_algebra(k, v, x, b, state):
+    # 1, 1.0 and True are one element, None is one, and where equal elements meet the one
+    # Python keeps shows in str(): the left set's on |, the smaller set's on &.
+    a = {1, 2.0, None, v}
+    c = {x, 1.0, 3}
+    u = a | c
+    i = a & c
+    d = a - c
+    sd = a ^ c
+    empty = set()
+    return {"k": k, "u": len(u), "i": len(i), "d": len(d), "sd": len(sd),
+            "u_items": [str(e) for e in sorted(e for e in u if e is not None)],
+            "i_items": [str(e) for e in sorted(e for e in i if e is not None)],
+            "one": 1 in u, "true": True in a, "none": None in sd, "x_in": x in a,
+            "sub": i <= a, "sup": u >= c, "eq": a == c,
+            "ne": a - {None} != {v, 1, 2}, "empty": not empty, "eq_empty": d - d == empty,
+            "bools": len({b, True} - {False}),
+            "ints": sum({v if v is None else v % 5, 3, 4} - {None}), "disjoint": a.isdisjoint(c), "sub2": {1}.issubset(a)}
+
+
 @entry("n BIGINT", columns={"s": "STRING", "t": "STRING", "v": "BIGINT"},
        strategies={"s": STRINGS, "t": STRINGS, "v": SMALL_BIGINTS})
 def str_search_and_pad(k, s, t, v, state):

@@ -82,6 +82,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return keyword_dict(it, node)
     if _is_spark_function(target):
         return _spark_call(it, node, target)
+    if target is py.set:
+        from mapwithstate.pyfunc import sets
+
+        return sets.call(it, node)
     handler = _BUILTINS.get(id(target))
     if handler is None:
         name = getattr(target, "__qualname__", type(target).__name__)
@@ -89,7 +93,7 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             node,
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
-            "round int float str bool sum any all sorted list dict zip enumerate reversed), "
+            "round int float str bool sum any all sorted list dict set zip enumerate reversed), "
             "math, datetime and "
             "timedelta, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",
@@ -102,7 +106,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
 
         return aggregate(it, node, target, generator)
     if generator is not None:
-        args = [comprehension(it, generator)]
+        # A generator summed, tested or sorted may iterate a set: its order cannot show.
+        args = [comprehension(it, generator, order_free=id(target) in _ORDER_FREE)]
     else:
         args = [it.value(a) for a in node.args]
     kwargs = {k.arg: it.value(k.value) for k in node.keywords if k.arg is not None}
@@ -268,7 +273,7 @@ def _len(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
     if kind == "tuple":
         operators.none_check(it.ctx, node, value, "object of type 'NoneType' has no len()")
         return literal(len(value.type.args))
-    if kind not in ("str", "list", "dict"):
+    if kind not in ("str", "list", "dict", "set"):
         raise it.ctx.refuse(
             node,
             f"len() of a {value.type}",
@@ -552,8 +557,9 @@ def _min_max(largest: bool) -> Handler:
     ) -> Value:
         if len(args) > 1:
             return ordering.fold(it, node, args, largest)
-        if len(args) == 1 and args[0].type.kind in ("list", "dict", "tuple", "str"):
-            values = iteration.iterated(it, node.args[0], args[0], f"{name}()")
+        if len(args) == 1 and args[0].type.kind in ("list", "dict", "tuple", "str", "set"):
+            # Of a set too: its equal elements are one, so no tie can show its order.
+            values = iteration.iterated(it, node.args[0], args[0], f"{name}()", True)
             return ordering.list_min_max(it, node, values, largest)
         raise it.ctx.refuse(
             node,
@@ -566,7 +572,7 @@ def _min_max(largest: bool) -> Handler:
 
 def _sum(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 2, "sum", ("start",))
-    values = iteration.iterated(it, node.args[0], args[0], "sum()")
+    values = iteration.iterated(it, node.args[0], args[0], "sum()", True)
     element = values.type.args[0]
     start = args[1] if len(args) > 1 else kwargs.get("start", literal(0))
     it.ctx.check(
@@ -594,7 +600,7 @@ def _any_all(is_all: bool) -> Handler:
     ) -> Value:
         name = "all" if is_all else "any"
         _arity(it, node, args, kwargs, 1, 1, name)
-        values = iteration.iterated(it, node.args[0], args[0], f"{name}()")
+        values = iteration.iterated(it, node.args[0], args[0], f"{name}()", True)
         element = values.type.args[0]
 
         def test(e: Column) -> Column:
@@ -760,6 +766,9 @@ def _isinstance(it: "Interpreter", node: ast.Call) -> Value:
     return Value(value.column.isNotNull(), BOOL, False)
 
 
+#: The builtins whose result a generator's order cannot change: it may iterate a set.
+_ORDER_FREE = {id(f) for f in (py.sum, py.min, py.max, py.any, py.all, py.sorted)}
+
 _BUILTINS: Dict[int, Handler] = {
     id(py.len): _len,
     id(py.abs): _abs,
@@ -805,6 +814,18 @@ def method_argument(it: "Interpreter", node: ast.expr) -> Value:
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     kind = base.type.kind
+    if kind == "set":
+        from mapwithstate.pyfunc import sets
+
+        if base.nullable:
+            it.ctx.check(
+                node,
+                base.column.isNull(),
+                "AttributeError",
+                f"'NoneType' object has no attribute '{name}'",
+            )
+            base = base.non_null()
+        return sets.method(it, node, base, name)
     table = {
         "str": _STR_METHODS,
         "dict": _DICT_METHODS,

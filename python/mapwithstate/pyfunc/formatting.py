@@ -134,6 +134,10 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
         column = _datetime_str(value.column)
     elif kind == "date":
         column = F.date_format(value.column, "yyyy-MM-dd")
+    elif kind == "set":
+        from mapwithstate.pyfunc.sets import refused_for_order
+
+        raise refused_for_order(ctx, node, "str() of a set")
     else:
         raise ctx.refuse(
             node,

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.paths import converted
 from mapwithstate.pyfunc.pytypes import NONE, PyType, dict_of, list_of, to_spark, unify
+from mapwithstate.pyfunc.sets import SET_IN_PLACE
 from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
@@ -34,12 +35,12 @@ __all__ = ["IN_PLACE_METHODS", "in_place_call", "call", "delete", "refusal"]
 
 LIST_IN_PLACE = ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse")
 DICT_IN_PLACE = ("pop", "setdefault", "update", "clear")
-#: Every method name that changes a list or a dict.
-IN_PLACE_METHODS = frozenset(LIST_IN_PLACE + DICT_IN_PLACE)
+#: Every method name that changes a list, a dict or a set.
+IN_PLACE_METHODS = frozenset(LIST_IN_PLACE + DICT_IN_PLACE + SET_IN_PLACE)
 
 _WAY_OUT = (
     "call it as a statement of its own (xs.append(v)) or as an assignment's whole value "
-    "(last = xs.pop()), on a local list or dict: xs = list(state.xs or [])"
+    "(last = xs.pop()), on a local list, dict or set: xs = list(state.xs or [])"
 )
 
 
@@ -55,7 +56,11 @@ def in_place_call(it: "Interpreter", node: ast.expr) -> Optional[ast.Call]:
     if not isinstance(value, Value):
         return None
     kind, name = value.type.kind, node.func.attr
-    if (kind == "list" and name in LIST_IN_PLACE) or (kind == "dict" and name in DICT_IN_PLACE):
+    if (
+        (kind == "list" and name in LIST_IN_PLACE)
+        or (kind == "dict" and name in DICT_IN_PLACE)
+        or (kind == "set" and name in SET_IN_PLACE)
+    ):
         return node
     return None
 
@@ -63,8 +68,10 @@ def in_place_call(it: "Interpreter", node: ast.expr) -> Optional[ast.Call]:
 def refusal(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Optional[Exception]:
     """The refusal of a changing method called where :func:`in_place_call` does not take it
     (inside an expression, or on a value that is not a local variable), else None."""
-    methods = LIST_IN_PLACE if base.type.kind == "list" else DICT_IN_PLACE
-    if base.type.kind not in ("list", "dict") or name not in methods:
+    methods = {"list": LIST_IN_PLACE, "dict": DICT_IN_PLACE, "set": SET_IN_PLACE}.get(
+        base.type.kind, ()
+    )
+    if name not in methods:
         return None
     return it.ctx.refuse(node, f"{base.type}.{name}() inside an expression", _WAY_OUT)
 
@@ -90,6 +97,13 @@ def call(it: "Interpreter", statement: ast.stmt, node: ast.Call) -> Tuple[str, V
         base = base.non_null()
     if method == "sort":
         return name, _sort(it, node, base), literal(None)
+    if base.type.kind == "set":
+        from mapwithstate.pyfunc import sets
+
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise it.ctx.refuse(node, "*args in a call", "pass arguments one by one")
+        new, result = sets.in_place(it, node, base, method)
+        return name, new, result
     if any(isinstance(a, ast.Starred) for a in node.args) or any(
         k.arg is None for k in node.keywords
     ):

@@ -308,6 +308,9 @@ class Interpreter:
         target = node.target
         if isinstance(target, ast.Name):
             current = self.name(target)
+            if isinstance(current, Value) and current.type.kind == "set":
+                self.augment_set(node, target)
+                return
             self.assign(
                 target,
                 operators.binary(self.ctx, node, node.op, current, self.expression(node.value)),
@@ -342,6 +345,16 @@ class Interpreter:
                 construct,
                 "assign to a local variable, a state field, or an item of a local list or dict",
             )
+
+    def augment_set(self, node: ast.AugAssign, target: ast.Name) -> None:
+        """``s |= t`` (``&= -= ^=``): Python changes the set in place, so it compiles under
+        the rule of the other changing methods (a local no other name may hold)."""
+        from mapwithstate.pyfunc.mutations import owned_container
+
+        symbol = operators.symbol(node.op)
+        name, base = owned_container(self, node, target, "augmented assignment", f" {symbol}=")
+        other = self.value(node.value)
+        self.path.env[name] = self.ctx.share(operators.binary(self.ctx, node, node.op, base, other))
 
     def update(self, values: Dict[str, Value]) -> None:
         """The state's fields named take ``values`` (each stored in its field's type): the key
@@ -881,6 +894,10 @@ class Interpreter:
             assert isinstance(key, ast.Constant) and isinstance(key.value, str)
             # A repeated key keeps its first position and takes the later value, as Python's.
             fields[key.value] = self.value(value)
+            from mapwithstate.pyfunc.sets import holds_set, refused_for_order
+
+            if holds_set(fields[key.value].type):
+                raise refused_for_order(self.ctx, value, f"a set emitted as column {key.value!r}")
         return Record(fields)
 
     def expr_List(self, node: ast.List) -> Value:
@@ -904,6 +921,16 @@ class Interpreter:
             )
         columns = [converted(i, element) for i in items]
         return Value(F.array(*columns), list_of(element), False)
+
+    def expr_Set(self, node: ast.Set) -> Value:
+        from mapwithstate.pyfunc.sets import display
+
+        return display(self, node)
+
+    def expr_SetComp(self, node: ast.SetComp) -> Value:
+        from mapwithstate.pyfunc.sets import comprehension
+
+        return comprehension(self, node)
 
     def expr_Tuple(self, node: ast.Tuple) -> Value:
         from mapwithstate.pyfunc.tuples import make
@@ -957,7 +984,10 @@ def store(
     from pyspark.sql import types as T
 
     from mapwithstate.pyfunc.pytypes import holds_tuple
+    from mapwithstate.pyfunc.sets import holds_set, refused_for_order
 
+    if holds_set(value.type):
+        raise refused_for_order(ctx, node, f"a set stored as {what}")
     if holds_tuple(value.type) or holds_tuple(py_type):
         raise ctx.refuse(
             node,
@@ -1025,6 +1055,12 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         from mapwithstate.pyfunc.dict_displays import captured_dict
 
         return captured_dict(ctx, node, found)
+    if isinstance(found, (set, frozenset)) and all(
+        isinstance(x, (bool, int, float, str)) or x is None for x in found
+    ):
+        from mapwithstate.pyfunc.sets import constant
+
+        return constant(ctx, node, found)
     if (
         isinstance(found, (list, tuple, frozenset, set))
         and all(isinstance(x, (bool, int, float, str)) for x in found)
@@ -1109,8 +1145,6 @@ _REFUSED_STATEMENTS = {
 _REFUSED_EXPRESSIONS = {
     "Lambda": "lambdas are allowed only as arguments of pyspark.sql.functions calls",
     "Await": "no async in a state function",
-    "SetComp": "sets are not supported; use a list",
-    "Set": "sets are not supported; use a list",
     "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
     "sorted/len or of a method (', '.join(...))",
     "NamedExpr": "assign on a line of its own",

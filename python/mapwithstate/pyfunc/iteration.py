@@ -49,10 +49,21 @@ __all__ = [
 _NOT_ITERABLE = "'NoneType' object is not iterable"
 
 
-def iterated(it: "Interpreter", node: ast.AST, value: Value, use: str) -> Value:
+def iterated(
+    it: "Interpreter", node: ast.AST, value: Value, use: str, order_free: bool = False
+) -> Value:
     """The list ``value`` iterates as, in Python's order (``use``: what iterates it, for
-    errors); the query fails with ``TypeError`` where ``value`` is ``None``."""
+    errors); the query fails with ``TypeError`` where ``value`` is ``None``. A set iterates
+    only where its order cannot show (``order_free``: ``sum``, ``len``, ``sorted``, a set
+    comprehension...), as its elements in any order; elsewhere it is refused."""
     kind = value.type.kind
+    if kind == "set":
+        from mapwithstate.pyfunc.sets import refused_for_order
+
+        if not order_free:
+            raise refused_for_order(it.ctx, node, f"{use} over a set")
+        value = operators.none_check(it.ctx, node, value, _NOT_ITERABLE)
+        return Value(value.column, list_of(value.type.args[0]), False)
     if kind not in ("list", "dict", "tuple", "str", "none"):
         raise it.ctx.refuse(
             node,

@@ -35,9 +35,10 @@ __all__ = ["assign_item", "augment_item"]
 _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
 #: Builtins whose result never is their argument itself.
 _READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
+_READING_CALLS |= {"set"}
 _READING_CALLS |= {"zip", "enumerate", "reversed"}
 #: Calls that make a new list.
-_FRESH_CALLS = {"list", "sorted", "dict"}
+_FRESH_CALLS = {"list", "sorted", "dict", "set"}
 #: Methods that keep an argument itself in their list or dict.
 _KEEPING_METHODS = {"append", "insert", "setdefault"}
 
@@ -129,7 +130,7 @@ def owned_container(
     keeps_row = isinstance(base, Record) and base.present is True and row_key is not None
     if isinstance(base, Record) and not keeps_row:
         base = record_as_dict(it.ctx, container, base)
-    if not keeps_row and (not isinstance(base, Value) or base.type.kind not in ("list", "dict")):
+    if not keeps_row and (not isinstance(base, Value) or base.type.kind not in ("list", "dict", "set")):
         kind = base.type if isinstance(base, Value) else type(base).__name__
         raise it.ctx.refuse(
             node,
@@ -243,7 +244,8 @@ def _stored(
 def _fresh(node: Optional[ast.expr]) -> bool:
     """Whether ``node`` makes a new list (or is no list at all)."""
     if node is None or isinstance(
-        node, (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Constant)
+        node,
+        (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.SetComp, ast.Constant),
     ):
         return True
     if isinstance(node, ast.BinOp):

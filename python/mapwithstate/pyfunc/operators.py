@@ -95,7 +95,7 @@ def truthy(value: Value) -> Cond:
         test = as_float(value) != F.lit(0.0)
     elif kind == "str":
         test = F.length(column) > 0
-    elif kind in ("list", "dict"):
+    elif kind in ("list", "dict", "set"):
         test = F.size(column) > 0
     elif kind == "timedelta":
         test = column != F.lit(timedelta(0))
@@ -161,6 +161,10 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     b_checked = none_check(ctx, node, b, message.format(a.type, "NoneType"))
     a, b = a_checked, b_checked
     ka, kb = a.type.kind, b.type.kind
+    if ka == kb == "set":
+        from mapwithstate.pyfunc import sets
+
+        return sets.binary(ctx, node, op, a, b)
     if "num" in (ka, kb):
         if {ka, kb} <= {"num", "float", "int", "bool"} and (
             "float" in (ka, kb) or isinstance(op, ast.Div)
@@ -609,6 +613,10 @@ def compare(ctx: "Context", node: ast.AST, op: ast.AST, a: Value, b: Value) -> V
         a = none_check(ctx, node, a, message.format("NoneType", b.type))
         b = none_check(ctx, node, b, message.format(a.type, "NoneType"))
     numeric = {a.type.kind, b.type.kind} <= {"int", "float", "bool", "num"}
+    if a.type.kind == b.type.kind == "set":
+        from mapwithstate.pyfunc import sets
+
+        return Value(sets.compare(ctx, node, op, a, b), BOOL, False)
     if numeric:
         if not (a.type.kind in ("int", "bool") and b.type.kind in ("int", "bool")):
             # Exact between an int and a float, as Python compares them.
@@ -665,6 +673,10 @@ def _equals(a: Value, b: Value) -> Column:
         return other.column.isNull()
     if ka == kb == "tuple":
         return tuples.equals(a, b, _equals)
+    if ka == kb == "set" and unify(a.type, b.type) is not None:
+        from mapwithstate.pyfunc import sets
+
+        return sets.equals(a, b)
     numeric = {ka, kb} <= {"int", "float", "bool", "num"}
     if not numeric and a.type != b.type and unify(a.type, b.type) is None:
         return (
@@ -709,6 +721,11 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         element = container.type.args[0]
         return F.exists(container.column, lambda e: _equals(Value(e, element, True), item))
+    if kind == "set":
+        from mapwithstate.pyfunc import sets
+
+        container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
+        return sets.contains(ctx, node, container, item)
     if kind == "dict":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         key = item.column
@@ -719,7 +736,7 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
         return tuples.contains(ctx, container, item, _equals)
     raise ctx.refuse(
-        node, f"'in' on {container.type}", "'in' works on str, list, tuple and dict values"
+        node, f"'in' on {container.type}", "'in' works on str, list, tuple, set and dict values"
     )
 
 

@@ -299,7 +299,10 @@ def _key_lambda(it: "Interpreter", name: str, key: Optional[ast.expr]) -> Option
 
 
 def _iterable(
-    it: "Interpreter", node: ast.expr, comprehension: Callable[["Interpreter", ast.ListComp], Value]
+    it: "Interpreter",
+    node: ast.expr,
+    comprehension: Callable[..., Value],
+    order_free: bool = False,
 ) -> Value:
     """An iterable argument as a list: a generator (over a list, or over ``rows``, whose
     items are collected in record order) is compiled as the list comprehension; ``rows``
@@ -312,10 +315,10 @@ def _iterable(
         return rows_records(it, node)[0]
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
-        return comprehension(it, listed)
+        return comprehension(it, listed, order_free=order_free)
     from mapwithstate.pyfunc.iteration import iterated
 
-    return iterated(it, node, it.value(node), "an ordering")
+    return iterated(it, node, it.value(node), "an ordering", order_free)
 
 
 def min_max_with_keywords(it: "Interpreter", node: ast.Call, largest: bool) -> Value:
@@ -343,7 +346,8 @@ def min_max_with_keywords(it: "Interpreter", node: ast.Call, largest: bool) -> V
             )
         return fold(it, node, [it.value(a) for a in node.args], largest, key)
     _keyed_if_rows(it, node, name, key)
-    values = _iterable(it, node.args[0], comprehension)
+    # Without a key, no tie between a set's elements can show its order.
+    values = _iterable(it, node.args[0], comprehension, order_free=key is None)
     default = it.value(keywords["default"]) if "default" in keywords else None
     return list_min_max(it, node, values, largest, key, default)
 
@@ -362,7 +366,7 @@ def sorted_list(
         )
     from mapwithstate.pyfunc.iteration import iterated
 
-    values = iterated(it, node.args[0], args[0], "sorted()")
+    values = iterated(it, node.args[0], args[0], "sorted()", order_free=True)
     return _sort(it, node, values, kwargs.get("reverse", literal(False)), None)
 
 

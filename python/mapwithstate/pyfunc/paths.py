@@ -93,7 +93,8 @@ def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
 
 def _holds_num(py_type: PyType) -> bool:
     return py_type.kind == "num" or (
-        py_type.kind in ("list", "dict", "tuple") and any(_holds_num(t) for t in py_type.args)
+        py_type.kind in ("list", "set", "dict", "tuple")
+        and any(_holds_num(t) for t in py_type.args)
     )
 
 
@@ -104,7 +105,7 @@ def converted(value: Value, joined: PyType) -> Any:
     floats``)."""
     if value.type == joined:
         return value.column
-    if joined.kind == "list" and value.type.kind == "list" and _holds_num(joined):
+    if joined.kind in ("list", "set") and value.type.kind == joined.kind and _holds_num(joined):
         from pyspark.sql import functions as F
 
         element = value.type.args[0]

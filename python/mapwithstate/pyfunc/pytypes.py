@@ -23,6 +23,7 @@ __all__ = [
     "DATE",
     "TIMEDELTA",
     "list_of",
+    "set_of",
     "dict_of",
     "row_of",
     "tuple_of",
@@ -36,9 +37,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PyType:
-    """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list dict
-    row tuple``; ``args`` the element type of a list, key and value of a dict, a row's (name,
-    type) fields, or a tuple's element types in order (a tuple's arity is part of its type)."""
+    """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list set
+    dict row tuple``; ``args`` the element type of a list or a set, key and value of a dict, a
+    row's (name, type) fields, or a tuple's element types in order (a tuple's arity is part of
+    its type)."""
 
     kind: str
     args: Tuple[Any, ...] = ()
@@ -77,6 +79,11 @@ NUM = PyType("num")
 
 def list_of(element: PyType) -> PyType:
     return PyType("list", (element,))
+
+
+def set_of(element: PyType) -> PyType:
+    """A set: an array Column of distinct elements (see :mod:`~mapwithstate.pyfunc.sets`)."""
+    return PyType("set", (element,))
 
 
 def dict_of(key: PyType, value: PyType) -> PyType:
@@ -154,7 +161,7 @@ def to_spark(py_type: PyType) -> T.DataType:
     }
     if py_type.kind in simple:
         return simple[py_type.kind]
-    if py_type.kind == "list":
+    if py_type.kind in ("list", "set"):
         return T.ArrayType(to_spark(py_type.args[0]))
     if py_type.kind == "num":
         return T.StructType([T.StructField("i", T.LongType()), T.StructField("f", T.DoubleType())])
@@ -178,9 +185,9 @@ def unify(a: PyType, b: PyType) -> Optional[PyType]:
         return a
     if {a.kind, b.kind} <= {"int", "float", "num"}:
         return NUM
-    if a.kind == b.kind == "list":
+    if a.kind == b.kind and a.kind in ("list", "set"):
         element = unify(a.args[0], b.args[0])
-        return None if element is None else list_of(element)
+        return None if element is None else PyType(a.kind, (element,))
     if a.kind == b.kind == "dict":
         key, value = unify(a.args[0], b.args[0]), unify(a.args[1], b.args[1])
         return None if key is None or value is None else dict_of(key, value)

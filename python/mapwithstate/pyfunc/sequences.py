@@ -207,12 +207,15 @@ def is_rows(it: "Interpreter", node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and isinstance(it.path.env.get(node.id), Rows)
 
 
-def comprehension(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp]) -> Value:
+def comprehension(
+    it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], order_free: bool = False
+) -> Value:
     """``[expr for x in xs if c for y in ys if d ...]`` over lists (targets may unpack tuples:
     ``for k, v in d.items()``): per ``for`` clause
     ``F.filter`` by its ``if`` clauses, then ``F.transform`` into the next clause's lists
     (flattened) or, for the last, into ``expr``: Python's order. Where an element's clause or
-    value would raise, the query fails."""
+    value would raise, the query fails. With ``order_free`` (the list's order cannot show:
+    ``sum(...)``, a set comprehension), the clauses may iterate sets."""
     for generator in node.generators:
         if generator.is_async:
             raise it.ctx.refuse(generator, "an async comprehension", "for x in values")
@@ -234,15 +237,22 @@ def comprehension(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp]
         from mapwithstate.pyfunc.aggregates import rows_list
 
         return rows_list(it, node)
-    return _clause(it, node, 0)
+    return _clause(it, node, 0, order_free)
 
 
-def _clause(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], level: int) -> Value:
+def _clause(
+    it: "Interpreter",
+    node: Union[ast.ListComp, ast.GeneratorExp],
+    level: int,
+    order_free: bool = False,
+) -> Value:
     """The list of the comprehension's ``for`` clause ``level`` and those after it, in the
     current environment (the earlier clauses' variables bound)."""
     generator = node.generators[level]
     innermost = level == len(node.generators) - 1
-    values = iteration.iterated(it, generator.iter, it.value(generator.iter), "a comprehension")
+    values = iteration.iterated(
+        it, generator.iter, it.value(generator.iter), "a comprehension", order_free
+    )
     element = values.type.args[0]
 
     def evaluate(
@@ -262,7 +272,9 @@ def _clause(it: "Interpreter", node: Union[ast.ListComp, ast.GeneratorExp], leve
                     it.ctx.guard = kept
             result = None
             if body:
-                result = it.value(node.elt) if innermost else _clause(it, node, level + 1)
+                result = (
+                    it.value(node.elt) if innermost else _clause(it, node, level + 1, order_free)
+                )
             return result, it.ctx.failures, kept
         finally:
             it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
