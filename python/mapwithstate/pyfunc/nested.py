@@ -199,12 +199,16 @@ def stale_read(it: "Interpreter", node: ast.AST, key: str) -> None:
     if found is None:
         return
     line, owner = found
+    renewal = (
+        f"state.update({key[len('state.') :]}={owner})"
+        if key.startswith("state.")
+        else f"{key} = {owner}"
+    )
     raise it.ctx.refuse(
         node,
         f"{key} read after {owner}'s item was changed in place (line {line}), where {owner} "
         f"is a copy of {key}: Python's {key} holds the same inner list or dict",
-        f"read {key} before the change, or give it the new value first "
-        f"(state.update(field={owner}))",
+        f"read {key} before the change, or give it the new value first ({renewal})",
     )
 
 
