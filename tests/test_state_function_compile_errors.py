@@ -49,16 +49,60 @@ def loop_yields_an_int_for_a_float(k, v, f, state):
         yield {"k": k, "x": x}
 
 
-@mws.state_function("n BIGINT")
-def loop_update(k, v, state):
-    for x in [1, 2]:
-        state.update(n=x)
+@mws.state_function("g MAP<STRING, ARRAY<BIGINT>>")
+def nested_two_levels_down(k, v, state):
+    g = [[[v]]]
+    g[0][0].append(v)
+
+
+@mws.state_function("g MAP<STRING, ARRAY<BIGINT>>")
+def nested_item_kept(k, v, state):
+    g = dict(state.g or {})
+    inner = g.get(k)
+    g[k].append(v)
+    return {"k": k, "inner": inner}
+
+
+@mws.state_function("g MAP<STRING, ARRAY<BIGINT>>")
+def nested_state_read_after(k, v, state):
+    g = dict(state.g or {})
+    g.setdefault(k, []).append(v)
+    return {"k": k, "old": state.g}
 
 
 @mws.state_function("n BIGINT")
-def loop_augments_state(k, v, state):
-    for x in [1, 2]:
-        state.n += x
+def nested_owner_of_shared_lists(k, v, state):
+    xs = [v]
+    g = [xs, xs]
+    g[0].append(1)
+    return {"k": k, "g": g}
+
+
+@mws.state_function("g MAP<STRING, ARRAY<BIGINT>>")
+def nested_item_stored_from_a_name(k, v, state):
+    g = dict(state.g or {})
+    ys = [v]
+    g[k] = ys
+    g[k].append(1)
+    return {"k": k, "ys": ys}
+
+
+@mws.state_function("g MAP<STRING, ARRAY<BIGINT>>")
+def nested_item_repeated(k, v, state):
+    g = dict(state.g or {})
+    g[k] *= 2
+    return {"k": k}
+
+
+@mws.state_function("n BIGINT")
+def walrus_read_after_comprehension(k, v, state):
+    ys = [y for x in [v, 1] if (y := x)]
+    return {"k": k, "ys": ys, "y": y}
+
+
+@mws.state_function("n BIGINT")
+def walrus_in_a_lambda(k, v, state):
+    return {"k": k, "top": max([v, 1], key=lambda x: (y := x) + y)}
 
 
 @mws.state_function("n BIGINT")
@@ -488,8 +532,14 @@ def set_of_a_str(k, v, state):
     (loop_yield_from, "yield from", "yield from in a for loop"),
     (loop_yields_two_types, "for x", "column 'x' yielded in a loop as a int and a float"),
     (loop_yields_an_int_for_a_float, "for x", "output column 'x' yielded in a loop as int"),
-    (loop_update, "state.update", "state.update in a for loop"),
-    (loop_augments_state, "state.n +=", "augmented assignment to state.n in a for loop"),
+    (nested_two_levels_down, "g[0][0].append", "an item of an item (two levels down)"),
+    (nested_item_kept, "inner = g.get(k)", "g's item kept here may be changed in place"),
+    (nested_state_read_after, '"old": state.g', "state.g read after g's item was changed"),
+    (nested_owner_of_shared_lists, "g = [xs, xs]", "g made of other lists' or dicts' items"),
+    (nested_item_stored_from_a_name, "g[k] = ys", "an item of g that may be another name's"),
+    (nested_item_repeated, "g[k] *= 2", "augmented assignment *= to an item that is a list"),
+    (walrus_read_after_comprehension, "(y := x)", "a walrus in a comprehension binding 'y'"),
+    (walrus_in_a_lambda, "(y := x)", "a walrus in a lambda"),
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
     (loop_over_an_int, "for c", "a for loop over a int"),

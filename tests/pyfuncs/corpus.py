@@ -953,6 +953,104 @@ def set_algebra(k, v, x, b, state):
             "ints": sum({v if v is None else v % 5, 3, 4} - {None}), "disjoint": a.isdisjoint(c), "sub2": {1}.issubset(a)}
 
 
+@entry("groups MAP<STRING, ARRAY<BIGINT>>", columns={"s": "STRING", "v": "BIGINT"},
+       strategies={"s": STRINGS, "v": SMALL_BIGINTS})
+def nested_in_place(k, s, v, state):
+    # A dict's lists changed in place, one level down: setdefault(...).append, append after an
+    # `if key not in g` insert, += (extend), an item's assignment, pop (IndexError of an
+    # empty list), an absent key's append (KeyError).
+    g = dict(state.groups or {})
+    key = s or "-"
+    g.setdefault(key, []).append(v)
+    if v is not None and v > 5:
+        if "big" not in g:
+            g["big"] = []
+        g["big"] += [v // 2, v % 4]
+    elif v == 0:
+        g[key][0] = len(g)
+        g[key if s != "a" else "a"].pop()
+    elif v == 3 and key == "b":
+        g["a"].append(3)
+    state.update(groups={name: items[-LIMIT:] for name, items in g.items()})
+    return {"k": k, "mine": g.get(key)}
+
+
+@entry("buckets ARRAY<ARRAY<BIGINT>>", columns={"v": "BIGINT", "xs": "ARRAY<BIGINT>"},
+       strategies={"v": SMALL_BIGINTS, "xs": LISTS})
+def list_of_lists(k, v, xs, state):
+    # A list's lists changed in place: append at an index (IndexError past the end), in a
+    # loop too.
+    buckets = [list(b) for b in (state.buckets or [[], []])]
+    for x in xs or []:
+        if x is not None:
+            buckets[x % 3 - 1].append(x)
+    state.update(buckets=[b[-LIMIT:] for b in buckets])
+    return {"k": k, "buckets": buckets}
+
+
+@entry("total BIGINT, n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS})
+def state_in_loop(k, xs, v, state):
+    # update and remove in a loop's iterations, in order: the last decides whether the key
+    # keeps a state, reads see the newest values (also after the loop); a return in an
+    # iteration leaves with the state as that iteration left it; += of a field; remove then
+    # update makes a new state.
+    if xs is None:
+        return None
+    for x in xs:
+        if x is None:
+            continue
+        if x < -15:
+            state.remove()
+            return {"k": k, "neg": x, "total": state.total, "exists": state.exists}
+        if x == 0:
+            state.remove()
+            continue
+        if x == 7 and state.exists:
+            state.total += x
+            continue
+        state.update(total=(state.total or 0) + x, n=(state.n or 0) + 1)
+        if x > 15:
+            break
+    return {"k": k, "neg": None, "total": state.total, "exists": state.exists}
+
+
+@entry("n BIGINT", settings={"timeout_domain": "processing_time"},
+       columns={"xs": "ARRAY<BIGINT>"}, strategies={"xs": LISTS})
+def timers_in_loop(k, xs, state):
+    # set_timer and clear_timer in a loop: the last one decides, state.timer reads the
+    # newest; a timing-out call removes the state.
+    if state.timing_out:
+        state.remove()
+        return {"k": k, "n": state.n, "timer": state.timer}
+    for x in xs or []:
+        if x is None:
+            state.clear_timer()
+        elif x % 3 == 0:
+            state.set_timer(state.batch_time + timedelta(seconds=1 + x % 4))
+    state.update(n=(state.n or 0) + 1)
+    return {"k": k, "n": state.n, "timer": state.timer}
+
+
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT", "s": "STRING"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS, "s": STRINGS})
+def walrus(k, xs, v, s, state):
+    # := evaluated once in Python's order; under a short circuit it binds only where its
+    # operand runs (half: unbound where v is None); in a comprehension's filter, for the
+    # element's value; in a return's dict, before the operand that reads it.
+    if (n := len(s or "")) > 2:
+        label = "long"
+    else:
+        label = "short"
+    found = v is not None and (half := v // 2 - 1) > 1
+    doubled = [y for x in (xs or []) if x is not None and (y := x * 2) > 4]
+    total = 0 if (t := state.n) is None else t
+    state.update(n=total + n)
+    first = half if found or v == 7 else None
+    return {"k": k, "n": n, "label": label, "doubled": doubled, "first": first, "t": t,
+            "last": (w := n + 1) * w}
+
+
 @entry("n BIGINT", columns={"s": "STRING", "t": "STRING", "v": "BIGINT"},
        strategies={"s": STRINGS, "t": STRINGS, "v": SMALL_BIGINTS})
 def str_search_and_pad(k, s, t, v, state):

@@ -31,7 +31,16 @@ from mapwithstate.pyfunc.values import Value, literal
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["IN_PLACE_METHODS", "in_place_call", "call", "delete", "refusal"]
+__all__ = [
+    "IN_PLACE_METHODS",
+    "in_place_call",
+    "call",
+    "changed",
+    "delete",
+    "refusal",
+    "setdefault",
+    "extended",
+]
 
 LIST_IN_PLACE = ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse")
 DICT_IN_PLACE = ("pop", "setdefault", "update", "clear")
@@ -45,17 +54,21 @@ _WAY_OUT = (
 
 
 def in_place_call(it: "Interpreter", node: ast.expr) -> Optional[ast.Call]:
-    """``node`` as a call that changes a local list's or dict's items, or None."""
-    if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-    ):
+    """``node`` as a call that changes a local list's or dict's items, or an item of one
+    (``d[k].append(v)``, ``d.setdefault(k, []).append(v)``: see
+    :mod:`~mapwithstate.pyfunc.nested`), or None."""
+    from mapwithstate.pyfunc.nested import item_type
+
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None
-    value = it.path.env.get(node.func.value.id)
-    if not isinstance(value, Value):
-        return None
-    kind, name = value.type.kind, node.func.attr
+    owner = node.func.value
+    if isinstance(owner, ast.Name):
+        value = it.path.env.get(owner.id)
+        kind = value.type.kind if isinstance(value, Value) else None
+    else:
+        inner = item_type(it, owner)
+        kind = inner.kind if inner is not None else None
+    name = node.func.attr
     if (
         (kind == "list" and name in LIST_IN_PLACE)
         or (kind == "dict" and name in DICT_IN_PLACE)
@@ -80,12 +93,25 @@ def call(it: "Interpreter", statement: ast.stmt, node: ast.Call) -> Tuple[str, V
     """Runs the changing call ``node`` of ``statement``: the variable that changes, its new
     value, and what the call returns."""
     from mapwithstate.pyfunc.mutations import owned_container
+    from mapwithstate.pyfunc.nested import changed_item, is_item
 
-    assert isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+    assert isinstance(node.func, ast.Attribute)
     method = node.func.attr
+    if is_item(node.func.value):
+        # An item of a local list or dict, changed inside it.
+        return changed_item(it, statement, node.func.value, lambda inner: changed(it, node, inner))
     name, base = owned_container(
         it, statement, node.func.value, f"{method}() of an item", f".{method}()"
     )
+    new, result = changed(it, node, base)
+    return name, new, result
+
+
+def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Value]:
+    """The changing call ``node`` on the list or dict ``base``: its new value and what the
+    call returns."""
+    assert isinstance(node.func, ast.Attribute)
+    method = node.func.attr
     # Python looks the method up before it evaluates the arguments: None has none.
     if base.nullable:
         it.ctx.check(
@@ -96,14 +122,13 @@ def call(it: "Interpreter", statement: ast.stmt, node: ast.Call) -> Tuple[str, V
         )
         base = base.non_null()
     if method == "sort":
-        return name, _sort(it, node, base), literal(None)
+        return _sort(it, node, base), literal(None)
     if base.type.kind == "set":
         from mapwithstate.pyfunc import sets
 
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise it.ctx.refuse(node, "*args in a call", "pass arguments one by one")
-        new, result = sets.in_place(it, node, base, method)
-        return name, new, result
+        return sets.in_place(it, node, base, method)
     if any(isinstance(a, ast.Starred) for a in node.args) or any(
         k.arg is None for k in node.keywords
     ):
@@ -118,8 +143,7 @@ def call(it: "Interpreter", statement: ast.stmt, node: ast.Call) -> Tuple[str, V
 
     args = [method_argument(it, a) for a in node.args]
     handler = (_LIST if base.type.kind == "list" else _DICT)[method]
-    new, result = handler(it, node, base, args)
-    return name, new, result
+    return handler(it, node, base, args)
 
 
 def delete(it: "Interpreter", node: ast.Delete) -> List[Tuple[str, Value]]:
@@ -173,7 +197,12 @@ def _extend(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
     _arity(it, node, args, 1, 1, "extend")
-    other = operators.none_check(it.ctx, node, args[0], "'NoneType' object is not iterable")
+    return extended(it, node, base, args[0]), literal(None)
+
+
+def extended(it: "Interpreter", node: ast.AST, base: Value, other: Value) -> Value:
+    """The list ``base`` extended by ``other``'s items (``xs.extend(ys)``, ``xs += ys``)."""
+    other = operators.none_check(it.ctx, node, other, "'NoneType' object is not iterable")
     if other.type.kind != "list":
         raise it.ctx.refuse(
             node, f"list.extend() of a {other.type}", "extend a list with a list's items"
@@ -186,7 +215,7 @@ def _extend(
             "a list is an array Column: one element type; convert the items explicitly",
         )
     column = F.concat(converted(base, joined), converted(other, joined))
-    return Value(column, joined, False), literal(None)
+    return Value(column, joined, False)
 
 
 def _insert(
@@ -288,9 +317,10 @@ def _dict_pop(
     return Value(column, base.type, False), Value(result, joined, True)
 
 
-def _setdefault(
+def setdefault(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
+    """``base.setdefault(*args)``: the dict after it, and the value it returns."""
     _arity(it, node, args, 1, 2, "setdefault")
     key_type, value_type = base.type.args
     key = _key(it, node, base, args[0])
@@ -394,7 +424,7 @@ _LIST = {
     "clear": _list_clear,
     "reverse": _reverse,
 }
-_DICT = {"pop": _dict_pop, "setdefault": _setdefault, "update": _update, "clear": _dict_clear}
+_DICT = {"pop": _dict_pop, "setdefault": setdefault, "update": _update, "clear": _dict_clear}
 
 
 # ------------------------------------------------------------------ shared

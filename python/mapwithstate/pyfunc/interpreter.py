@@ -194,6 +194,7 @@ class Interpreter:
         #: Inside a ``for`` loop's body: the paths leaving the iteration early.
         self.loop_exits: Optional[List[LoopExit]] = None
         self.timer_used = False
+        self.statement_guard: Cond = True
 
     # ---------------------------------------------------------------- statements
 
@@ -209,6 +210,8 @@ class Interpreter:
             self.statement(statement)
 
     def statement(self, node: ast.stmt) -> None:
+        # The guard a walrus in this statement's expressions binds unconditionally under.
+        self.statement_guard = self.ctx.guard
         if isinstance(node, ast.Expr):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return  # a docstring
@@ -362,6 +365,7 @@ class Interpreter:
         for name in self.state_fields:
             if name in values:
                 self.path.fields[name] = self.ctx.share(values[name])
+                self.path.stale.pop(f"state.{name}", None)
         self.path.present = literal(True)
         self.path.changed = True
 
@@ -397,6 +401,7 @@ class Interpreter:
                     target, "assignment to state", "change the state with state.update(...)"
                 )
             self.path.env[target.id] = self.ctx.share(value)
+            self.path.stale.pop(target.id, None)
             return
         if isinstance(target, ast.Attribute) and _is_state(target.value):
             raise self.ctx.refuse(
@@ -470,7 +475,8 @@ class Interpreter:
         )
         timer = merged_value(a.timer, b.timer)
         timer_left = merged_value(a.timer_left, b.timer_left)
-        return PathState(env, fields, present, changed, timer, timer_left)
+        stale = {**b.stale, **a.stale}
+        return PathState(env, fields, present, changed, timer, timer_left, stale=stale)
 
     def return_(self, node: ast.Return) -> None:
         record: Optional[Record] = None
@@ -563,6 +569,12 @@ class Interpreter:
             )
         return result
 
+    def expr_NamedExpr(self, node: ast.NamedExpr) -> Any:
+        """``(name := value)``: see :mod:`~mapwithstate.pyfunc.walrus`."""
+        from mapwithstate.pyfunc.walrus import named_expression
+
+        return named_expression(self, node)
+
     def expr_Constant(self, node: ast.Constant) -> Value:
         try:
             return literal(node.value)
@@ -584,6 +596,10 @@ class Interpreter:
 
     def name(self, node: ast.Name) -> Any:
         if node.id in self.path.env:
+            if self.path.stale:
+                from mapwithstate.pyfunc.nested import stale_read
+
+                stale_read(self, node, node.id)
             value = self.path.env[node.id]
             if isinstance(value, MaybeUnassigned):
                 raise self.ctx.refuse(
@@ -640,6 +656,10 @@ class Interpreter:
 
         name = node.attr
         if name in self.state_fields:
+            if self.path.stale:
+                from mapwithstate.pyfunc.nested import stale_read
+
+                stale_read(self, node, f"state.{name}")
             return self.path.fields[name]
         if name == "exists":
             return self.path.present
@@ -707,6 +727,8 @@ class Interpreter:
                 )
             self.path.present = literal(False)
             self.path.changed = True
+            for name in self.state_fields:
+                self.path.stale.pop(f"state.{name}", None)
             return nothing
         if method == "set_timer":
             if len(node.args) != 1 or node.keywords:
@@ -1147,7 +1169,6 @@ _REFUSED_EXPRESSIONS = {
     "Await": "no async in a state function",
     "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
     "sorted/len or of a method (', '.join(...))",
-    "NamedExpr": "assign on a line of its own",
     "Starred": "no unpacking in a state function",
     "Slice": "slices appear only in subscripts",
 }

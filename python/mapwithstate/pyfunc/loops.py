@@ -31,8 +31,15 @@ unassigned after the loop (the list may be empty): reading them there is a compi
 after an ``if`` that assigns them on one branch. The loop's target, if read after the loop, is
 carried: the element last bound, unbound after no iteration (a
 :class:`~mapwithstate.pyfunc.paths.BoundIf`, whose read fails the query with
-``UnboundLocalError`` there). The state's operations, ``yield from`` and an ``else`` clause
-are refused in a loop.
+``UnboundLocalError`` there). ``yield from`` and an ``else`` clause are refused in a loop.
+
+The state's operations (``state.update``, ``remove``, ``set_timer``, ``clear_timer``,
+``state.<field> += v``) run in the iterations in the loop's order: the key's state as the
+code sees it (each field, whether it exists, whether the call changed it, the timer) is carried
+through the fold like a variable, as the accumulator's ``state.<field>``, ``state.exists``,
+``state.changed``, ``state.timer`` and ``state.timer_left`` (names no Python variable has), so
+the last of ``update``/``remove`` decides and ``state.<field>`` reads the newest value, also
+after the loop and where an iteration returns.
 """
 
 import ast
@@ -47,8 +54,15 @@ from pyspark.sql import types as T
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.interpreter import Emit, LoopExit
-from mapwithstate.pyfunc.paths import BoundIf, MaybeUnassigned, Record, converted, merge_values
-from mapwithstate.pyfunc.pytypes import INT, NONE, PyType, list_of, row_of, to_spark, unify
+from mapwithstate.pyfunc.paths import (
+    BoundIf,
+    MaybeUnassigned,
+    PathState,
+    Record,
+    converted,
+    merge_values,
+)
+from mapwithstate.pyfunc.pytypes import BOOL, INT, NONE, PyType, list_of, row_of, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal, select
 
 if TYPE_CHECKING:
@@ -87,6 +101,8 @@ class _Iteration:
     #: The values the iteration named (an inner loop's fold, a large variable): its Columns
     #: are complete once resolved by it.
     bindings: Bindings
+    #: What the iteration leaves stale (see ``PathState.stale``), on any of its exits.
+    stale: Dict[str, Tuple[int, str]]
 
 
 #: The names and Python types of the fields of rows a loop yields or returns.
@@ -122,6 +138,7 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
         elif isinstance(value, BoundIf):
             value = value.value
         carried[name] = _carried(it, node, name, value)
+    carried.update(_state_parts(it.path, _state_changes(node)))
     types = {name: (value.type, value.nullable) for name, value in carried.items()}
     known_types: Dict[int, T.DataType] = {}
     for _ in range(_TYPE_PASSES):
@@ -135,6 +152,11 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
         raise it.ctx.refuse(
             node, "a loop whose variables' types do not settle", "give each variable one type"
         )
+    # A state field or parameter an iteration leaves stale is stale in the next ones, and
+    # after the loop.
+    if any(k not in it.path.stale for k in typed.stale):
+        it.path.stale.update(typed.stale)
+        _body(it, node, bound, bind(_null_of(source)), known_types, True)
     failing = bool(typed.failures)
     stopping = typed.stops is not False
     returning = typed.returns is not False
@@ -194,9 +216,14 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
         shape_record = Record({name: _typed_null(t, True) for name, t in rows_shape})
         rows = Value(folded.getField(_ROWS), list_of(row_of(rows_shape)), False)
         it.emits.append(Emit(guard, shape_record, node.lineno, node=node, rows=rows))
+    # The state as the iterations left it (where one returned, as it returned).
+    _set_state(
+        it.path,
+        {n: Value(folded.getField(n), t, f) for n, (t, f) in types.items() if _is_state(n)},
+    )
     if returning:
-        # An iteration returned: the function leaves, its state as before the loop (the body
-        # changes no state), and nothing after the loop runs for that call.
+        # An iteration returned: the function leaves, its state as the iteration left it,
+        # and nothing after the loop runs for that call.
         returned = folded.getField(_RETURNED)
         record = None
         if return_shape is not None:
@@ -210,6 +237,8 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
             env[name] = MaybeUnassigned(node.lineno)
     ran: Cond = F.coalesce(F.size(source.column) > 0, F.lit(False))
     for name, (t, nullable) in types.items():
+        if _is_state(name):
+            continue
         value = Value(folded.getField(name), t, nullable)
         if name in unbound_before:
             env[name] = BoundIf(value, ran, node.lineno)
@@ -429,7 +458,8 @@ def _body(
         return known_types[id(call)]
 
     path = it.path.copy()
-    path.env.update(carried)
+    path.env.update({n: v for n, v in carried.items() if not _is_state(n)})
+    _set_state(path, {n: v for n, v in carried.items() if _is_state(n)})
     path.env.update(target)
     it.path = path
     # Computed per element inside a lambda: no value there may raise by itself, nor be named
@@ -449,9 +479,9 @@ def _body(
         ends = {}
         for name in carried:
             choices: List[Tuple[Cond, Any]] = [
-                (e.guard, e.path.env[name]) for e in exits if e.guard is not False
+                (e.guard, _carried_value(e.path, name)) for e in exits if e.guard is not False
             ]
-            value = _chosen(choices) if choices else exits[-1].path.env[name]
+            value = _chosen(choices) if choices else _carried_value(exits[-1].path, name)
             if isinstance(value, BoundIf):
                 value = value.value
             if not isinstance(value, Value):
@@ -471,7 +501,8 @@ def _body(
                 returns = c_or(returns, e.guard)
                 if e.record is not None:
                     returned.append((e.guard, e.record))
-        return _Iteration(ends, stops, returns, returned, it.emits, ctx.failures, bindings)
+        stale = {k: v for e in exits if e.guard is not False for k, v in e.path.stale.items()}
+        return _Iteration(ends, stops, returns, returned, it.emits, ctx.failures, bindings, stale)
     finally:
         it.path, ctx.failures, ctx.guard, ctx.self_checks, ctx.bindings, ctx.type_of = saved
         it.emits, it.loop_exits = saved_loop
@@ -499,28 +530,114 @@ def _assigned(body: List[ast.stmt]) -> Set[str]:
         for n in ast.walk(statement):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
-            elif (
-                isinstance(n, ast.Subscript)
-                and isinstance(n.ctx, (ast.Store, ast.Del))
-                and isinstance(n.value, ast.Name)
-            ):
-                names.add(n.value.id)
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                names |= _owner(n.value)
             elif (
                 isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute)
                 and n.func.attr in IN_PLACE_METHODS
-                and isinstance(n.func.value, ast.Name)
             ):
-                names.add(n.func.value.id)
+                names |= _owner(n.func.value)
     return names
 
 
-_STATE_OPERATIONS = ("update", "remove", "set_timer", "clear_timer")
+def _owner(node: ast.AST) -> Set[str]:
+    """The variable whose list or dict a change of ``node`` changes, one or more items down
+    (``d`` of ``d``, ``d[k]``, ``d.setdefault(k, [])``)."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "setdefault"
+        ):
+            node = node.func.value
+        else:
+            break
+    # state.update(...) and state.remove() change the key's state, carried apart.
+    return {node.id} if isinstance(node, ast.Name) and node.id != "state" else set()
+
+
+#: The accumulator's fields carrying the key's state (beside ``state.<field>`` for each field):
+#: dotted, so that no Python variable has their names.
+_EXISTS, _CHANGED, _TIMER, _TIMER_LEFT = (
+    "state.exists",
+    "state.changed",
+    "state.timer",
+    "state.timer_left",
+)
+
+
+def _is_state(name: str) -> bool:
+    """Whether a carried name is one of the state's parts rather than a variable."""
+    return name.startswith("state.")
+
+
+def _state_changes(node: ast.For) -> Tuple[bool, bool]:
+    """Whether the loop's body changes the key's state (``update``, ``remove``, ``state.<f>
+    op= v``) and whether it sets or clears the timer."""
+    fields = timer = False
+    for statement in node.body:
+        for n in ast.walk(statement):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                if n.value.id == "state" and n.attr in ("update", "remove"):
+                    fields = True
+                if n.value.id == "state" and n.attr in ("set_timer", "clear_timer"):
+                    timer = True
+            if (
+                isinstance(n, ast.AugAssign)
+                and isinstance(n.target, ast.Attribute)
+                and isinstance(n.target.value, ast.Name)
+                and n.target.value.id == "state"
+            ):
+                fields = True
+    return fields, timer
+
+
+def _state_parts(path: PathState, changes: Tuple[bool, bool]) -> Dict[str, Value]:
+    """The parts of the key's state a loop whose body makes ``changes`` carries."""
+    fields, timer = changes
+    parts: Dict[str, Value] = {}
+    if fields:
+        parts.update({f"state.{name}": value for name, value in path.fields.items()})
+        parts[_EXISTS] = path.present
+        changed = path.changed
+        parts[_CHANGED] = (
+            literal(changed) if isinstance(changed, bool) else Value(changed, BOOL, False)
+        )
+    if timer:
+        parts[_TIMER] = path.timer
+        parts[_TIMER_LEFT] = path.timer_left
+    return parts
+
+
+def _set_state(path: PathState, parts: Dict[str, Value]) -> None:
+    """The path's state takes the carried ``parts``."""
+    for key, value in parts.items():
+        if key == _EXISTS:
+            path.present = value
+        elif key == _CHANGED:
+            path.changed = value.const if isinstance(value.const, bool) else value.column
+        elif key == _TIMER:
+            path.timer = value
+        elif key == _TIMER_LEFT:
+            path.timer_left = value
+        else:
+            path.fields[key[len("state.") :]] = value
+
+
+def _carried_value(path: PathState, name: str) -> Any:
+    """A carried variable's value on ``path``, or the state's part ``name``."""
+    if not _is_state(name):
+        return path.env[name]
+    fields, timer = name not in (_TIMER, _TIMER_LEFT), name in (_TIMER, _TIMER_LEFT)
+    return _state_parts(path, (fields, timer))[name]
 
 
 def _refuse_unsupported(it: "Interpreter", node: ast.For) -> None:
-    """Refuses what a fold does not do: change the key's state in an iteration, an ``else``
-    clause, ``rows`` in the body."""
+    """Refuses what a fold does not do: an ``else`` clause, ``rows`` in the body, ``yield
+    from``."""
     from mapwithstate.pyfunc.sequences import is_rows
 
     if node.orelse:
@@ -545,21 +662,6 @@ def _refuse_unsupported(it: "Interpreter", node: ast.For) -> None:
 def _refusal(n: ast.AST) -> Optional[Tuple[str, str]]:
     if isinstance(n, ast.YieldFrom):
         return "yield from in a for loop", "yield each row"
-    is_state = (
-        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "state"
-    )
-    if is_state and isinstance(n, ast.Attribute) and n.attr in _STATE_OPERATIONS:
-        return (
-            f"state.{n.attr} in a for loop",
-            "carry the new values in variables and change the state after the loop",
-        )
-    if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Attribute):
-        target = n.target
-        if isinstance(target.value, ast.Name) and target.value.id == "state":
-            return (
-                f"augmented assignment to state.{target.attr} in a for loop",
-                "carry the new value in a variable and change the state after the loop",
-            )
     return None
 
 

@@ -30,7 +30,7 @@ from mapwithstate.pyfunc.values import Value
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["assign_item", "augment_item"]
+__all__ = ["assign_item", "augment_item", "owned_container", "fresh", "reads"]
 
 _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 1:]"
 #: Builtins whose result never is their argument itself.
@@ -44,10 +44,50 @@ _KEEPING_METHODS = {"append", "insert", "setdefault"}
 
 
 def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
-    """The variable ``node`` changes and its new value."""
+    """The variable ``node`` changes and its new value: ``xs[i] op= v``, ``d[k][i] op= v``
+    (an item of an item, see :mod:`~mapwithstate.pyfunc.nested`), and ``d[k] += ys`` of a
+    list item, which Python extends in place."""
+    from mapwithstate.pyfunc.nested import changed_item, is_item, item_type
+
     target = node.target
     assert isinstance(target, ast.Subscript)
+    inner = item_type(it, target)
+    if inner is not None and inner.kind in ("list", "dict"):
+        if not (inner.kind == "list" and isinstance(node.op, ast.Add)):
+            raise it.ctx.refuse(
+                node,
+                f"augmented assignment {operators.symbol(node.op)}= to an item that is a "
+                f"{inner.name}",
+                "Python changes that inner object in place; of those only a list's += "
+                "(extend) compiles: " + _HINT,
+            )
+        name, new, _ = changed_item(
+            it, node, target, lambda items: (_extended(it, node, items), None)
+        )
+        return name, new
+    if is_item(target.value) and not isinstance(target.slice, ast.Slice):
+        name, new, _ = changed_item(
+            it, node, target.value, lambda base: (_augmented(it, node, base), None)
+        )
+        return name, new
     name, base = _owned_container(it, node, target, f"{operators.symbol(node.op)}=")
+    return name, _augmented(it, node, base)
+
+
+def _extended(it: "Interpreter", node: ast.AugAssign, items: Value) -> Value:
+    """``items += value`` of a list: extended in place (``TypeError`` for ``None``)."""
+    from mapwithstate.pyfunc.in_place import extended
+
+    items = operators.none_check(
+        it.ctx, node, items, "unsupported operand type(s) for +=: 'NoneType' and 'list'"
+    )
+    return extended(it, node, items, it.value(node.value))
+
+
+def _augmented(it: "Interpreter", node: ast.AugAssign, base: Value) -> Value:
+    """``base`` (a list or dict) with ``node``'s item changed by its operator."""
+    target = node.target
+    assert isinstance(target, ast.Subscript)
     base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
     current, where = item(it, target, base, it.value(target.slice))
     element = base.type.args[0] if base.type.kind == "list" else base.type.args[1]
@@ -58,7 +98,7 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
             "Python changes that inner object in place; " + _HINT,
         )
     new = operators.binary(it.ctx, node, node.op, current, it.value(node.value))
-    value = _stored(it, node, base, element, new)
+    value = stored(it, node, base, element, new)
     column: Column
     if base.type.kind == "list":
         column = F.transform(
@@ -69,7 +109,7 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
         column = F.transform_values(
             base.column, lambda k, v: F.when(k == where, value).otherwise(v)
         )
-    return name, Value(column, base.type, False)
+    return Value(column, base.type, False)
 
 
 def _owned_container(
@@ -154,9 +194,17 @@ def assign_item(
     it: "Interpreter", node: ast.Assign, target: ast.Subscript, value: Value
 ) -> Tuple[str, Union[Value, Record]]:
     """``xs[i] = v`` of a list (``IndexError`` outside it) or ``d[k] = v`` of a dict (a new
-    key goes last, as Python's insertion order): the variable that changes and its new
-    value. ``value`` is evaluated first, as Python does. A row display's variable given a
+    key goes last, as Python's insertion order), or ``d[k][i] = v`` of an item (see
+    :mod:`~mapwithstate.pyfunc.nested`): the variable that changes and its new value.
+    ``value`` is evaluated first, as Python does. A row display's variable given a
     string-literal key stays a row (``row["n"] = n``; a present key keeps its position)."""
+    from mapwithstate.pyfunc.nested import changed_item, is_item
+
+    if is_item(target.value) and not isinstance(target.slice, ast.Slice):
+        name, new, _ = changed_item(
+            it, node, target.value, lambda base: (_assigned(it, node, target, base, value), None)
+        )
+        return name, new
     row_key = (
         target.slice.value
         if isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
@@ -168,6 +216,13 @@ def assign_item(
             raise it.ctx.refuse(node, f"a {type(value).__name__} stored in a row", _HINT)
         assert row_key is not None
         return name, Record({**base.fields, row_key: value})
+    return name, _assigned(it, node, target, base, value)
+
+
+def _assigned(
+    it: "Interpreter", node: ast.stmt, target: ast.Subscript, base: Value, value: Any
+) -> Value:
+    """``base`` (a list or dict) with ``target``'s item set to ``value``."""
     if not isinstance(value, Value):
         raise it.ctx.refuse(
             node, f"a {type(value).__name__} stored as an item", "store a number, str or list"
@@ -182,7 +237,7 @@ def assign_item(
         typed = dict_of(index.type, value.type)
         base = Value(base.column.cast(to_spark(typed)), typed, base.nullable)
     element = base.type.args[0] if kind == "list" else base.type.args[1]
-    new = _stored(it, node, base, element, value)
+    new = stored(it, node, base, element, value)
     column: Column
     if kind == "list":
         if index.type.kind not in ("int", "bool"):
@@ -197,7 +252,7 @@ def assign_item(
         column = F.transform(
             base.column, lambda e, i: F.when(i.cast("bigint") == position, new).otherwise(e)
         )
-        return name, Value(column, base.type, False)
+        return Value(column, base.type, False)
     key_type = base.type.args[0]
     if unify(key_type, index.type) != key_type:
         raise it.ctx.refuse(
@@ -225,12 +280,10 @@ def assign_item(
         .when(key.isNotNull(), F.map_concat(base.column, F.create_map(key, new)))
         .otherwise(base.column)
     )
-    return name, Value(column, base.type, False)
+    return Value(column, base.type, False)
 
 
-def _stored(
-    it: "Interpreter", node: ast.stmt, base: Value, element: PyType, value: Value
-) -> Column:
+def stored(it: "Interpreter", node: ast.stmt, base: Value, element: PyType, value: Value) -> Column:
     """``value`` as an item of ``base`` (of ``element`` items) holds it."""
     if unify(element, value.type) != element:
         raise it.ctx.refuse(
@@ -241,7 +294,7 @@ def _stored(
     return value.column if value.type == element else value.column.cast(to_spark(element))
 
 
-def _fresh(node: Optional[ast.expr]) -> bool:
+def fresh(node: Optional[ast.expr]) -> bool:
     """Whether ``node`` makes a new list (or is no list at all)."""
     if node is None or isinstance(
         node,
@@ -253,7 +306,7 @@ def _fresh(node: Optional[ast.expr]) -> bool:
     if isinstance(node, ast.Subscript):
         return isinstance(node.slice, ast.Slice)
     if isinstance(node, ast.IfExp):
-        return _fresh(node.body) and _fresh(node.orelse)
+        return fresh(node.body) and fresh(node.orelse)
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Name):
@@ -264,7 +317,7 @@ def _fresh(node: Optional[ast.expr]) -> bool:
     return False
 
 
-def _reads(node: ast.Name, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bool:
+def reads(node: ast.AST, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bool:
     """Whether this use of the variable only reads the object (Python keeps no reference to
     it past the expression)."""
     if isinstance(parent, ast.Subscript):
@@ -291,7 +344,33 @@ def _reads(node: ast.Name, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bo
     if isinstance(parent, (ast.If, ast.IfExp, ast.Assert)):
         return getattr(parent, "test", None) is node or getattr(parent, "msg", None) is node
     # A row returned ends the call: no change follows on its path.
-    walk: Optional[ast.AST] = parent
+    return returned(parent, ancestors)
+
+
+def parents(it: "Interpreter") -> Dict[int, ast.AST]:
+    """Each node's parent in the function's tree, by the node's id."""
+    ancestors: Dict[int, ast.AST] = {}
+    for parent in ast.walk(it.ctx.source.tree):
+        for child in ast.iter_child_nodes(parent):
+            ancestors[id(child)] = parent
+    return ancestors
+
+
+def before(change: ast.AST, ancestors: Dict[int, ast.AST]) -> Tuple[int, int]:
+    """The source position every use that may run before ``change`` precedes: the change's,
+    or inside a loop the loop's end (its body's uses may come before the change's next run)."""
+    limit = (getattr(change, "lineno", 0), getattr(change, "col_offset", 0))
+    walk: Optional[ast.AST] = change
+    while walk is not None:
+        if isinstance(walk, ast.For):
+            limit = max(limit, (walk.end_lineno or walk.lineno, walk.end_col_offset or 0))
+        walk = ancestors.get(id(walk))
+    return limit
+
+
+def returned(node: ast.AST, ancestors: Dict[int, ast.AST]) -> bool:
+    """Whether ``node`` is in a ``return`` (which ends the call: no change follows)."""
+    walk: Optional[ast.AST] = node
     while walk is not None:
         if isinstance(walk, ast.Return):
             return True
@@ -303,37 +382,31 @@ def _shared_use(it: "Interpreter", name: str, change: ast.stmt) -> Optional[ast.
     """Where the function may make ``name``'s object another's before ``change``: an
     assignment that is not a new list, or a use that keeps the object; None if nowhere."""
     tree = it.ctx.source.tree
-    ancestors: Dict[int, ast.AST] = {}
-    for parent in ast.walk(tree):
-        for child in ast.iter_child_nodes(parent):
-            ancestors[id(child)] = parent
+    ancestors = parents(it)
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == name for t in node.targets
         ):
-            if not _fresh(node.value):
+            if not fresh(node.value):
+                return node
+        if isinstance(node, ast.NamedExpr) and node.target.id == name:
+            if not fresh(node.value):
                 return node
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if node.target.id == name and not _fresh(node.value):
+            if node.target.id == name and not fresh(node.value):
                 return node
-        if isinstance(node, ast.comprehension) and any(
+        if isinstance(node, (ast.comprehension, ast.For)) and any(
             isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)
         ):
             return node
-    # Inside a loop, every use in the loop's body may come before the change's next run.
-    before = (change.lineno, change.col_offset)
-    walk: Optional[ast.AST] = change
-    while walk is not None:
-        if isinstance(walk, ast.For):
-            before = max(before, (walk.end_lineno or walk.lineno, walk.end_col_offset or 0))
-        walk = ancestors.get(id(walk))
+    limit = before(change, ancestors)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Name)
             and node.id == name
             and isinstance(node.ctx, ast.Load)
-            and (node.lineno, node.col_offset) < before
-            and not _reads(node, ancestors[id(node)], ancestors)
+            and (node.lineno, node.col_offset) < limit
+            and not reads(node, ancestors[id(node)], ancestors)
         ):
             return node
     return None

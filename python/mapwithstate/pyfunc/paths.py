@@ -9,7 +9,7 @@ is *maybe unassigned* after the merge, and reading it is a compile error (Python
 """
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from mapwithstate.pyfunc.pytypes import PyType, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, c_or, select
@@ -60,9 +60,13 @@ class PathState:
     timer: Value
     timer_left: Value
     extra: Dict[str, Any] = field(default_factory=dict)
+    #: The state fields (``state.<field>``) and parameters whose inner lists or dicts a change
+    #: of a copy's items changed on this path (see :mod:`~mapwithstate.pyfunc.nested`): each
+    #: with the change's line and the copy's name. Reading one is refused.
+    stale: Dict[str, Tuple[int, str]] = field(default_factory=dict)
 
     def copy(self) -> "PathState":
-        return replace(self, env=dict(self.env), fields=dict(self.fields))
+        return replace(self, env=dict(self.env), fields=dict(self.fields), stale=dict(self.stale))
 
 
 def _converted(value: Value, joined: PyType, spark_type: Any) -> Any:
