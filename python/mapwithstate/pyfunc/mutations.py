@@ -170,7 +170,8 @@ def owned_container(
     keeps_row = isinstance(base, Record) and base.present is True and row_key is not None
     if isinstance(base, Record) and not keeps_row:
         base = record_as_dict(it.ctx, container, base)
-    if not keeps_row and (not isinstance(base, Value) or base.type.kind not in ("list", "dict", "set")):
+    changeable = isinstance(base, Value) and base.type.kind in ("list", "dict", "set")
+    if not keeps_row and not changeable:
         kind = base.type if isinstance(base, Value) else type(base).__name__
         raise it.ctx.refuse(
             node,
