@@ -79,30 +79,31 @@ case class PythonLet(argument: Expression, function: Expression)
   }
 
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode =
-    ctx.withLambdaVars(Seq(variable), bound => {
-      val x = bound.head
-      val value = argument.genCode(ctx)
-      val assignValue = if (variable.nullable) {
-        s"${x.isNull} = ${value.isNull};\n${x.value} = ${value.value};"
-      } else {
-        s"${x.value} = ${value.value};"
-      }
-      // A part of the body generating no code (CodegenFallback) evaluates the variable
-      // through `eval`, which reads its reference: set it too, as Spark's `transform` does.
-      val interpreted = functionForEval.exists(_.isInstanceOf[CodegenFallback])
-      val assignReference = if (interpreted) {
-        val reference = ctx.addReferenceObj(variable.name, variable.value)
-        assignAtomic(reference, x.value.toString, x.isNull.toString, variable.nullable)
-      } else {
-        ""
-      }
-      val body = functionForEval.genCode(ctx)
-      ev.copy(code = code"""
+    ctx.withLambdaVars(Seq(variable),
+      bound => {
+        val x = bound.head
+        val value = argument.genCode(ctx)
+        val assignValue = if (variable.nullable) {
+          s"${x.isNull} = ${value.isNull};\n${x.value} = ${value.value};"
+        } else {
+          s"${x.value} = ${value.value};"
+        }
+        // A part of the body generating no code (CodegenFallback) evaluates the variable
+        // through `eval`, which reads its reference: set it too, as Spark's `transform` does.
+        val interpreted = functionForEval.exists(_.isInstanceOf[CodegenFallback])
+        val assignReference = if (interpreted) {
+          val reference = ctx.addReferenceObj(variable.name, variable.value)
+          assignAtomic(reference, x.value.toString, x.isNull.toString, variable.nullable)
+        } else {
+          ""
+        }
+        val body = functionForEval.genCode(ctx)
+        ev.copy(code = code"""
         |${value.code}
         |$assignValue
         |$assignReference
         |${body.code}""".stripMargin, isNull = body.isNull, value = body.value)
-    })
+      })
 
   override protected def withNewChildrenInternal(
       newLeft: Expression,
