@@ -1107,6 +1107,20 @@ def test_plan_grows_linearly_with_the_source(spark, tmp_path):
     assert_same(spark, spec, rows, "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
 
 
+def test_a_branching_function_of_40_names_compiles_and_runs_both_ways(spark, tmp_path):
+    # 40 names nest 40 lets in each output, which the server analyses in linear time (nested
+    # transforms took time doubling with each: 10 of them passed minutes), and a run of ifs
+    # keeps its guard (its checks' conditions doubled with each if: 1.4 MB of SQL at 10).
+    from bench.named_values import branching_function
+
+    spec = branching_function(tmp_path, 39)
+    df = spark.createDataFrame([("a", 7, 2)], "k STRING, i BIGINT, j BIGINT")
+    assert sum(map(len, spec.explain(df).values())) < 400_000
+    rows = [{"k": "a", "i": 7, "j": 2, "t": T0}, {"k": "b", "i": -9, "j": 4, "t": T0},
+            {"k": "a", "i": 40, "j": 3, "t": at(1)}, {"k": "c", "i": 0, "j": -1, "t": at(1)}]
+    assert_same(spark, spec, rows, "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
+
+
 def test_str_of_a_float_is_a_small_plan(spark):
     df = spark.createDataFrame([("a", 1, 2.5, T0)], "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
     # str() of an int-or-float reads its digits many times; they are in the plan once.

@@ -5,10 +5,14 @@ variable computed from one read twice holds four: ``x = i // j + i % j`` repeate
 function doubles the plan at each line, and Python's checks (``ZeroDivisionError``, overflow)
 copy the operands once more each. :class:`Bindings` gives a large value a name instead: the
 variable's Column is a lambda variable, and each output Column the compiler hands to the server
-is wrapped, for every name it uses, in ``transform(array(value), name -> output)[0]`` — the
-``let`` SQL lacks — so each value is in each output's plan once.
+is wrapped, for every name it uses, in the plugin's ``__mws_python_let(value, name -> output)``
+(``io.mapwithstate.pyfunc.PythonLet``, the ``let`` SQL lacks), so each value is in each
+output's plan once. A value may use earlier names, so an output's lets nest; the server
+analyses the nest in time linear in its depth, and generates code for it that evaluates each
+value once into a field and then the body.
 
-Names cost speed, though: Spark generates no code for ``transform``. So a function is first
+Names stay second choice: a value named is out of reach of Spark's common subexpression
+elimination, and the compiler's self-checks are made without them. So a function is first
 compiled with its values copied, and compiled again with names only when a copied Column grows
 past :func:`copied_plan_limit` (copies that multiply, not a long function's linear growth).
 
@@ -22,22 +26,22 @@ from dataclasses import dataclass, field
 from typing import Any, List, Tuple, cast
 
 from pyspark.sql import Column
-from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.values import INLINE_LIMIT
 
 __all__ = ["Bindings", "PlanTooLarge", "COPIED_PLAN_LIMIT", "copied_plan_limit"]
 
-#: The largest text of a Column a compilation without names may make: Spark generates code for
-#: a plan of copies, and none for a named value (``transform`` is interpreted), so small
-#: functions stay copies and only those whose copies grow past this get names.
+#: The largest text of a Column a compilation without names may make: small functions stay
+#: copies and only those whose copies grow past this get names.
 COPIED_PLAN_LIMIT = 20_000
 
 #: A plan of copies growing linearly with the source (a long run of statements each building on
-#: the last) stays copies up to this many characters a line: names would not shorten it, and
-#: they nest one lambda in the next, which Spark analyses in time exponential in the nesting
-#: (``transform``'s type asks its lambda's type and nullability, each asking the next).
+#: the last) stays copies up to this many characters a line: names would not shorten it.
 COPIED_CHARS_PER_LINE = 400
+
+
+#: The plugin's ``let``: ``__mws_python_let(value, name -> body)`` (``PythonLet``).
+LET = "__mws_python_let"
 
 
 def copied_plan_limit(lines: int) -> int:
@@ -95,8 +99,7 @@ class Bindings:
         result = column
         for variable, value in used:
             function = LambdaFunction(_expression(result), [variable])
-            array = _expression(F.array(value))
-            result = ConnectColumn(UnresolvedFunction("transform", [array, function]))[0]
+            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
         return result
 
 

@@ -427,14 +427,20 @@ class Interpreter:
         outer = self.ctx.guard
         before = self.path
         self.path = before.copy()
-        self.ctx.guard = c_and(outer, test)
+        then_entry = self.ctx.guard = c_and(outer, test)
         self.block(node.body)
         then_path, then_guard = self.path, self.ctx.guard
         self.path = before.copy()
-        self.ctx.guard = c_and(outer, c_not(test))
+        else_entry = self.ctx.guard = c_and(outer, c_not(test))
         self.block(node.orelse)
         else_path, else_guard = self.path, self.ctx.guard
-        self.ctx.guard = c_or(then_guard, else_guard)
+        if then_guard is then_entry and else_guard is else_entry:
+            # Neither branch left the function: every path that entered the if goes on. The
+            # guard is the one before it, not (g and t) or (g and not t), which would double
+            # with each if of a run of them (and every check after them holds it).
+            self.ctx.guard = outer
+        else:
+            self.ctx.guard = c_or(then_guard, else_guard)
         if then_guard is False:
             self.path = else_path
         elif else_guard is False:

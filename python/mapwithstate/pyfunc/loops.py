@@ -465,9 +465,9 @@ def _body(
     # Computed per element inside a lambda: no value there may raise by itself, nor be named
     # outside the lambda, and its failures are the loop's. Its large values (an inner loop's
     # fold, read for each variable it carries; a variable merged over an if's branches) are
-    # named inside the lambda, which Spark interprets anyway (and whose body it does not
-    # eliminate common subexpressions of): a group function's too, as a value holding an
-    # aggregate is inside the fold's lambda already.
+    # named inside the lambda, whose body Spark does not eliminate common subexpressions of
+    # anyway: a group function's too, as a value holding an aggregate is inside the fold's
+    # lambda already.
     bindings = Bindings(True, inline=_NAMED_IN_BODY)
     ctx.failures, ctx.guard, ctx.self_checks = [], True, False
     ctx.bindings, ctx.type_of = bindings, typed

@@ -5,7 +5,7 @@ import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult.DataTypeMismatch
-import org.apache.spark.sql.catalyst.expressions.{Cast, Expression, ExpressionInfo}
+import org.apache.spark.sql.catalyst.expressions.{Cast, Expression, ExpressionInfo, LambdaFunction}
 import org.apache.spark.sql.types.{DataType, DoubleType, IntegerType, LongType, StringType}
 
 /**
@@ -38,6 +38,10 @@ object PythonFunctions {
       "_FUNC_(s) - Python's repr(s) of a str (the state function compiler's, not for " +
         "direct use).",
       args => PythonRepr(typed(args(0), StringType))),
+    Reserved(PythonLet.Name, 2, classOf[PythonLet],
+      "_FUNC_(value, x -> body) - body with x bound to value, which is evaluated once (the " +
+        "state function compiler's, not for direct use).",
+      args => PythonLet(args(0), lambda(PythonLet.Name, args(1)))),
     Reserved(PythonModPow.Name, 3, classOf[PythonModPow],
       "_FUNC_(a, b, m) - Python's pow(a, b, m) of ints, exact, with m's sign; null where " +
         "Python raises ValueError (the state function compiler's, not for direct use).",
@@ -69,6 +73,14 @@ object PythonFunctions {
     } else {
       TypeCheckResult.TypeCheckSuccess
     }
+
+  /** `e`, a lambda function as `name`'s last argument must be. */
+  private def lambda(name: String, e: Expression): Expression = e match {
+    case _: LambdaFunction => e
+    case _ =>
+      throw MapWithStateException(ErrorCondition.AnalysisFailed,
+        s"$name takes a lambda function (x -> body) as its last argument, not ${e.sql}")
+  }
 
   /** `e` as `dataType`: the compiler sends it so; SQL text may give another number type. */
   private def typed(e: Expression, dataType: DataType): Expression =
