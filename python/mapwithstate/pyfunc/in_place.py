@@ -23,6 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.dict_keys import looked_up_key, stored_key
 from mapwithstate.pyfunc.paths import converted
 from mapwithstate.pyfunc.pytypes import NONE, PyType, dict_of, list_of, to_spark, unify
 from mapwithstate.pyfunc.sets import SET_IN_PLACE
@@ -488,21 +489,7 @@ def _without(column: Column, position: Column) -> Column:
 
 def _key(it: "Interpreter", node: ast.AST, base: Value, key: Value) -> Column:
     """``key`` as one of the dict's keys; a None key fails the query, as item assignment's."""
-    key_type = base.type.args[0]
-    if unify(key_type, key.type) != key_type:
-        raise it.ctx.refuse(
-            node,
-            f"a {key.type} key into a dict of {key_type} keys",
-            "a dict's keys are one Column type; convert it explicitly",
-        )
-    if key.nullable:
-        it.ctx.check(
-            node,
-            key.column.isNull(),
-            "NotImplementedError",
-            "None as a dict key: a compiled dict (a Spark map) holds no None key",
-        )
-    return key.column if key.type == key_type else key.column.cast(to_spark(key_type))
+    return stored_key(it.ctx, node, base.type.args[0], key)
 
 
 def _without_key(
@@ -510,16 +497,7 @@ def _without_key(
 ) -> Tuple[Column, Column, Value]:
     """The dict without ``key``, whether it held it, and its value there; ``KeyError`` where
     it did not and no default is given (a None key is never held)."""
-    key_type = base.type.args[0]
-    if key.type.kind != "none" and unify(key_type, key.type) != key_type:
-        raise it.ctx.refuse(
-            node,
-            f"a {key.type} key into a dict of {key_type} keys",
-            "a dict's keys are one Column type; convert it explicitly",
-        )
-    column = key.column if key.type in (key_type, NONE) else key.column.cast(to_spark(key_type))
-    if key.type.kind == "none":
-        column = F.lit(None).cast(to_spark(key_type))
+    column = looked_up_key(it.ctx, node, base.type.args[0], key)
     found = F.coalesce(F.map_contains_key(base.column, column), F.lit(False))
     if default is None:
         it.ctx.check(node, ~found, "KeyError", "key not in the dict")

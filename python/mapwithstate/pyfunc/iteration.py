@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators, tuples
 from mapwithstate.pyfunc.arguments import arity
+from mapwithstate.pyfunc.dict_keys import NONE_KEY
 from mapwithstate.pyfunc.pytypes import (
     INT,
     STR,
@@ -239,7 +240,7 @@ def dict_of_pairs(it: "Interpreter", node: ast.AST, pairs: Value) -> Value:
         node,
         F.exists(pairs.column, lambda e: e.getField(first).isNull()),
         "NotImplementedError",
-        "None as a dict key: a compiled dict (a Spark map) holds no None key",
+        NONE_KEY,
     )
     entries = F.filter(pairs.column, lambda e: e.isNotNull() & e.getField(first).isNotNull())
     keys = F.array_distinct(F.transform(entries, lambda e: e.getField(first)))

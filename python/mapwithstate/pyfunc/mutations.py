@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.dict_displays import record_as_dict
+from mapwithstate.pyfunc.dict_keys import stored_key
 from mapwithstate.pyfunc.paths import Record
 from mapwithstate.pyfunc.pytypes import PyType, dict_of, to_spark, unify
 from mapwithstate.pyfunc.sequences import item
@@ -254,23 +255,9 @@ def _assigned(
             base.column, lambda e, i: F.when(i.cast("bigint") == position, new).otherwise(e)
         )
         return Value(column, base.type, False)
-    key_type = base.type.args[0]
-    if unify(key_type, index.type) != key_type:
-        raise it.ctx.refuse(
-            node,
-            f"a {index.type} key into a dict of {key_type} keys",
-            "a dict's keys are one Column type; convert it explicitly",
-        )
-    if index.nullable:
-        # Python takes None as a key; a Spark map holds none: the query fails rather than
-        # lose the item.
-        it.ctx.check(
-            node,
-            index.column.isNull(),
-            "NotImplementedError",
-            "None as a dict key: a compiled dict (a Spark map) holds no None key",
-        )
-    key = index.column if index.type == key_type else index.column.cast(to_spark(key_type))
+    # Python takes None as a key; a Spark map holds none: the query fails rather than lose
+    # the item.
+    key = stored_key(it.ctx, node, base.type.args[0], index)
     present = F.coalesce(F.map_contains_key(base.column, key), F.lit(False))
     # (With a None key the dict is left as it is: the check above fails the query first.)
     column = (
@@ -350,11 +337,7 @@ def reads(node: ast.AST, parent: ast.AST, ancestors: Dict[int, ast.AST]) -> bool
 
 def parents(it: "Interpreter") -> Dict[int, ast.AST]:
     """Each node's parent in the function's tree, by the node's id."""
-    ancestors: Dict[int, ast.AST] = {}
-    for parent in ast.walk(it.ctx.source.tree):
-        for child in ast.iter_child_nodes(parent):
-            ancestors[id(child)] = parent
-    return ancestors
+    return it.ctx.source.parents
 
 
 def before(change: ast.AST, ancestors: Dict[int, ast.AST]) -> Tuple[int, int]:

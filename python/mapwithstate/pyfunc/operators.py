@@ -28,7 +28,6 @@ from mapwithstate.pyfunc.pytypes import (
     STR,
     TIMEDELTA,
     PyType,
-    to_spark,
     unify,
 )
 from mapwithstate.pyfunc.server_functions import exact_int, int_power
@@ -728,9 +727,9 @@ def _contains(ctx: "Context", node: ast.AST, container: Value, item: Value) -> C
         return sets.contains(ctx, node, container, item)
     if kind == "dict":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")
-        key = item.column
-        if item.type.kind == "none":  # a null of the keys' type: Spark takes no untyped one
-            key = key.cast(to_spark(container.type.args[0]))
+        from mapwithstate.pyfunc.dict_keys import key_column
+
+        key = key_column(container.type.args[0], item)
         return F.coalesce(F.map_contains_key(container.column, key), F.lit(False))
     if kind == "tuple":
         container = none_check(ctx, node, container, "argument of type 'NoneType' is not iterable")

@@ -10,6 +10,7 @@ import builtins
 import inspect
 import textwrap
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Dict, Optional
 
 from mapwithstate.pyfunc.errors import CompileError
@@ -29,6 +30,16 @@ class FunctionSource:
     file: str
     first_line: int
     scope: Dict[str, Any]
+
+    @cached_property
+    def parents(self) -> Dict[int, ast.AST]:
+        """Each node's parent in the function's tree, by the node's id (made once: the
+        aliasing and scoping checks ask it for every change they check)."""
+        return {
+            id(child): parent
+            for parent in ast.walk(self.tree)
+            for child in ast.iter_child_nodes(parent)
+        }
 
     @staticmethod
     def of(function: Callable[..., Any]) -> "FunctionSource":

@@ -16,7 +16,7 @@ to the next). A walrus in a lambda (a ``key=``) is refused.
 """
 
 import ast
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional
 
 from mapwithstate.pyfunc.paths import BoundIf, MaybeUnassigned, merge_values
 from mapwithstate.pyfunc.values import Value, c_or
@@ -82,7 +82,7 @@ def _in_comprehension(it: "Interpreter", node: ast.NamedExpr, scope: ast.AST) ->
         raise it.ctx.refuse(node, "a walrus in a lambda", "compute the value in the lambda's body")
     outermost = scope
     walk: Optional[ast.AST] = scope
-    parents = _parents(it)
+    parents = it.ctx.source.parents
     while walk is not None:
         if isinstance(walk, _SCOPES):
             outermost = walk
@@ -111,24 +111,10 @@ def _in_comprehension(it: "Interpreter", node: ast.NamedExpr, scope: ast.AST) ->
 
 def _enclosing_scope(it: "Interpreter", node: ast.AST) -> Optional[ast.AST]:
     """The innermost comprehension or lambda holding ``node``, if any."""
-    parents = _parents(it)
+    parents = it.ctx.source.parents
     walk = parents.get(id(node))
     while walk is not None:
         if isinstance(walk, _SCOPES):
             return walk
         walk = parents.get(id(walk))
     return None
-
-
-#: Each function's tree (kept, so that its id is not reused) and its nodes' parents.
-_PARENTS: Dict[int, Tuple[ast.AST, Dict[int, ast.AST]]] = {}
-
-
-def _parents(it: "Interpreter") -> Dict[int, ast.AST]:
-    tree = it.ctx.source.tree
-    if id(tree) not in _PARENTS:
-        parents = {
-            id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)
-        }
-        _PARENTS[id(tree)] = (tree, parents)
-    return _PARENTS[id(tree)][1]
