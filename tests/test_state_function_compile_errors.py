@@ -208,7 +208,7 @@ def bitwise_int_or_float(k, v, f, state):
 
 @mws.state_function("n BIGINT")
 def max_key_not_a_lambda(k, v, f, state):
-    return {"k": max([v, 1], key=abs)}
+    return {"k": max([v, 1], key=lambda a, b: a)}
 
 
 @mws.state_function("n BIGINT")
@@ -557,7 +557,7 @@ def set_of_a_str(k, v, state):
     (round_digits, "round(f, k)", "round() with ndigits of type str"),
     (float_modular_power, "pow(f, 2, 5)", "pow() of float, int and int"),
     (bitwise_int_or_float, "x & 1", "operator & on a value that is an int or a float"),
-    (max_key_not_a_lambda, "key=abs", "max(key=<not a one-parameter lambda>)"),
+    (max_key_not_a_lambda, "key=lambda a, b", "max(key=<not a one-parameter lambda>)"),
     (max_of_several_with_default, "default=0", "max(a, b, ..., default=...)"),
     (sorted_reverse_not_a_literal, "reverse=", "sorted(reverse=<not a literal>)"),
     (two_types, "x = ", "conditional expression of a str and a int"),

@@ -440,6 +440,20 @@ def dict_displays(k, v, s, state):
     return dict(row, kw=dict(a=v, b=len(counts)))
 
 
+@entry("counts MAP<STRING, BIGINT>")
+def keys_named_by_function(k, s, v, state):
+    # key= given a function rather than a lambda: a dict's get, a builtin, a str method.
+    if s is None:
+        return None
+    counts = dict(state.counts or {})
+    counts[s] = counts.get(s, 0) + 1
+    state.update(counts=counts)
+    words = s.split(",") + [str(v)]
+    return {"k": k, "top": max(counts, key=counts.get), "longest": max(words, key=len),
+            "folded": sorted(words, key=str.lower), "least": min(words, key=len),
+            "closest": min([3, -1, v if v is not None else 0], key=abs)}
+
+
 @entry("acc DOUBLE")
 def more_math(k, v, x, state):
     if x is None:

@@ -276,9 +276,13 @@ def _keywords(
 
 
 def _key_lambda(it: "Interpreter", name: str, key: Optional[ast.expr]) -> Optional[ast.Lambda]:
-    """A ``key=`` argument: a one-parameter lambda, or None (``key=None`` too)."""
+    """A ``key=`` argument: a one-parameter lambda, or None (``key=None`` too). A function
+    named instead (``key=len``, ``key=counts.get``, ``key=str.lower``) is the lambda calling
+    it."""
     if key is None or (isinstance(key, ast.Constant) and key.value is None):
         return None
+    if isinstance(key, (ast.Name, ast.Attribute)):
+        return _calling_lambda(key)
     arguments = key.args if isinstance(key, ast.Lambda) else None
     if (
         not isinstance(key, ast.Lambda)
@@ -296,6 +300,36 @@ def _key_lambda(it: "Interpreter", name: str, key: Optional[ast.expr]) -> Option
             "write key=lambda x: <an expression of x>",
         )
     return key
+
+
+def _calling_lambda(function: ast.expr) -> ast.Lambda:
+    """``lambda x: function(x)``; for ``str.method``, ``lambda x: x.method()``."""
+    parameter = "__mws_key"
+    argument = ast.Name(id=parameter, ctx=ast.Load())
+    if (
+        isinstance(function, ast.Attribute)
+        and isinstance(function.value, ast.Name)
+        and function.value.id == "str"
+    ):
+        call = ast.Call(
+            func=ast.Attribute(value=argument, attr=function.attr, ctx=ast.Load()),
+            args=[],
+            keywords=[],
+        )
+    else:
+        call = ast.Call(func=function, args=[argument], keywords=[])
+    arguments = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(arg=parameter)],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=[],
+    )
+    lambda_ = ast.Lambda(args=arguments, body=call)
+    for node in ast.walk(lambda_):
+        if node is not function and not hasattr(node, "lineno"):
+            ast.copy_location(node, function)
+    return lambda_
 
 
 def _iterable(
