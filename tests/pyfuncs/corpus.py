@@ -451,7 +451,7 @@ def keys_named_by_function(k, s, v, state):
     words = s.split(",") + [str(v)]
     return {"k": k, "top": max(counts, key=counts.get), "longest": max(words, key=len),
             "folded": sorted(words, key=str.lower), "least": min(words, key=len),
-            "closest": min([3, -1, v if v is not None else 0], key=abs)}
+            "closest": min([3, -1, v % 100 - 50 if v is not None else 0], key=abs)}
 
 
 @entry("acc DOUBLE")
