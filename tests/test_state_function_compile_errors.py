@@ -515,6 +515,11 @@ def set_of_a_str(k, v, state):
     return {"k": k, "n": len(set(k))}
 
 
+@mws.state_function("info STRUCT<n: BIGINT, total: DOUBLE>")
+def struct_with_an_unknown_field(k, v, state):
+    state.update(info={"n": v, "count": 1})
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (loop_over_a_set, "for x in", "a for loop over a set"),
     (list_of_a_set, "list(", "list() over a set"),
@@ -595,6 +600,7 @@ def set_of_a_str(k, v, state):
     (dict_of_int_and_float_keys, "{v: 1", "a dict of num keys"),
     (isinstance_of_a_class_it_cannot_decide, "bytes", "isinstance() of bytes"),
     (factorial_of_a_float, "factorial(f)", "math.factorial() of a float"),
+    (struct_with_an_unknown_field, '"count": 1', "unknown field(s) count for a struct"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")

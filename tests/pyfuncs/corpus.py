@@ -454,6 +454,26 @@ def keys_named_by_function(k, s, v, state):
             "closest": min([3, -1, v % 100 - 50 if v is not None else 0], key=abs)}
 
 
+@entry("info STRUCT<n: BIGINT, total: DOUBLE>, "
+       "events ARRAY<STRUCT<ts: TIMESTAMP, amount: DOUBLE>>")
+def struct_state(k, v, x, ts, state):
+    # Dict displays stored as structs: a STRUCT field, appended to and concatenated onto an
+    # ARRAY<STRUCT> field; a Row read by attribute and by name.
+    if x is None or ts is None:
+        return None
+    info = state.info
+    n = (info.n if info else 0) + 1
+    total = (info["total"] if info is not None else 0.0) + x
+    events = list(state.events or [])
+    events.append({"ts": ts, "amount": x})
+    recent = [e for e in events if abs((ts - e["ts"]).total_seconds()) < 60][-LIMIT:]
+    if v == 1:
+        recent = recent + [{"ts": ts, "amount": 0.0}]
+    state.update(info={"n": n, "total": total}, events=recent)
+    return {"k": k, "n": state.info.n, "avg": total / n, "last": recent[-1]["amount"],
+            "first": recent[0]["ts"], "kept": len(state.events)}
+
+
 @entry("acc DOUBLE")
 def more_math(k, v, x, state):
     if x is None:

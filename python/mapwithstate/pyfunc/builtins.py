@@ -9,7 +9,7 @@ import ast
 import builtins as py
 import types
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -34,6 +34,7 @@ from mapwithstate.pyfunc.pytypes import (
     NONE,
     NUM,
     TIMEDELTA,
+    PyType,
     from_spark,
     list_of,
     to_spark,
@@ -802,14 +803,14 @@ _BUILTINS: Dict[int, Handler] = {
 # ------------------------------------------------------------------ methods
 
 
-def method_argument(it: "Interpreter", node: ast.expr) -> Value:
+def method_argument(it: "Interpreter", node: ast.expr, into: Optional[PyType] = None) -> Value:
     """A method's argument; a generator expression is its list (``", ".join(str(x) for x in
     xs)``, ``xs.extend(...)``): the methods that take an iterable consume it whole, in order,
     so the list's elements, checks and order are the generator's."""
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
         return it.value(listed)
-    return it.value(node)
+    return it.value(node, into)
 
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:

@@ -38,7 +38,7 @@ from mapwithstate.pyfunc.values import Value, c_column, literal
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context, Interpreter
 
-__all__ = ["record_as_dict", "dict_display", "keyword_dict", "captured_dict"]
+__all__ = ["record_as_dict", "record_as_row", "dict_display", "keyword_dict", "captured_dict"]
 
 
 def record_as_dict(ctx: "Context", node: ast.AST, record: Record) -> Value:
@@ -58,6 +58,39 @@ def record_as_dict(ctx: "Context", node: ast.AST, record: Record) -> Value:
     if record.present is True:
         return Value(column, dict_type, False)
     return Value(F.when(c_column(record.present), column), dict_type, True)
+
+
+def record_as_row(
+    ctx: "Context", node: ast.AST, record: Record, row_type: PyType, what: str
+) -> Value:
+    """A row display stored where a struct is (a STRUCT state field, an element of an
+    ARRAY<STRUCT> list): the struct of its fields by name, each stored as the field's type,
+    ``None`` for a field it does not name; a key no field has is refused (Python's runner
+    raises TypeError storing it). As Python's runner stores it: a Row."""
+    from mapwithstate.pyfunc.interpreter import store
+
+    names = [name for name, _ in row_type.args]
+    unknown = [name for name in record.fields if name not in names]
+    if unknown:
+        raise ctx.refuse(
+            node,
+            f"unknown field(s) {', '.join(unknown)} for {what} "
+            f"({to_spark(row_type).simpleString()})",
+            f"give the struct's fields: {', '.join(names)}",
+        )
+    columns = []
+    for name, field_type in row_type.args:
+        spark_type = to_spark(field_type)
+        given = record.fields.get(name)
+        if given is None:
+            column = F.lit(None).cast(spark_type)
+        else:
+            column = store(ctx, node, f"{what}.{name}", field_type, spark_type, given).column
+        columns.append(column.alias(name))
+    row = F.struct(*columns)
+    if record.present is True:
+        return Value(row, row_type, False)
+    return Value(F.when(c_column(record.present), row), row_type, True)
 
 
 def dict_display(it: "Interpreter", node: ast.Dict) -> Value:

@@ -142,7 +142,12 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
         )
     from mapwithstate.pyfunc.builtins import method_argument
 
-    args = [method_argument(it, a) for a in node.args]
+    # A dict display appended or inserted into a list of structs is stored as one.
+    element = base.type.args[0] if base.type.kind == "list" else None
+    args = [
+        method_argument(it, a, element if method in ("append", "insert") else None)
+        for a in node.args
+    ]
     handler = (_LIST if base.type.kind == "list" else _DICT)[method]
     return handler(it, node, base, args)
 

@@ -544,9 +544,23 @@ class Interpreter:
             )
         return method(node)
 
-    def value(self, node: ast.expr) -> Value:
-        """An expression that must be a plain value (not a dict display or a module)."""
+    def value(self, node: ast.expr, into: Optional[PyType] = None) -> Value:
+        """An expression that must be a plain value (not a module): a dict display is a dict,
+        or, stored ``into`` a struct (a row type), that struct."""
+        if (
+            isinstance(node, ast.List)
+            and into is not None
+            and into.kind == "list"
+            and into.args[0].kind == "row"
+        ):
+            # [{...}, ...] stored into a list of structs: each display a struct.
+            items = [self.value(e, into.args[0]) for e in node.elts]
+            return Value(F.array(*[i.column for i in items]).cast(to_spark(into)), into, False)
         result = self.expression(node)
+        if isinstance(result, Record) and into is not None and into.kind == "row":
+            from mapwithstate.pyfunc.dict_displays import record_as_row
+
+            return record_as_row(self.ctx, node, result, into, "a struct")
         if not isinstance(result, Value):
             from mapwithstate.pyfunc.aggregates import Rows, UntypedColumn
 
@@ -647,12 +661,9 @@ class Interpreter:
         if hasattr(base, "attribute"):
             return base.attribute(self, node)
         if isinstance(base, Value) and base.type.kind == "row":
-            fields = dict(base.type.args)
-            if node.attr not in fields:
-                raise self.ctx.refuse(
-                    node, f"unknown field {node.attr!r}", f"the row has {', '.join(fields)}"
-                )
-            return Value(base.column.getField(node.attr), fields[node.attr], True)
+            return row_field(
+                self.ctx, node, base, node.attr, f"'NoneType' object has no attribute '{node.attr}'"
+            )
         from mapwithstate.pyfunc.builtins import module_attribute
 
         return module_attribute(self.ctx, node, base)
@@ -721,7 +732,9 @@ class Interpreter:
                         f"the state's fields are {', '.join(self.state_fields)}",
                     )
                 updates[keyword.arg] = self.state_value(
-                    keyword, keyword.arg, self.value(keyword.value)
+                    keyword,
+                    keyword.arg,
+                    self.value(keyword.value, self.state_fields[keyword.arg]),
                 )
             self.update(updates)
             return nothing
@@ -791,7 +804,9 @@ class Interpreter:
                 )
                 return percent_format(self, node, left.const, tuple(elements(right)))
             return percent_format(self, node, left.const, right)
-        return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
+        # A list of structs + [{...}]: the display's dicts are stored as its structs.
+        into = left.type if isinstance(node.op, ast.Add) and left.type.kind == "list" else None
+        return operators.binary(self.ctx, node, node.op, left, self.value(node.right, into))
 
     def condition(self, node: ast.expr) -> Cond:
         """Python's ``bool(node)`` where only its truth is used: an ``if``'s, a conditional
@@ -1061,6 +1076,22 @@ def store(
         )
         column = F.when((column >= F.lit(narrow[0])) & (column <= F.lit(narrow[1])), column)
     return Value(ctx.cast(column, spark_type), py_type, value.nullable)
+
+
+def row_field(ctx: Context, node: ast.AST, row: Value, name: str, if_none: str) -> Value:
+    """Field ``name`` of a struct value (``row.name``, ``row["name"]``): the query fails with
+    Python's ``TypeError``/``AttributeError`` (``if_none``) where the row is ``None``."""
+    fields = dict(row.type.args)
+    if name not in fields:
+        raise ctx.refuse(node, f"unknown field {name!r}", f"the row has {', '.join(fields)}")
+    if row.nullable:
+        ctx.check(
+            node,
+            row.column.isNull(),
+            "AttributeError" if "attribute" in if_none else "TypeError",
+            if_none,
+        )
+    return Value(row.column.getField(name), fields[name], True)
 
 
 def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:

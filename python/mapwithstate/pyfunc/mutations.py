@@ -21,7 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.dict_displays import record_as_dict
+from mapwithstate.pyfunc.dict_displays import record_as_dict, record_as_row
 from mapwithstate.pyfunc.dict_keys import stored_key
 from mapwithstate.pyfunc.paths import Record
 from mapwithstate.pyfunc.pytypes import PyType, dict_of, to_spark, unify
@@ -225,6 +225,9 @@ def _assigned(
     it: "Interpreter", node: ast.stmt, target: ast.Subscript, base: Value, value: Any
 ) -> Value:
     """``base`` (a list or dict) with ``target``'s item set to ``value``."""
+    element_type = base.type.args[0] if base.type.kind == "list" else base.type.args[-1]
+    if isinstance(value, Record) and element_type.kind == "row":
+        value = record_as_row(it.ctx, node, value, element_type, "an item")
     if not isinstance(value, Value):
         raise it.ctx.refuse(
             node, f"a {type(value).__name__} stored as an item", "store a number, str or list"

@@ -28,9 +28,17 @@ def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
     if kind == "tuple":
         base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
         return tuples.subscript(it, node, base)
+    if kind == "row" and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        from mapwithstate.pyfunc.interpreter import row_field
+
+        return row_field(
+            it.ctx, node, base, node.slice.value, "'NoneType' object is not subscriptable"
+        )
     if kind not in ("str", "list", "dict"):
         raise it.ctx.refuse(
-            node, f"subscript of a {base.type}", "index or slice a str, list, tuple or dict"
+            node,
+            f"subscript of a {base.type}",
+            "index or slice a str, list, tuple or dict; a Row by a field's name (row['n'])",
         )
     if isinstance(node.slice, ast.Slice) and kind == "dict":
         raise it.ctx.refuse(node, "a slice of a dict", "Python raises TypeError: unhashable type")
