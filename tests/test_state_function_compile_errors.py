@@ -520,6 +520,18 @@ def struct_with_an_unknown_field(k, v, state):
     state.update(info={"n": v, "count": 1})
 
 
+@mws.state_function("n BIGINT")
+def timedelta_times_a_float(k, v, f, state):
+    return {"k": k, "d": str(timedelta(seconds=v) * f)}
+
+
+@mws.state_function("n BIGINT")
+def raise_from(k, v, state):
+    if v:
+        raise ValueError("bad") from None
+    return {"k": k}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (loop_over_a_set, "for x in", "a for loop over a set"),
     (list_of_a_set, "list(", "list() over a set"),
@@ -601,6 +613,8 @@ def struct_with_an_unknown_field(k, v, state):
     (isinstance_of_a_class_it_cannot_decide, "bytes", "isinstance() of bytes"),
     (factorial_of_a_float, "factorial(f)", "math.factorial() of a float"),
     (struct_with_an_unknown_field, '"count": 1', "unknown field(s) count for a struct"),
+    (timedelta_times_a_float, "timedelta(seconds=v) * f", "timedelta * float"),
+    (raise_from, "raise ValueError", "raise ... from ..."),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")

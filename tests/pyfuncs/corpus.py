@@ -1210,6 +1210,49 @@ def str_iteration(k, s, t, state):
             "t": len([c for c in t]) if s in ("", "ß") else 0, "last": state.last}
 
 
+@entry("last TIMESTAMP, gaps ARRAY<DOUBLE>")
+def timedelta_arithmetic(k, v, ts, state):
+    # timedelta * // / % by ints and timedeltas, divmod, a date moved by td.days only (date -
+    # td is date + timedelta(-td.days)), date - date, str() and repr() of timedeltas and
+    # datetimes, sum() of an empty list of floats (the int 0), a raise with a message made
+    # at run time; OverflowError past year 9999, ZeroDivisionError by a zero timedelta.
+    if ts is None:
+        return None
+    gap = ts - state.last if state.last is not None else timedelta(0)
+    gaps = [g for g in (state.gaps or []) if g > 0]
+    state.update(last=ts, gaps=(gaps + [gap.total_seconds()])[-LIMIT:])
+    n = v if v is not None and -100 < v < 100 else 3
+    day = ts.date()
+    if n == 99:
+        raise ValueError(f"n is {n} at {ts}")
+    return {"k": k, "gap": str(gap), "neg": str(-gap), "r": repr(gap), "rt": repr(ts),
+            "rd": f"{day!r}", "times": str(gap * n), "div": str(gap / 7),
+            "fdiv": str(gap // max(n, 1)), "in_min": gap // timedelta(minutes=1),
+            "mod": str(gap % timedelta(seconds=7)), "dm": divmod(gap, timedelta(seconds=3))[0],
+            "ratio": gap / timedelta(milliseconds=250) if gap else None,
+            "by_zero": gap // gap if n == 7 else None,
+            "back": day - timedelta(hours=1), "fwd": day + timedelta(hours=-1),
+            "days": (day - date(2026, 1, 1)).days, "later": ts + timedelta(days=n * 30_000),
+            "iso": ts.isocalendar()[1], "sum": str(sum(gaps)), "round": round(sum(gaps)),
+            "abs": abs(sum(gaps))}
+
+
+@entry("n BIGINT")
+def number_text(k, v, x, s, state):
+    # hex/oct/bin of any int (the 64-bit minimum too), chr (ValueError out of range) and ord
+    # (TypeError but for one character), bit_length, is_integer, partition/rpartition.
+    head, sep, tail = (s or "").partition(",")
+    left, _, right = (s or "").rpartition(" ")
+    small = v is not None and v < 1000
+    return {"k": k, "head": head, "sep": sep, "tail": tail, "left": left, "right": right,
+            "hex": hex(v) if v is not None else None, "oct": oct(v) if v is not None else None,
+            "bin": bin(v) if v is not None else None,
+            "bits": v.bit_length() if v is not None else None,
+            "char": chr(v + 100) if small else None,
+            "whole": x.is_integer() if x is not None else None,
+            "code": ord(s) if s is not None and (len(s) == 1 or v == 5) else None}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

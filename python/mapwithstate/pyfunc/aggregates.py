@@ -21,6 +21,7 @@ from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
     INT,
+    NUM,
     PyType,
     from_spark,
     list_of,
@@ -196,7 +197,7 @@ def _sum(it: "Interpreter", node: ast.Call, value: Value, keep: Column) -> Value
     if value.type.kind == "float":
         # Python adds in record order; Spark's sum adds partial sums in any order.
         total = F.aggregate(_in_order(value, keep), F.lit(0.0), lambda acc, x: acc + x)
-        return Value(total, FLOAT, False)
+        return Value(operators.int_or_float_sum(total, F.count_if(keep) == 0, F.lit(0)), NUM, False)
     raise it.ctx.refuse(node, f"sum() of {value.type} values", "sum ints or floats")
 
 

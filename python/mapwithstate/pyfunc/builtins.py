@@ -26,6 +26,7 @@ from mapwithstate.pyfunc.dict_displays import keyword_dict, record_as_dict
 from mapwithstate.pyfunc.formatting import to_str
 from mapwithstate.pyfunc.list_methods import LIST_METHODS
 from mapwithstate.pyfunc.math_functions import MATH_FUNCTIONS
+from mapwithstate.pyfunc.number_text import FLOAT_METHODS, INT_METHODS, NUMBER_TEXT_FUNCTIONS
 from mapwithstate.pyfunc.paths import Record
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
@@ -45,6 +46,7 @@ from mapwithstate.pyfunc.server_functions import modular_power, python_round
 from mapwithstate.pyfunc.strings import ACCEPTS_NONE
 from mapwithstate.pyfunc.strings import STR_METHODS as _STR_METHODS
 from mapwithstate.pyfunc.strings import WHITESPACE as _WHITESPACE
+from mapwithstate.pyfunc.timedelta_arithmetic import DAY, micros, whole_days
 from mapwithstate.pyfunc.values import Value, c_and, c_column, let, literal
 
 if TYPE_CHECKING:
@@ -188,12 +190,11 @@ def value_attribute(ctx: Any, node: ast.AST, base: Value, attr: str) -> Value:
     if kind == "timedelta" and attr in ("days", "seconds", "microseconds"):
         # Python's normal form: days of any sign, 0 <= seconds < 86400, 0 <= microseconds
         # < 10**6.
-        micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + base.column)
-        day = F.lit(86_400_000_000)
+        count = micros(base.column)
         column = {
-            "days": F.floor(micros / day),
-            "seconds": F.floor(F.pmod(micros, day) / F.lit(1_000_000)),
-            "microseconds": F.pmod(micros, F.lit(1_000_000)),
+            "days": whole_days(base.column),
+            "seconds": F.call_function("div", F.pmod(count, F.lit(DAY)), F.lit(1_000_000)),
+            "microseconds": F.pmod(count, F.lit(1_000_000)),
         }[attr]
         return Value(column.cast("bigint"), INT, False)
     raise ctx.refuse(
@@ -289,6 +290,11 @@ def _abs(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
     _arity(it, node, args, kwargs, 1, 1, "abs")
     value = operators.none_check(it.ctx, node, args[0], "bad operand type for abs(): 'NoneType'")
     kind = value.type.kind
+    if kind == "num":
+        value = it.ctx.share(value)
+        return operators.per_branch(
+            it.ctx, value, lambda i: _abs(it, node, [i], {}), lambda f: _abs(it, node, [f], {})
+        )
     if kind in ("int", "bool"):
         column = value.column.cast("bigint")
         it.ctx.check(
@@ -458,6 +464,14 @@ def _round(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
         if ndigits is None:
             return float_to_int(it, node, F.bround(value.column, 0), truncate=False)
         return _round_float(it, node, value.column, ndigits.const)
+    if kind == "num":
+        value = it.ctx.share(value)
+        return operators.per_branch(
+            it.ctx,
+            value,
+            lambda i: _round(it, node, [i] + args[1:], kwargs),
+            lambda f: _round(it, node, [f] + args[1:], kwargs),
+        )
     raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
 
 
@@ -500,6 +514,14 @@ def _round_to(it: "Interpreter", node: ast.Call, value: Value, ndigits: Value) -
             "int result does not fit in 64 bits (BIGINT)",
         )
         return Value(F.when(n < F.lit(0), rounded).otherwise(x), INT, False)
+    if kind == "num":
+        value = it.ctx.share(value)
+        return operators.per_branch(
+            it.ctx,
+            value,
+            lambda i: _round_to(it, node, i, ndigits),
+            lambda f: _round_to(it, node, f, ndigits),
+        )
     if kind != "float":
         raise it.ctx.refuse(node, f"round() of a {value.type}", "round() takes an int or a float")
     if not ndigits.nullable:
@@ -591,6 +613,13 @@ def _sum(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
         total = F.aggregate(
             values.column, operators.as_float(start), lambda acc, x: acc + x.cast("double")
         )
+        if element.kind == "float" and start.type.kind == "int":
+
+            def summed(floats: Column, first: Column) -> Column:
+                total = F.aggregate(floats, first.cast("double"), lambda acc, x: acc + x)
+                return operators.int_or_float_sum(total, F.size(floats) == 0, first)
+
+            return Value(let([values.column, start.column], summed), NUM, False)
         return Value(total, FLOAT, False)
     raise it.ctx.refuse(node, f"sum() of a list of {element}", "sum() of ints or floats")
 
@@ -797,6 +826,7 @@ _BUILTINS: Dict[int, Handler] = {
     id(timedelta): _timedelta,
     id(date): _date,
     **MATH_FUNCTIONS,
+    **NUMBER_TEXT_FUNCTIONS,
 }
 
 
@@ -834,6 +864,9 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
         "datetime": DATETIME_METHODS,
         "date": DATE_METHODS,
         "list": LIST_METHODS,
+        "int": INT_METHODS,
+        "bool": INT_METHODS,
+        "float": FLOAT_METHODS,
     }.get(kind, {})
     handler = table.get(name)
     if handler is None:

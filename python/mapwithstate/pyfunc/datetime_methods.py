@@ -1,5 +1,6 @@
 """The methods of ``datetime`` and ``date`` values a state function may call, as Python gives
-them: ``date()``, ``weekday()``, ``isoweekday()``, ``isoformat()``, ``timestamp()``,
+them: ``date()``, ``weekday()``, ``isoweekday()``, ``isocalendar()`` (a tuple: index it or
+unpack it), ``isoformat()``, ``timestamp()``,
 ``replace(...)`` (Python's range checks, as the constructor's) and ``strftime(format)`` of a
 constant format, which f-string specs of datetimes (``f"{ts:%H:%M}"``) use too.
 
@@ -186,10 +187,25 @@ def _strftime(
     return strftime(it.ctx, node, base, args[0].const)
 
 
+def _isocalendar(
+    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    """``isocalendar()``: the tuple ``(ISO year, ISO week, ISO weekday)``."""
+    from mapwithstate.pyfunc.tuples import make
+
+    _no_arguments(it, node, args, kwargs, "isocalendar")
+    day = F.to_date(base.column)
+    year = F.extract(F.lit("YEAROFWEEK"), day).cast("bigint")
+    week = F.weekofyear(day).cast("bigint")
+    weekday = _weekday(True)(it, node, base, [], {})
+    return make([Value(year, INT, False), Value(week, INT, False), weekday])
+
+
 DATETIME_METHODS: Dict[str, MethodHandler] = {
     "date": _date,
     "weekday": _weekday(False),
     "isoweekday": _weekday(True),
+    "isocalendar": _isocalendar,
     "isoformat": _isoformat,
     "timestamp": _timestamp,
     "replace": _replace,
@@ -198,6 +214,7 @@ DATETIME_METHODS: Dict[str, MethodHandler] = {
 DATE_METHODS: Dict[str, MethodHandler] = {
     "weekday": _weekday(False),
     "isoweekday": _weekday(True),
+    "isocalendar": _isocalendar,
     "isoformat": _isoformat,
     "replace": _replace,
     "strftime": _strftime,

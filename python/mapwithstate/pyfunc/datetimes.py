@@ -12,7 +12,6 @@ the zone ``ts.hour`` and ``ts.day`` read them in.
 
 import ast
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from pyspark.sql import Column
@@ -21,6 +20,7 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import MethodHandler
 from mapwithstate.pyfunc.pytypes import DATE, DATETIME, FLOAT, TIMEDELTA
+from mapwithstate.pyfunc.timedelta_arithmetic import interval, micros
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
@@ -202,9 +202,6 @@ _TIMEDELTA_UNITS = {
     "weeks": 7 * 86_400_000_000,
 }
 _TIMEDELTA_POSITIONS = ("days", "seconds", "microseconds", "milliseconds", "minutes", "hours")
-_DAY = 86_400_000_000
-#: CPython's bound on a timedelta's days.
-_MAX_DAYS = 999_999_999
 
 
 def timedelta_call(
@@ -246,22 +243,7 @@ def timedelta_call(
         # At most 2**63 weeks: 5.6e30 microseconds, seven of them well within DECIMAL(38,0).
         term = value.column.cast("decimal(20,0)") * F.lit(factor).cast("decimal(13,0)")
         total = (total + term).cast("decimal(38,0)")
-    within = (total >= F.lit(Decimal(-_MAX_DAYS * _DAY))) & (
-        total < F.lit(Decimal((_MAX_DAYS + 1) * _DAY))
-    )
-    it.ctx.check(node, ~within, "OverflowError", f"days must have magnitude <= {_MAX_DAYS}")
-    fits = (total >= F.lit(Decimal(-(1 << 63)))) & (total < F.lit(Decimal(1 << 63)))
-    it.ctx.check(
-        node,
-        within & ~fits,
-        "OverflowError",
-        "timedelta does not fit a DAY TO SECOND interval (106751991 days)",
-    )
-    micros = F.when(fits, total).cast("bigint")
-    # Whole days and the rest, both of the total's sign: neither overflows on its own.
-    days = F.call_function("div", micros, F.lit(_DAY)).cast("int")
-    rest = (micros % F.lit(_DAY)).cast("decimal(20,0)") / F.lit(1_000_000)
-    column = F.make_dt_interval(days=days, secs=rest.cast("decimal(18,6)"))
+    column = interval(it.ctx, node, total)
     return Value(column, TIMEDELTA, False)
 
 
@@ -273,8 +255,7 @@ def _total_seconds(
         raise it.ctx.refuse(node, "total_seconds() with arguments", "call total_seconds()")
     # A DAY TO SECOND interval added to the epoch is exact in microseconds; below 2**53 of
     # them (285 years) the division of two exact doubles rounds as Python's int division.
-    micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + base.column)
-    return Value(micros.cast("double") / F.lit(1_000_000.0), FLOAT, False)
+    return Value(micros(base.column).cast("double") / F.lit(1_000_000.0), FLOAT, False)
 
 
 TIMEDELTA_METHODS: Dict[str, MethodHandler] = {"total_seconds": _total_seconds}

@@ -112,10 +112,21 @@ def convert(ctx: "Context", node: ast.AST, value: Value, conversion: int) -> Val
             return Value(column, STR, False)
         if kind in ("int", "bool", "float", "num", "none"):
             return to_str(ctx, node, value)
+        if kind in ("datetime", "date", "timedelta"):
+            from mapwithstate.pyfunc.formatting import datetime_repr, timedelta_repr
+
+            column = (
+                timedelta_repr(value.column)
+                if kind == "timedelta"
+                else datetime_repr(value.column, kind)
+            )
+            if value.nullable:
+                column = F.coalesce(column, F.lit("None"))
+            return Value(column, STR, False)
     raise ctx.refuse(
         node,
         f"conversion !{chr(conversion)} of a {value.type}",
-        "use !s, or !r of a str, int, float or bool",
+        "use !s, or !r of a str, int, float, bool, datetime, date or timedelta",
     )
 
 

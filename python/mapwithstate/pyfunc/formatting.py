@@ -1,4 +1,5 @@
-"""``str()`` of compiled values, as Python prints them.
+"""``str()`` of compiled values, as Python prints them (and ``repr()`` of datetimes, dates and
+timedeltas).
 
 Spark's ``CAST(x AS STRING)`` differs from Python for floats (``1.0E16`` where Python prints
 ``1e+16``, ``1.0E-5`` for ``1e-05``, ``NaN`` for ``nan``) and booleans (``true`` for
@@ -8,7 +9,7 @@ to 15, scientific with a signed two-digit exponent otherwise.
 """
 
 import ast
-from typing import TYPE_CHECKING, Tuple
+from typing import TYPE_CHECKING, Callable, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -19,7 +20,7 @@ from mapwithstate.pyfunc.values import Value, let, literal
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
 
-__all__ = ["to_str", "float_repr"]
+__all__ = ["to_str", "float_repr", "timedelta_repr", "datetime_repr"]
 
 
 def _digits(text: Column) -> Tuple[Column, Column, Column]:
@@ -112,6 +113,83 @@ def _datetime_str(ts: Column) -> Column:
     )
 
 
+def _timedelta_parts(td: Column, body: Callable[[Column, Column, Column], Column]) -> Column:
+    """``body`` of a timedelta's CPython normal form: days (any sign), seconds (0..86399),
+    microseconds (0..999999)."""
+    from mapwithstate.pyfunc.timedelta_arithmetic import DAY, micros, whole_days
+
+    def parts(td: Column, count: Column) -> Column:
+        rest = F.pmod(count, F.lit(DAY))
+        seconds = F.call_function("div", rest, F.lit(1_000_000))
+        return let(
+            [whole_days(td), seconds, F.pmod(rest, F.lit(1_000_000))],
+            body,
+        )
+
+    return let([td, micros(td)], parts)
+
+
+def _timedelta_str(td: Column) -> Column:
+    """``str(td)``: ``[D day[s], ]H:MM:SS[.ffffff]``."""
+
+    def text(days: Column, seconds: Column, us: Column) -> Column:
+        clock = F.format_string(
+            "%d:%02d:%02d",
+            F.call_function("div", seconds, F.lit(3600)),
+            F.pmod(F.call_function("div", seconds, F.lit(60)), F.lit(60)),
+            F.pmod(seconds, F.lit(60)),
+        )
+        fraction = F.when(us != F.lit(0), F.format_string(".%06d", us)).otherwise(F.lit(""))
+        plural = F.when(F.abs(days) != F.lit(1), F.lit("s")).otherwise(F.lit(""))
+        prefix = F.when(days != F.lit(0), F.format_string("%d day%s, ", days, plural)).otherwise(
+            F.lit("")
+        )
+        return F.concat(prefix, clock, fraction)
+
+    return _timedelta_parts(td, text)
+
+
+def timedelta_repr(td: Column) -> Column:
+    """``repr(td)``: ``datetime.timedelta(days=.., seconds=.., microseconds=..)``, the fields
+    that are not 0 (``datetime.timedelta(0)`` for none)."""
+
+    def text(days: Column, seconds: Column, us: Column) -> Column:
+        fields = [
+            F.when(part != F.lit(0), F.concat(F.lit(f"{name}="), part.cast("string")))
+            for name, part in (("days", days), ("seconds", seconds), ("microseconds", us))
+        ]
+        listed = F.concat_ws(", ", *fields)
+        return F.concat(
+            F.lit("datetime.timedelta("),
+            F.when(listed == F.lit(""), F.lit("0")).otherwise(listed),
+            F.lit(")"),
+        )
+
+    return _timedelta_parts(td, text)
+
+
+def datetime_repr(ts: Column, kind: str) -> Column:
+    """``repr(dt)``: ``datetime.datetime(2024, 3, 5, 10, 30)`` (a trailing 0 microsecond
+    dropped, then a trailing 0 second), ``datetime.date(2024, 3, 5)``."""
+    return let([ts], lambda ts: _datetime_repr(ts, kind))
+
+
+def _datetime_repr(ts: Column, kind: str) -> Column:
+    fields = [F.year(ts), F.month(ts), F.dayofmonth(ts)]
+    if kind == "date":
+        listed = F.concat_ws(", ", *(f.cast("string") for f in fields))
+        return F.concat(F.lit("datetime.date("), listed, F.lit(")"))
+    us = F.pmod(F.unix_micros(ts), F.lit(1_000_000))
+    second = F.second(ts)
+    fields += [F.hour(ts), F.minute(ts)]
+    tail = [
+        F.when((us != F.lit(0)) | (second != F.lit(0)), second.cast("string")),
+        F.when(us != F.lit(0), us.cast("string")),
+    ]
+    listed = F.concat_ws(", ", *(f.cast("string") for f in fields), *tail)
+    return F.concat(F.lit("datetime.datetime("), listed, F.lit(")"))
+
+
 def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     """``str(value)``."""
     if value.is_const and (value.const is None or isinstance(value.const, (int, float, str))):
@@ -134,6 +212,8 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
         column = _datetime_str(value.column)
     elif kind == "date":
         column = F.date_format(value.column, "yyyy-MM-dd")
+    elif kind == "timedelta":
+        column = _timedelta_str(value.column)
     elif kind == "set":
         from mapwithstate.pyfunc.sets import refused_for_order
 
@@ -142,7 +222,7 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
         raise ctx.refuse(
             node,
             f"str() of a {value.type}",
-            "str() works on str, int, float, bool, None, datetime and date; "
+            "str() works on str, int, float, bool, None, datetime, date and timedelta; "
             "format other values with pyspark.sql.functions",
         )
     if value.nullable:

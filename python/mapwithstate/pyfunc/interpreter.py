@@ -369,30 +369,45 @@ class Interpreter:
         self.path.present = literal(True)
         self.path.changed = True
 
-    def _message(self, node: ast.expr) -> str:
-        value = self.expression(node)
-        if not value.is_const:
-            raise self.ctx.refuse(
-                node, "a message that is not a constant", "write the message as a string literal"
-            )
-        return str(value.const)
+    def _raised(self, node: ast.Raise) -> Tuple[str, Message]:
+        """The exception ``raise E(args)`` raises and its ``str()``: no argument is ``""``,
+        one is ``str(arg)`` (computed where it is raised: an f-string names the culprit), more
+        are the tuple's ``str()``, as Python's ``BaseException.__str__`` makes them."""
+        from mapwithstate.pyfunc.format_specs import convert
+        from mapwithstate.pyfunc.formatting import to_str
 
-    def _raised(self, node: ast.Raise) -> Tuple[str, str]:
         exc = node.exc
         if exc is None:
             raise self.ctx.refuse(node, "bare raise", "raise an exception with a message")
+        if node.cause is not None:
+            raise self.ctx.refuse(node, "raise ... from ...", "raise the exception alone")
         if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name):
             name, args = exc.func.id, exc.args
+            if exc.keywords or any(isinstance(a, ast.Starred) for a in args):
+                raise self.ctx.refuse(
+                    exc, f"{name}() with keyword or * arguments", f"raise {name}('message')"
+                )
         elif isinstance(exc, ast.Name):
             name, args = exc.id, []
         else:
             raise self.ctx.refuse(
-                node, "raise of an expression", "raise SomeError('message') with a literal message"
+                node, "raise of an expression", "raise SomeError('message') or SomeError(f'...')"
             )
         cls = self.ctx.source.lookup(name)
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
             raise self.ctx.refuse(node, f"raise {name}", "raise an exception class")
-        return name, " ".join(self._message(a) for a in args)
+        values = [self.value(a) for a in args]
+        if len(values) == 1:
+            (value,) = values
+            if value.is_const:
+                return name, str(value.const)
+            return name, to_str(self.ctx, args[0], value).column
+        if all(v.is_const for v in values):
+            return name, str(tuple(v.const for v in values)) if values else ""
+        parts = [
+            convert(self.ctx, a, v, ord("r")).column for a, v in zip(args, values, strict=True)
+        ]
+        return name, F.concat(F.lit("("), F.concat_ws(", ", *parts), F.lit(")"))
 
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
@@ -1010,6 +1025,29 @@ class Interpreter:
         return dict_comprehension(self, node)
 
 
+def _widens(have: PyType, want: PyType) -> bool:
+    """Whether ``have`` is ``want`` but for ints (or int-or-floats) where ``want`` holds floats,
+    inside lists and dict values."""
+    if want.kind == "float":
+        return have.kind in ("int", "bool", "num", "float")
+    if want.kind == "list" and have.kind == "list":
+        return have != want and _widens(have.args[0], want.args[0])
+    if want.kind == "dict" and have.kind == "dict":
+        return have != want and have.args[0] == want.args[0] and _widens(have.args[1], want.args[1])
+    return have == want
+
+
+def _widened(column: Column, have: PyType, want: PyType) -> Column:
+    """``column`` of ``have`` as ``want`` (:func:`_widens`): each int a float."""
+    if want.kind == "float":
+        return operators.as_float(Value(column, have, True))
+    if have == want:
+        return column
+    if want.kind == "list":
+        return F.transform(column, lambda e: _widened(e, have.args[0], want.args[0]))
+    return F.transform_values(column, lambda _, v: _widened(v, have.args[1], want.args[1]))
+
+
 def store(
     ctx: Context,
     node: ast.AST,
@@ -1050,6 +1088,9 @@ def store(
         )
     if value.type.kind == "num" and py_type.kind == "float":
         return Value(operators.as_float(value).cast(spark_type), py_type, value.nullable)
+    if not exact and _widens(value.type, py_type):
+        # Ints in a container of floats: each stored as float(int), as a DOUBLE field is.
+        value = Value(_widened(value.column, value.type, py_type), py_type, value.nullable)
     joined = unify(py_type, value.type)
     if value.type.kind in ("int", "bool") and py_type.kind == "float":
         joined = py_type

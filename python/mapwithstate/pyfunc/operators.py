@@ -12,15 +12,14 @@ import ast
 import math
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import numeric_order, tuples
+from mapwithstate.pyfunc import numeric_order, timedelta_arithmetic, tuples
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
-    DATETIME,
     FLOAT,
     INT,
     NONE,
@@ -45,6 +44,8 @@ __all__ = [
     "as_float",
     "int_result",
     "equals",
+    "int_or_float_sum",
+    "per_branch",
 ]
 
 _SYMBOLS = {
@@ -122,6 +123,55 @@ def as_float(value: Value) -> Column:
     if value.type.kind == "num":
         return F.coalesce(value.column.getField("i").cast("double"), value.column.getField("f"))
     return value.column.cast("double") if value.type.kind != "float" else value.column
+
+
+def int_or_float_sum(total: Column, empty: Column, start: Column) -> Column:
+    """``sum()`` of floats from an int ``start`` as an int-or-float: the float ``total``, or
+    ``start`` itself, an int, where there was nothing to add (``sum([])`` is ``0``, not
+    ``0.0``)."""
+    return F.struct(
+        F.when(empty, start.cast("bigint")).alias("i"),
+        F.when(~empty, total).alias("f"),
+    )
+
+
+def per_branch(
+    ctx: "Context",
+    value: Value,
+    on_int: Callable[[Value], Value],
+    on_float: Callable[[Value], Value],
+) -> Value:
+    """A function of an int-or-float ``value``: ``on_int`` of its int where it holds one,
+    ``on_float`` of its float elsewhere, each under its branch's guard (their checks fire only
+    there). The result is an int, a float, or again an int-or-float, as the two give."""
+    holds_int = value.column.getField("i").isNotNull()
+    saved = ctx.guard
+    try:
+        ctx.guard = c_and(saved, holds_int)
+        a = on_int(Value(value.column.getField("i"), INT, False))
+        ctx.guard = c_and(saved, c_not(holds_int))
+        b = on_float(Value(value.column.getField("f"), FLOAT, False))
+    finally:
+        ctx.guard = saved
+    if a.type.kind == b.type.kind and a.type.kind in ("int", "float", "bool", "str"):
+        return Value(F.when(holds_int, a.column).otherwise(b.column), a.type, False)
+
+    def parts(v: Value) -> Tuple[Column, Column]:
+        if v.type.kind == "num":
+            return v.column.getField("i"), v.column.getField("f")
+        if v.type.kind == "float":
+            return F.lit(None).cast("bigint"), v.column
+        return v.column.cast("bigint"), F.lit(None).cast("double")
+
+    (ai, af), (bi, bf) = parts(a), parts(b)
+    return Value(
+        F.struct(
+            F.when(holds_int, ai).otherwise(bi).alias("i"),
+            F.when(holds_int, af).otherwise(bf).alias("f"),
+        ),
+        NUM,
+        False,
+    )
 
 
 def _as_int(value: Value) -> Column:
@@ -210,13 +260,13 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
 
             # Ints and floats: each element as an int-or-float.
             return Value(F.concat(converted(a, joined), converted(b, joined)), joined, False)
-        if {ka, kb} == {"datetime", "timedelta"}:
-            return Value(a.column + b.column, DATETIME, False)
+        if ka == "datetime" and kb == "timedelta":
+            return timedelta_arithmetic.checked_datetime(ctx, node, a.column + b.column, ka)
         if ka == kb == "timedelta":
             return Value(a.column + b.column, TIMEDELTA, False)
     if isinstance(op, ast.Sub):
         if ka == "datetime" and kb == "timedelta":
-            return Value(a.column - b.column, DATETIME, False)
+            return timedelta_arithmetic.checked_datetime(ctx, node, a.column - b.column, ka)
         if ka == kb == "datetime":
             return Value(a.column - b.column, TIMEDELTA, False)
         if ka == kb == "timedelta":
@@ -226,6 +276,10 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
         return Value(
             F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")), STR, False
         )
+    if "timedelta" in (ka, kb) or "date" in (ka, kb):
+        moved = timedelta_arithmetic.binary(ctx, node, op, a, b)
+        if moved is not None:
+            return moved
     raise _type_error(ctx, node, op, a, b)
 
 
@@ -764,6 +818,16 @@ def unary(ctx: "Context", node: ast.AST, op: ast.unaryop, a: Value) -> Value:
         return Value(F.bitwise_not(column), INT, False)
     if kind in ("float", "timedelta") and not isinstance(op, ast.Invert):
         return Value(-a.column if isinstance(op, ast.USub) else a.column, a.type, False)
+    if kind == "num":
+
+        def of_float(f: Value) -> Value:
+            if isinstance(op, ast.Invert):
+                ctx.check(node, True, "TypeError", "bad operand type for unary ~: 'float'")
+                return Value(F.lit(None).cast("bigint"), INT, False)
+            return unary(ctx, node, op, f)
+
+        a = ctx.share(a)
+        return per_branch(ctx, a, lambda i: unary(ctx, node, op, i), of_float)
     raise ctx.refuse(
         node,
         f"unary {name} on {a.type}",

@@ -1,4 +1,5 @@
-"""``str`` methods that search a string (``count``, ``rfind``, ``index``, ``rindex``), take an
+"""``str`` methods that search a string (``count``, ``rfind``, ``index``, ``rindex``,
+``partition``, ``rpartition``), take an
 affix off it (``removeprefix``, ``removesuffix``) or pad it (``zfill``, ``ljust``, ``rjust``,
 ``center``), with Python's semantics: positions and widths in code points (Spark's string
 functions count characters the same way), ``count`` of non-overlapping occurrences and of
@@ -15,8 +16,8 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import MethodHandler, arity
-from mapwithstate.pyfunc.pytypes import INT, STR
-from mapwithstate.pyfunc.values import Value
+from mapwithstate.pyfunc.pytypes import INT, STR, tuple_field, tuple_of
+from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
@@ -81,6 +82,52 @@ def _searcher(last: bool, raises: bool) -> MethodHandler:
         if raises:
             it.ctx.check(node, position == -1, "ValueError", "substring not found")
         return Value(position, INT, False)
+
+    return handler
+
+
+def _partition(last: bool) -> MethodHandler:
+    name = "rpartition" if last else "partition"
+
+    def handler(
+        it: "Interpreter",
+        node: ast.Call,
+        base: Value,
+        args: List[Value],
+        kwargs: Dict[str, Value],
+    ) -> Value:
+        """``s.partition(sep)``: ``(head, sep, tail)`` around the first occurrence, ``(s, "",
+        "")`` without one (``rpartition``: the last, ``("", "", s)``); ``ValueError: empty
+        separator``."""
+        arity(it, node, args, kwargs, 1, 1, name)
+        if args[0].type.kind == "none":
+            raise it.ctx.refuse(
+                node, f"{name}(None)", "Python raises TypeError: must be str, not None"
+            )
+        sep = operators.none_check(it.ctx, node, args[0], "must be str, not None")
+        sub = _str_argument(it, node, sep, name)
+        it.ctx.check(node, _length(sub) == 0, "ValueError", "empty separator")
+
+        def parts(text: Column, sub: Column) -> Column:
+            if last:
+                position = _last_position(text, sub)
+            else:
+                position = F.instr(text, sub).cast("bigint") - F.lit(1)
+            found = position >= F.lit(0)
+            head = F.substring(text, 1, F.greatest(position, F.lit(0)).cast("int"))
+            start = (position + _length(sub) + 1).cast("int")
+            tail = F.substring(text, start, F.greatest(_length(text), F.lit(1)).cast("int"))
+            missing = (F.lit(""), F.lit(""), text) if last else (text, F.lit(""), F.lit(""))
+            return F.struct(
+                *(
+                    F.when(found, part).otherwise(fallback).alias(tuple_field(i))
+                    for i, (part, fallback) in enumerate(
+                        zip((head, sub, tail), missing, strict=True)
+                    )
+                )
+            )
+
+        return Value(let([base.column, sub], parts), tuple_of((STR, STR, STR)), False)
 
     return handler
 
@@ -198,6 +245,8 @@ SEARCH_AND_PAD_METHODS: Dict[str, MethodHandler] = {
     "rfind": _searcher(last=True, raises=False),
     "index": _searcher(last=False, raises=True),
     "rindex": _searcher(last=True, raises=True),
+    "partition": _partition(last=False),
+    "rpartition": _partition(last=True),
     "removeprefix": _remove_affix(prefix=True),
     "removesuffix": _remove_affix(prefix=False),
     "ljust": _padder("right"),

@@ -1,0 +1,154 @@
+"""Ints as text and back, and the methods of numbers: ``hex oct bin chr ord``,
+``int.bit_length()``, ``float.is_integer()``.
+
+``hex``/``oct``/``bin`` write the magnitude with a sign, as Python does (``hex(-255)`` is
+``'-0xff'``), including the 64-bit minimum, whose magnitude no BIGINT holds. ``chr`` makes
+the code point's character (``ValueError`` outside ``range(0x110000)``; a surrogate, which
+Python makes but no Spark string holds, fails with the ``UnicodeEncodeError`` Python raises
+where it is written out as UTF-8); ``ord`` takes exactly one character (``TypeError``
+otherwise) and counts in code points, as Spark's strings do.
+"""
+
+import ast
+from typing import TYPE_CHECKING, Callable, Dict, List
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.arguments import Handler, MethodHandler
+from mapwithstate.pyfunc.arguments import arity as _arity
+from mapwithstate.pyfunc.pytypes import BOOL, INT, STR
+from mapwithstate.pyfunc.values import Value, let
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Interpreter
+
+__all__ = ["NUMBER_TEXT_FUNCTIONS", "INT_METHODS", "FLOAT_METHODS"]
+
+_MIN_LONG = -(1 << 63)
+
+
+def _int_argument(it: "Interpreter", node: ast.Call, value: Value, name: str) -> Column:
+    """``value`` as a BIGINT, for ``name()`` which takes an int (``TypeError`` otherwise)."""
+    if value.type.kind not in ("int", "bool", "none"):
+        raise it.ctx.refuse(
+            node,
+            f"{name}() of a {value.type}",
+            f"Python raises TypeError: '{value.type}' object cannot be interpreted as an integer",
+        )
+    value = operators.none_check(
+        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
+    )
+    return value.column.cast("bigint")
+
+
+def _in_base(name: str, prefix: str, digits: Callable[[Column], Column], minimum: str) -> Handler:
+    """``hex``/``oct``/``bin``: ``-`` for a negative int, the prefix, the magnitude's digits
+    (``minimum``: those of 2**63)."""
+
+    def handler(
+        it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+    ) -> Value:
+        _arity(it, node, args, kwargs, 1, 1, name)
+        n = _int_argument(it, node, args[0], name)
+
+        def text(n: Column) -> Column:
+            magnitude = F.abs(F.when(n == F.lit(_MIN_LONG), F.lit(0)).otherwise(n))
+            written = F.when(n == F.lit(_MIN_LONG), F.lit(minimum)).otherwise(digits(magnitude))
+            sign = F.when(n < F.lit(0), F.lit("-")).otherwise(F.lit(""))
+            return F.concat(sign, F.lit(prefix), written)
+
+        return Value(let([n], text), STR, False)
+
+    return handler
+
+
+def _chr(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    _arity(it, node, args, kwargs, 1, 1, "chr")
+    i = _int_argument(it, node, args[0], "chr")
+    c_int = (i >= F.lit(-(1 << 31))) & (i < F.lit(1 << 31))
+    it.ctx.check(node, ~c_int, "OverflowError", "Python int too large to convert to C int")
+    it.ctx.check(
+        node,
+        c_int & ((i < F.lit(0)) | (i >= F.lit(0x110000))),
+        "ValueError",
+        "chr() arg not in range(0x110000)",
+    )
+    it.ctx.check(
+        node,
+        (i >= F.lit(0xD800)) & (i <= F.lit(0xDFFF)),
+        "UnicodeEncodeError",
+        "'utf-8' codec can't encode a surrogate character: surrogates not allowed",
+    )
+    code = F.when((i >= F.lit(0)) & (i < F.lit(0x110000)), i)
+    column = F.decode(F.unhex(F.lpad(F.hex(code), 8, "0")), "UTF-32")
+    return Value(column, STR, False)
+
+
+def _ord(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    _arity(it, node, args, kwargs, 1, 1, "ord")
+    value = args[0]
+    if value.type.kind not in ("str", "none"):
+        raise it.ctx.refuse(
+            node,
+            f"ord() of a {value.type}",
+            f"Python raises TypeError: ord() expected string of length 1, but {value.type} found",
+        )
+    value = operators.none_check(
+        it.ctx, node, value, "ord() expected string of length 1, but NoneType found"
+    )
+    size = F.length(value.column)
+    it.ctx.check(
+        node,
+        size != F.lit(1),
+        "TypeError",
+        F.format_string("ord() expected a character, but string of length %d found", size),
+    )
+    return Value(F.ascii(value.column).cast("bigint"), INT, False)
+
+
+def _bit_length(
+    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    """``n.bit_length()``: the bits of ``abs(n)`` (64 for the minimum)."""
+    _arity(it, node, args, kwargs, 0, 0, "bit_length")
+
+    def bits(n: Column) -> Column:
+        magnitude = F.abs(F.when(n == F.lit(_MIN_LONG), F.lit(0)).otherwise(n))
+        return (
+            F.when(n == F.lit(0), F.lit(0))
+            .when(n == F.lit(_MIN_LONG), F.lit(64))
+            .otherwise(F.length(F.bin(magnitude)))
+            .cast("bigint")
+        )
+
+    return Value(let([base.column.cast("bigint")], bits), INT, False)
+
+
+def _is_integer(
+    it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    """``x.is_integer()``: finite and without a fraction."""
+    _arity(it, node, args, kwargs, 0, 0, "is_integer")
+
+    def whole(x: Column) -> Column:
+        finite = ~F.isnan(x) & (F.abs(x) != F.lit(float("inf")))
+        # Java's remainder of a finite double by 1.0 is exact: 0 just for whole numbers.
+        return finite & ((x % F.lit(1.0)) == F.lit(0.0))
+
+    return Value(let([base.column], whole), BOOL, False)
+
+
+NUMBER_TEXT_FUNCTIONS: Dict[int, Handler] = {
+    id(hex): _in_base("hex", "0x", lambda m: F.lower(F.hex(m)), "8000000000000000"),
+    id(oct): _in_base(
+        "oct", "0o", lambda m: F.conv(m.cast("string"), 10, 8), "1000000000000000000000"
+    ),
+    id(bin): _in_base("bin", "0b", F.bin, "1" + "0" * 63),
+    id(chr): _chr,
+    id(ord): _ord,
+}
+
+INT_METHODS: Dict[str, MethodHandler] = {"bit_length": _bit_length}
+FLOAT_METHODS: Dict[str, MethodHandler] = {"is_integer": _is_integer}
