@@ -33,7 +33,7 @@ from mapwithstate.pyfunc.interpreter import (
 )
 from mapwithstate.pyfunc.loops import rows_as
 from mapwithstate.pyfunc.paths import PathState
-from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unified
 from mapwithstate.pyfunc.source import FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, select
 
@@ -514,17 +514,7 @@ def _emit(
             )
     types: Dict[str, PyType] = {}
     for name in names:
-        joined = emits[0].record.fields[name].type
-        for emit in emits[1:]:
-            kind = emit.record.fields[name].type
-            step = unify(joined, kind)
-            if step is None:
-                raise ctx.source.error(
-                    tree,
-                    f"output column {name!r} is {joined} in one row and {kind} in another",
-                    "give it one type",
-                )
-            joined = step
+        joined = _column_type(ctx, tree, emits, name)
         # An int-or-float column is a DOUBLE, as the testing runner stores it.
         types[name] = FLOAT if joined.kind == "num" else joined
     structs = []
@@ -583,6 +573,18 @@ def _emit(
             else result.when(c_column(guard), struct)
         )
     return result
+
+
+def _column_type(ctx: Context, tree: ast.FunctionDef, emits: List[Emit], name: str) -> PyType:
+    """Output column ``name``'s one type over every emitted row, refused where rows differ."""
+    return unified(
+        (emit.record.fields[name].type for emit in emits),
+        lambda one, other: ctx.source.error(
+            tree,
+            f"output column {name!r} is {one} in one row and {other} in another",
+            "give it one type",
+        ),
+    )
 
 
 def _emitted_type(types: Dict[str, PyType]) -> T.StructType:

@@ -29,7 +29,7 @@ from mapwithstate.pyfunc.paths import (
     converted,
     merge_values,
 )
-from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unified, unify
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
@@ -945,16 +945,14 @@ class Interpreter:
 
     def expr_List(self, node: ast.List) -> Value:
         items = [self.value(e) for e in node.elts]
-        element = NONE
-        for item in items:
-            joined = unify(element, item.type)
-            if joined is None:
-                raise self.ctx.refuse(
-                    node,
-                    "a list of values of different types",
-                    "a list is an array Column: one element type",
-                )
-            element = joined
+        element = unified(
+            (i.type for i in items),
+            lambda joined, t: self.ctx.refuse(
+                node,
+                "a list of values of different types",
+                "a list is an array Column: one element type",
+            ),
+        )
         spark_type = to_spark(list_of(element))
         if not items:
             return Value(
@@ -1126,16 +1124,14 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         and not isinstance(found, (set, frozenset))
     ):
         items = [literal(x) for x in found]
-        element = NONE
-        for item in items:
-            joined = unify(element, item.type)
-            if joined is None:
-                raise ctx.refuse(
-                    node,
-                    f"module constant list of {element} and {item.type} elements",
-                    "a list is an array Column: one element type",
-                )
-            element = joined
+        element = unified(
+            (i.type for i in items),
+            lambda joined, t: ctx.refuse(
+                node,
+                f"module constant list of {joined} and {t} elements",
+                "a list is an array Column: one element type",
+            ),
+        )
         column = F.array(*[i.column for i in items]) if items else F.array()
         return Value(column, list_of(element), False, list(found))
     if isinstance(found, (types.ModuleType, types.BuiltinFunctionType, types.FunctionType, type)):
