@@ -471,7 +471,13 @@ def variable_int_rounding(k, v, e, state):
     return {"k": k}
 
 
+@mws.state_function("n BIGINT")
+def hour_of_none(k, ts, state):
+    return {"k": k, "h": ts.hour}
+
+
 @pytest.mark.parametrize("spec, ddl, row, exception, text", [
+    (hour_of_none, "ts TIMESTAMP", {"ts": None}, AttributeError, "ts.hour"),
     (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": -1, "m": 4}, ValueError,
      "pow(v, e, m)"),
     (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": 3, "m": 0}, ValueError,

@@ -180,7 +180,7 @@ def value_attribute(ctx: Any, node: ast.AST, base: Value, attr: str) -> Value:
     if kind in ("datetime", "date", "timedelta") and (
         attr in parts or attr in ("microsecond", "days", "seconds", "microseconds")
     ):
-        base = operators.none_check(ctx, node, base, f"'NoneType' object has no attribute '{attr}'")
+        base = operators.attribute_of_none(ctx, node, base, attr)
     if kind == "datetime" and attr in parts or kind == "date" and attr in _DATE_PARTS:
         return Value(getattr(F, parts[attr])(base.column).cast("bigint"), INT, False)
     if kind == "datetime" and attr == "microsecond":
@@ -818,15 +818,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     if kind == "set":
         from mapwithstate.pyfunc import sets
 
-        if base.nullable:
-            it.ctx.check(
-                node,
-                base.column.isNull(),
-                "AttributeError",
-                f"'NoneType' object has no attribute '{name}'",
-            )
-            base = base.non_null()
-        return sets.method(it, node, base, name)
+        return sets.method(it, node, operators.attribute_of_none(it.ctx, node, base, name), name)
     table = {
         "str": _STR_METHODS,
         "dict": _DICT_METHODS,
@@ -847,14 +839,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
         )
     # None has no such method: Python raises AttributeError looking it up, before it
     # evaluates the arguments.
-    if base.nullable:
-        it.ctx.check(
-            node,
-            base.column.isNull(),
-            "AttributeError",
-            f"'NoneType' object has no attribute '{name}'",
-        )
-        base = base.non_null()
+    base = operators.attribute_of_none(it.ctx, node, base, name)
     args = [method_argument(it, a) for a in node.args]
     keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
     kwargs = {keyword: value for keyword, value in keywords if keyword is not None}

@@ -114,14 +114,7 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
     assert isinstance(node.func, ast.Attribute)
     method = node.func.attr
     # Python looks the method up before it evaluates the arguments: None has none.
-    if base.nullable:
-        it.ctx.check(
-            node,
-            base.column.isNull(),
-            "AttributeError",
-            f"'NoneType' object has no attribute '{method}'",
-        )
-        base = base.non_null()
+    base = operators.attribute_of_none(it.ctx, node, base, method)
     if method == "sort":
         return _sort(it, node, base), literal(None)
     if base.type.kind == "set":
