@@ -661,9 +661,8 @@ class Interpreter:
         if hasattr(base, "attribute"):
             return base.attribute(self, node)
         if isinstance(base, Value) and base.type.kind == "row":
-            return row_field(
-                self.ctx, node, base, node.attr, f"'NoneType' object has no attribute '{node.attr}'"
-            )
+            row = operators.attribute_of_none(self.ctx, node, base, node.attr)
+            return row_field(self.ctx, node, row, node.attr)
         from mapwithstate.pyfunc.builtins import module_attribute
 
         return module_attribute(self.ctx, node, base)
@@ -1076,19 +1075,13 @@ def store(
     return Value(ctx.cast(column, spark_type), py_type, value.nullable)
 
 
-def row_field(ctx: Context, node: ast.AST, row: Value, name: str, if_none: str) -> Value:
-    """Field ``name`` of a struct value (``row.name``, ``row["name"]``): the query fails with
-    Python's ``TypeError``/``AttributeError`` (``if_none``) where the row is ``None``."""
+def row_field(ctx: Context, node: ast.AST, row: Value, name: str) -> Value:
+    """Field ``name`` of a struct value (``row.name``, ``row["name"]``). The caller checks the
+    row is not ``None`` first, with the exception Python raises for its access: ``row.name``
+    an ``AttributeError``, ``row["name"]`` a ``TypeError``."""
     fields = dict(row.type.args)
     if name not in fields:
         raise ctx.refuse(node, f"unknown field {name!r}", f"the row has {', '.join(fields)}")
-    if row.nullable:
-        ctx.check(
-            node,
-            row.column.isNull(),
-            "AttributeError" if "attribute" in if_none else "TypeError",
-            if_none,
-        )
     return Value(row.column.getField(name), fields[name], True)
 
 
