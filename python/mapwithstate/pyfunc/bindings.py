@@ -90,17 +90,23 @@ class Bindings:
         from pyspark.sql.connect.column import Column as ConnectColumn
         from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
 
+        result = column
+        for variable, value in self.used(column):
+            function = LambdaFunction(_expression(result), [variable])
+            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
+        return result
+
+    def used(self, column: Column) -> List[Tuple[Any, Column]]:
+        """The lambda variable and value of every name ``column`` uses, directly or through
+        other names, the last bound first: the order a nest binds them in from the inside
+        out (:meth:`resolve`; bench/named_values.py binds them another way to compare)."""
         text = str(column)
         used = []
         for name, variable, value in reversed(self.named):
             if name in text:
                 used.append((variable, value))
                 text += str(value)
-        result = column
-        for variable, value in used:
-            function = LambdaFunction(_expression(result), [variable])
-            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
-        return result
+        return used
 
 
 def _is_connect(column: Column) -> bool:
