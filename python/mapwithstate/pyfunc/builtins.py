@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import in_place, iteration, operators, ordering
+from mapwithstate.pyfunc import in_place, iteration, operators, ordering, struct_targets
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
@@ -803,14 +803,16 @@ _BUILTINS: Dict[int, Handler] = {
 # ------------------------------------------------------------------ methods
 
 
-def method_argument(it: "Interpreter", node: ast.expr, into: Optional[PyType] = None) -> Value:
-    """A method's argument; a generator expression is its list (``", ".join(str(x) for x in
-    xs)``, ``xs.extend(...)``): the methods that take an iterable consume it whole, in order,
-    so the list's elements, checks and order are the generator's."""
+def method_argument(it: "Interpreter", node: ast.expr, expected: Optional[PyType] = None) -> Value:
+    """A method's argument (``expected``: the type the method stores it as, see
+    :mod:`~mapwithstate.pyfunc.struct_targets`); a generator expression is its list (``",
+    ".join(str(x) for x in xs)``, ``xs.extend(...)``): the methods that take an iterable
+    consume it whole, in order, so the list's elements, checks and order are the
+    generator's."""
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
         return it.value(listed)
-    return it.value(node, into)
+    return struct_targets.value(it, node, expected)
 
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:

@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import in_place, numeric_order, operators
+from mapwithstate.pyfunc import in_place, numeric_order, operators, struct_targets
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.paths import (
@@ -314,10 +314,8 @@ class Interpreter:
             if isinstance(current, Value) and current.type.kind == "set":
                 self.augment_set(node, target)
                 return
-            self.assign(
-                target,
-                operators.binary(self.ctx, node, node.op, current, self.expression(node.value)),
-            )
+            other = struct_targets.value(self, node.value, _type_of(current))
+            self.assign(target, operators.binary(self.ctx, node, node.op, current, other))
         elif (
             isinstance(target, ast.Attribute)
             and _is_state(target.value)
@@ -331,7 +329,8 @@ class Interpreter:
                     "state.update(...) or state.<field> += ...",
                 )
             current = self.path.fields[target.attr]
-            value = operators.binary(self.ctx, node, node.op, current, self.expression(node.value))
+            other = struct_targets.value(self, node.value, current.type)
+            value = operators.binary(self.ctx, node, node.op, current, other)
             self.update({target.attr: self.state_value(node, target.attr, value)})
         elif isinstance(target, ast.Subscript):
             from mapwithstate.pyfunc.mutations import augment_item
@@ -544,23 +543,14 @@ class Interpreter:
             )
         return method(node)
 
-    def value(self, node: ast.expr, into: Optional[PyType] = None) -> Value:
-        """An expression that must be a plain value (not a module): a dict display is a dict,
-        or, stored ``into`` a struct (a row type), that struct."""
-        if (
-            isinstance(node, ast.List)
-            and into is not None
-            and into.kind == "list"
-            and into.args[0].kind == "row"
-        ):
-            # [{...}, ...] stored into a list of structs: each display a struct.
-            items = [self.value(e, into.args[0]) for e in node.elts]
-            return Value(F.array(*[i.column for i in items]).cast(to_spark(into)), into, False)
-        result = self.expression(node)
-        if isinstance(result, Record) and into is not None and into.kind == "row":
-            from mapwithstate.pyfunc.dict_displays import record_as_row
+    def value(self, node: ast.expr) -> Value:
+        """An expression that must be a plain value (not a module): a dict display is a dict
+        (where a struct is expected, :mod:`~mapwithstate.pyfunc.struct_targets` makes it
+        one)."""
+        return self.as_value(node, self.expression(node))
 
-            return record_as_row(self.ctx, node, result, into, "a struct")
+    def as_value(self, node: ast.AST, result: Any) -> Value:
+        """The evaluated expression ``result`` of ``node`` as a plain value."""
         if not isinstance(result, Value):
             from mapwithstate.pyfunc.aggregates import Rows, UntypedColumn
 
@@ -730,11 +720,8 @@ class Interpreter:
                         f"unknown state field {keyword.arg!r}",
                         f"the state's fields are {', '.join(self.state_fields)}",
                     )
-                updates[keyword.arg] = self.state_value(
-                    keyword,
-                    keyword.arg,
-                    self.value(keyword.value, self.state_fields[keyword.arg]),
-                )
+                stored = struct_targets.value(self, keyword.value, self.state_fields[keyword.arg])
+                updates[keyword.arg] = self.state_value(keyword, keyword.arg, stored)
             self.update(updates)
             return nothing
         if method == "remove":
@@ -790,6 +777,11 @@ class Interpreter:
         )
 
     def expr_BinOp(self, node: ast.BinOp) -> Value:
+        if isinstance(node.op, ast.Add):
+            # A list of structs + [{...}] (or [{...}] + ...): the display's dicts are structs.
+            from mapwithstate.pyfunc.struct_targets import concatenation
+
+            return concatenation(self, node, None)
         left = self.value(node.left)
         if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
             from mapwithstate.pyfunc.format_specs import percent_format
@@ -803,9 +795,7 @@ class Interpreter:
                 )
                 return percent_format(self, node, left.const, tuple(elements(right)))
             return percent_format(self, node, left.const, right)
-        # A list of structs + [{...}]: the display's dicts are stored as its structs.
-        into = left.type if isinstance(node.op, ast.Add) and left.type.kind == "list" else None
-        return operators.binary(self.ctx, node, node.op, left, self.value(node.right, into))
+        return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
     def condition(self, node: ast.expr) -> Cond:
         """Python's ``bool(node)`` where only its truth is used: an ``if``'s, a conditional
@@ -943,7 +933,10 @@ class Interpreter:
         return Record(fields)
 
     def expr_List(self, node: ast.List) -> Value:
-        items = [self.value(e) for e in node.elts]
+        return self.list_display(node, [self.value(e) for e in node.elts])
+
+    def list_display(self, node: ast.List, items: List[Value]) -> Value:
+        """The list display ``node`` of its evaluated ``items``, of their one type."""
         element = unified(
             (i.type for i in items),
             lambda joined, t: self.ctx.refuse(
@@ -1135,6 +1128,10 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         "a state function may use module constants (numbers, strings, lists of "
         "them, datetimes), math, datetime and pyspark.sql.functions",
     )
+
+
+def _type_of(value: Any) -> Optional[PyType]:
+    return value.type if isinstance(value, Value) else None
 
 
 def _describe(value: Any) -> str:
