@@ -1127,6 +1127,32 @@ def test_a_branching_function_of_40_names_compiles_and_runs_both_ways(spark, tmp
     assert_same(spark, spec, rows, "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
 
 
+def test_names_nested_past_the_analyzer_s_passes_are_refused_naming_its_setting(spark, tmp_path):
+    # Each name of a chain nests one more let, which the server's analyzer resolves a pass:
+    # past spark.sql.analyzer.maxIterations (less a margin) the query would fail with "Max
+    # iterations (30) reached for batch Resolution" (23 lets and the rest of the plan take 32
+    # passes); the compiler refuses it instead, and compiles it in a session whose setting
+    # leaves room.
+    from bench.named_values import branching_function
+
+    spec = branching_function(tmp_path, 22)
+    df = spark.createDataFrame([("a", 7, 2)], "k STRING, i BIGINT, j BIGINT")
+    setting = "spark.sql.analyzer.maxIterations"
+    spark.conf.set(setting, "30")
+    try:
+        with pytest.raises(mws.CompileError) as refused:
+            spec.explain(df)
+        message = str(refused.value)
+        assert "state function branching: an output nests 23 named values" in message
+        assert f"{setting}=30 passes" in message
+        assert f"spark.conf.set('{setting}', '38')" in message
+        assert "compute part of the chain as a column of the input" in message
+        spark.conf.set(setting, "38")
+        assert spec.explain(df)["emit"].count("__mws_python_let(") == 23
+    finally:
+        spark.conf.unset(setting)
+
+
 def test_str_of_a_float_is_a_small_plan(spark):
     df = spark.createDataFrame([("a", 1, 2.5, T0)], "k STRING, i BIGINT, f DOUBLE, t TIMESTAMP")
     # str() of an int-or-float reads its digits many times; they are in the plan once.

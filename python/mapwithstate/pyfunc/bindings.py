@@ -66,6 +66,9 @@ class Bindings:
     named: List[Tuple[str, Any, Column]] = field(default_factory=list)
     #: The longest text of a value copied rather than named.
     inline: int = INLINE_LIMIT
+    #: The most lets a Column :meth:`resolve` made nests (the analyzer resolves one a pass:
+    #: :mod:`~mapwithstate.pyfunc.let_nesting`).
+    deepest: int = 0
 
     def share(self, column: Column) -> Column:
         """``column``, or the name of its value where it is large enough to name."""
@@ -91,7 +94,9 @@ class Bindings:
         from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
 
         result = column
-        for variable, value in self.used(column):
+        used = self.used(column)
+        self.deepest = max(self.deepest, len(used))
+        for variable, value in used:
             function = LambdaFunction(_expression(result), [variable])
             result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
         return result

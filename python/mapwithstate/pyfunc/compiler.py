@@ -31,6 +31,7 @@ from mapwithstate.pyfunc.interpreter import (
     StateObject,
     store,
 )
+from mapwithstate.pyfunc.let_nesting import LetNesting
 from mapwithstate.pyfunc.loops import rows_as
 from mapwithstate.pyfunc.paths import PathState
 from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unified
@@ -148,9 +149,13 @@ def compile_function(
     probe = _Probe(df, columns, state)
     tree = source.tree
 
+    nesting = LetNesting(df.sparkSession)
+
     def type_of(node: ast.AST, column: Column) -> T.DataType:
+        resolved = ctx.bindings.resolve(column)
+        nesting.check(source, ctx.bindings.deepest)
         try:
-            return probe.type_of(ctx.bindings.resolve(column))
+            return probe.type_of(resolved)
         except CompileError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's analysis error, reported at the call
@@ -259,6 +264,7 @@ def compile_function(
     update, remove, emit, timeout_at = (
         None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
     )
+    nesting.check(source, ctx.bindings.deepest)
     outputs = (update, remove, emit, timeout_at)
     if bindings.limit and any(c is not None and len(str(c)) > bindings.limit for c in outputs):
         raise PlanTooLarge()
