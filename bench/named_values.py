@@ -111,14 +111,8 @@ def transform_resolve(self: Bindings, column: Any) -> Any:
     from pyspark.sql.connect.column import Column as ConnectColumn
     from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
 
-    text = str(column)
-    used = []
-    for name, variable, value in reversed(self.named):
-        if name in text:
-            used.append((variable, value))
-            text += str(value)
     result = column
-    for variable, value in used:
+    for variable, value in self.used(column):
         function = LambdaFunction(result._expr, [variable])
         array = F.array(value)._expr  # type: ignore[attr-defined]
         result = ConnectColumn(UnresolvedFunction("transform", [array, function]))[0]

@@ -471,7 +471,13 @@ def variable_int_rounding(k, v, e, state):
     return {"k": k}
 
 
+@mws.state_function("n BIGINT")
+def hour_of_none(k, ts, state):
+    return {"k": k, "h": ts.hour}
+
+
 @pytest.mark.parametrize("spec, ddl, row, exception, text", [
+    (hour_of_none, "ts TIMESTAMP", {"ts": None}, AttributeError, "ts.hour"),
     (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": -1, "m": 4}, ValueError,
      "pow(v, e, m)"),
     (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": 3, "m": 0}, ValueError,
@@ -1119,6 +1125,32 @@ def test_a_branching_function_of_40_names_compiles_and_runs_both_ways(spark, tmp
     rows = [{"k": "a", "i": 7, "j": 2, "t": T0}, {"k": "b", "i": -9, "j": 4, "t": T0},
             {"k": "a", "i": 40, "j": 3, "t": at(1)}, {"k": "c", "i": 0, "j": -1, "t": at(1)}]
     assert_same(spark, spec, rows, "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
+
+
+def test_names_nested_past_the_analyzer_s_passes_are_refused_naming_its_setting(spark, tmp_path):
+    # Each name of a chain nests one more let, which the server's analyzer resolves a pass:
+    # past spark.sql.analyzer.maxIterations (less a margin) the query would fail with "Max
+    # iterations (30) reached for batch Resolution" (23 lets and the rest of the plan take 32
+    # passes); the compiler refuses it instead, and compiles it in a session whose setting
+    # leaves room.
+    from bench.named_values import branching_function
+
+    spec = branching_function(tmp_path, 22)
+    df = spark.createDataFrame([("a", 7, 2)], "k STRING, i BIGINT, j BIGINT")
+    setting = "spark.sql.analyzer.maxIterations"
+    spark.conf.set(setting, "30")
+    try:
+        with pytest.raises(mws.CompileError) as refused:
+            spec.explain(df)
+        message = str(refused.value)
+        assert "state function branching: an output nests 23 named values" in message
+        assert f"{setting}=30 passes" in message
+        assert f"spark.conf.set('{setting}', '38')" in message
+        assert "compute part of the chain as a column of the input" in message
+        spark.conf.set(setting, "38")
+        assert spec.explain(df)["emit"].count("__mws_python_let(") == 23
+    finally:
+        spark.conf.unset(setting)
 
 
 def test_str_of_a_float_is_a_small_plan(spark):

@@ -458,20 +458,28 @@ def keys_named_by_function(k, s, v, state):
        "events ARRAY<STRUCT<ts: TIMESTAMP, amount: DOUBLE>>")
 def struct_state(k, v, x, ts, state):
     # Dict displays stored as structs: a STRUCT field, appended to and concatenated onto an
-    # ARRAY<STRUCT> field; a Row read by attribute and by name.
+    # ARRAY<STRUCT> field (on either side of +, and by +=), a list display of them stored
+    # whole; a Row read by attribute and by name; max over structs by a key.
     if x is None or ts is None:
         return None
     info = state.info
     n = (info.n if info else 0) + 1
     total = (info["total"] if info is not None else 0.0) + x
     events = list(state.events or [])
+    if v == 2:
+        events = [{"ts": ts - timedelta(seconds=1), "amount": -x}] + events
     events.append({"ts": ts, "amount": x})
     recent = [e for e in events if abs((ts - e["ts"]).total_seconds()) < 60][-LIMIT:]
     if v == 1:
         recent = recent + [{"ts": ts, "amount": 0.0}]
+    elif v == 0:
+        recent += [{"ts": ts, "amount": 1.0}]
+    latest = max(recent, key=lambda e: e["ts"])
     state.update(info={"n": n, "total": total}, events=recent)
+    if v == 3:
+        state.update(events=[{"ts": latest["ts"], "amount": 3.0}, {"ts": ts, "amount": x}])
     return {"k": k, "n": state.info.n, "avg": total / n, "last": recent[-1]["amount"],
-            "first": recent[0]["ts"], "kept": len(state.events)}
+            "first": recent[0]["ts"], "kept": len(state.events), "top": latest["amount"]}
 
 
 @entry("acc DOUBLE")

@@ -66,6 +66,9 @@ class Bindings:
     named: List[Tuple[str, Any, Column]] = field(default_factory=list)
     #: The longest text of a value copied rather than named.
     inline: int = INLINE_LIMIT
+    #: The most lets a Column :meth:`resolve` made nests (the analyzer resolves one a pass:
+    #: :mod:`~mapwithstate.pyfunc.let_nesting`).
+    deepest: int = 0
 
     def share(self, column: Column) -> Column:
         """``column``, or the name of its value where it is large enough to name."""
@@ -90,17 +93,25 @@ class Bindings:
         from pyspark.sql.connect.column import Column as ConnectColumn
         from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
 
+        result = column
+        used = self.used(column)
+        self.deepest = max(self.deepest, len(used))
+        for variable, value in used:
+            function = LambdaFunction(_expression(result), [variable])
+            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
+        return result
+
+    def used(self, column: Column) -> List[Tuple[Any, Column]]:
+        """The lambda variable and value of every name ``column`` uses, directly or through
+        other names, the last bound first: the order a nest binds them in from the inside
+        out (:meth:`resolve`; bench/named_values.py binds them another way to compare)."""
         text = str(column)
         used = []
         for name, variable, value in reversed(self.named):
             if name in text:
                 used.append((variable, value))
                 text += str(value)
-        result = column
-        for variable, value in used:
-            function = LambdaFunction(_expression(result), [variable])
-            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
-        return result
+        return used
 
 
 def _is_connect(column: Column) -> bool:

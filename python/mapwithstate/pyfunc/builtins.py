@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import in_place, iteration, operators, ordering
+from mapwithstate.pyfunc import in_place, iteration, operators, ordering, struct_targets
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
@@ -182,7 +182,7 @@ def value_attribute(ctx: Any, node: ast.AST, base: Value, attr: str) -> Value:
     if kind in ("datetime", "date", "timedelta") and (
         attr in parts or attr in ("microsecond", "days", "seconds", "microseconds")
     ):
-        base = operators.none_check(ctx, node, base, f"'NoneType' object has no attribute '{attr}'")
+        base = operators.attribute_of_none(ctx, node, base, attr)
     if kind == "datetime" and attr in parts or kind == "date" and attr in _DATE_PARTS:
         return Value(getattr(F, parts[attr])(base.column).cast("bigint"), INT, False)
     if kind == "datetime" and attr == "microsecond":
@@ -833,14 +833,16 @@ _BUILTINS: Dict[int, Handler] = {
 # ------------------------------------------------------------------ methods
 
 
-def method_argument(it: "Interpreter", node: ast.expr, into: Optional[PyType] = None) -> Value:
-    """A method's argument; a generator expression is its list (``", ".join(str(x) for x in
-    xs)``, ``xs.extend(...)``): the methods that take an iterable consume it whole, in order,
-    so the list's elements, checks and order are the generator's."""
+def method_argument(it: "Interpreter", node: ast.expr, expected: Optional[PyType] = None) -> Value:
+    """A method's argument (``expected``: the type the method stores it as, see
+    :mod:`~mapwithstate.pyfunc.struct_targets`); a generator expression is its list (``",
+    ".join(str(x) for x in xs)``, ``xs.extend(...)``): the methods that take an iterable
+    consume it whole, in order, so the list's elements, checks and order are the
+    generator's."""
     if isinstance(node, ast.GeneratorExp):
         listed = ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
         return it.value(listed)
-    return it.value(node, into)
+    return struct_targets.value(it, node, expected)
 
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
@@ -848,15 +850,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     if kind == "set":
         from mapwithstate.pyfunc import sets
 
-        if base.nullable:
-            it.ctx.check(
-                node,
-                base.column.isNull(),
-                "AttributeError",
-                f"'NoneType' object has no attribute '{name}'",
-            )
-            base = base.non_null()
-        return sets.method(it, node, base, name)
+        return sets.method(it, node, operators.attribute_of_none(it.ctx, node, base, name), name)
     table = {
         "str": _STR_METHODS,
         "dict": _DICT_METHODS,
@@ -880,14 +874,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
         )
     # None has no such method: Python raises AttributeError looking it up, before it
     # evaluates the arguments.
-    if base.nullable:
-        it.ctx.check(
-            node,
-            base.column.isNull(),
-            "AttributeError",
-            f"'NoneType' object has no attribute '{name}'",
-        )
-        base = base.non_null()
+    base = operators.attribute_of_none(it.ctx, node, base, name)
     args = [method_argument(it, a) for a in node.args]
     keywords = [(k.arg, it.value(k.value)) for k in node.keywords]
     kwargs = {keyword: value for keyword, value in keywords if keyword is not None}

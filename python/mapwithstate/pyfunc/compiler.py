@@ -31,9 +31,10 @@ from mapwithstate.pyfunc.interpreter import (
     StateObject,
     store,
 )
+from mapwithstate.pyfunc.let_nesting import LetNesting
 from mapwithstate.pyfunc.loops import rows_as
 from mapwithstate.pyfunc.paths import PathState
-from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, DATETIME, FLOAT, PyType, from_spark, to_spark, unified
 from mapwithstate.pyfunc.source import FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, select
 
@@ -148,9 +149,13 @@ def compile_function(
     probe = _Probe(df, columns, state)
     tree = source.tree
 
+    nesting = LetNesting(df.sparkSession)
+
     def type_of(node: ast.AST, column: Column) -> T.DataType:
+        resolved = ctx.bindings.resolve(column)
+        nesting.check(source, ctx.bindings.deepest)
         try:
-            return probe.type_of(ctx.bindings.resolve(column))
+            return probe.type_of(resolved)
         except CompileError:
             raise
         except Exception as e:  # noqa: BLE001 - Spark's analysis error, reported at the call
@@ -259,6 +264,7 @@ def compile_function(
     update, remove, emit, timeout_at = (
         None if c is None else ctx.bindings.resolve(c) for c in (update, remove, emit, timeout_at)
     )
+    nesting.check(source, ctx.bindings.deepest)
     outputs = (update, remove, emit, timeout_at)
     if bindings.limit and any(c is not None and len(str(c)) > bindings.limit for c in outputs):
         raise PlanTooLarge()
@@ -514,17 +520,7 @@ def _emit(
             )
     types: Dict[str, PyType] = {}
     for name in names:
-        joined = emits[0].record.fields[name].type
-        for emit in emits[1:]:
-            kind = emit.record.fields[name].type
-            step = unify(joined, kind)
-            if step is None:
-                raise ctx.source.error(
-                    tree,
-                    f"output column {name!r} is {joined} in one row and {kind} in another",
-                    "give it one type",
-                )
-            joined = step
+        joined = _column_type(ctx, tree, emits, name)
         # An int-or-float column is a DOUBLE, as the testing runner stores it.
         types[name] = FLOAT if joined.kind == "num" else joined
     structs = []
@@ -583,6 +579,18 @@ def _emit(
             else result.when(c_column(guard), struct)
         )
     return result
+
+
+def _column_type(ctx: Context, tree: ast.FunctionDef, emits: List[Emit], name: str) -> PyType:
+    """Output column ``name``'s one type over every emitted row, refused where rows differ."""
+    return unified(
+        (emit.record.fields[name].type for emit in emits),
+        lambda one, other: ctx.source.error(
+            tree,
+            f"output column {name!r} is {one} in one row and {other} in another",
+            "give it one type",
+        ),
+    )
 
 
 def _emitted_type(types: Dict[str, PyType]) -> T.StructType:

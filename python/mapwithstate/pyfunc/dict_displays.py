@@ -31,7 +31,7 @@ from mapwithstate.pyfunc.pytypes import (
     list_of,
     to_spark,
     tuple_of,
-    unify,
+    unified,
 )
 from mapwithstate.pyfunc.values import Value, c_column, literal
 
@@ -232,15 +232,12 @@ def _constant_keys(parts: List[Tuple[Optional[Value], Value]]) -> Optional[List[
 
 
 def _joined(ctx: "Context", node: ast.AST, types: List[PyType], what: str) -> PyType:
-    joined = NONE
-    for t in types:
-        both = unify(joined, t)
-        if both is None:
-            raise ctx.refuse(
-                node,
-                f"a dict of {joined} and {t} {what} used as a value",
-                "a dict value (a Spark map) holds one key type and one value type; emit "
-                "rows of mixed types with return/yield {...}",
-            )
-        joined = both
-    return joined
+    return unified(
+        types,
+        lambda joined, t: ctx.refuse(
+            node,
+            f"a dict of {joined} and {t} {what} used as a value",
+            "a dict value (a Spark map) holds one key type and one value type; emit "
+            "rows of mixed types with return/yield {...}",
+        ),
+    )

@@ -114,14 +114,7 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
     assert isinstance(node.func, ast.Attribute)
     method = node.func.attr
     # Python looks the method up before it evaluates the arguments: None has none.
-    if base.nullable:
-        it.ctx.check(
-            node,
-            base.column.isNull(),
-            "AttributeError",
-            f"'NoneType' object has no attribute '{method}'",
-        )
-        base = base.non_null()
+    base = operators.attribute_of_none(it.ctx, node, base, method)
     if method == "sort":
         return _sort(it, node, base), literal(None)
     if base.type.kind == "set":
@@ -142,12 +135,12 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
         )
     from mapwithstate.pyfunc.builtins import method_argument
 
-    # A dict display appended or inserted into a list of structs is stored as one.
+    # A dict display appended or inserted into a list of structs is stored as one, as are
+    # those of a list display extending it.
     element = base.type.args[0] if base.type.kind == "list" else None
-    args = [
-        method_argument(it, a, element if method in ("append", "insert") else None)
-        for a in node.args
-    ]
+    extended = base.type if element is not None else None
+    stored = {"append": element, "insert": element, "extend": extended}.get(method)
+    args = [method_argument(it, a, stored) for a in node.args]
     handler = (_LIST if base.type.kind == "list" else _DICT)[method]
     return handler(it, node, base, args)
 

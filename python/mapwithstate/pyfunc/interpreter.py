@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import in_place, numeric_order, operators
+from mapwithstate.pyfunc import in_place, numeric_order, operators, struct_targets
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
 from mapwithstate.pyfunc.paths import (
@@ -29,7 +29,7 @@ from mapwithstate.pyfunc.paths import (
     converted,
     merge_values,
 )
-from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, unified, unify
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
@@ -314,10 +314,8 @@ class Interpreter:
             if isinstance(current, Value) and current.type.kind == "set":
                 self.augment_set(node, target)
                 return
-            self.assign(
-                target,
-                operators.binary(self.ctx, node, node.op, current, self.expression(node.value)),
-            )
+            other = struct_targets.value(self, node.value, _type_of(current))
+            self.assign(target, operators.binary(self.ctx, node, node.op, current, other))
         elif (
             isinstance(target, ast.Attribute)
             and _is_state(target.value)
@@ -331,7 +329,8 @@ class Interpreter:
                     "state.update(...) or state.<field> += ...",
                 )
             current = self.path.fields[target.attr]
-            value = operators.binary(self.ctx, node, node.op, current, self.expression(node.value))
+            other = struct_targets.value(self, node.value, current.type)
+            value = operators.binary(self.ctx, node, node.op, current, other)
             self.update({target.attr: self.state_value(node, target.attr, value)})
         elif isinstance(target, ast.Subscript):
             from mapwithstate.pyfunc.mutations import augment_item
@@ -559,23 +558,14 @@ class Interpreter:
             )
         return method(node)
 
-    def value(self, node: ast.expr, into: Optional[PyType] = None) -> Value:
-        """An expression that must be a plain value (not a module): a dict display is a dict,
-        or, stored ``into`` a struct (a row type), that struct."""
-        if (
-            isinstance(node, ast.List)
-            and into is not None
-            and into.kind == "list"
-            and into.args[0].kind == "row"
-        ):
-            # [{...}, ...] stored into a list of structs: each display a struct.
-            items = [self.value(e, into.args[0]) for e in node.elts]
-            return Value(F.array(*[i.column for i in items]).cast(to_spark(into)), into, False)
-        result = self.expression(node)
-        if isinstance(result, Record) and into is not None and into.kind == "row":
-            from mapwithstate.pyfunc.dict_displays import record_as_row
+    def value(self, node: ast.expr) -> Value:
+        """An expression that must be a plain value (not a module): a dict display is a dict
+        (where a struct is expected, :mod:`~mapwithstate.pyfunc.struct_targets` makes it
+        one)."""
+        return self.as_value(node, self.expression(node))
 
-            return record_as_row(self.ctx, node, result, into, "a struct")
+    def as_value(self, node: ast.AST, result: Any) -> Value:
+        """The evaluated expression ``result`` of ``node`` as a plain value."""
         if not isinstance(result, Value):
             from mapwithstate.pyfunc.aggregates import Rows, UntypedColumn
 
@@ -676,9 +666,8 @@ class Interpreter:
         if hasattr(base, "attribute"):
             return base.attribute(self, node)
         if isinstance(base, Value) and base.type.kind == "row":
-            return row_field(
-                self.ctx, node, base, node.attr, f"'NoneType' object has no attribute '{node.attr}'"
-            )
+            row = operators.attribute_of_none(self.ctx, node, base, node.attr)
+            return row_field(self.ctx, node, row, node.attr)
         from mapwithstate.pyfunc.builtins import module_attribute
 
         return module_attribute(self.ctx, node, base)
@@ -746,11 +735,8 @@ class Interpreter:
                         f"unknown state field {keyword.arg!r}",
                         f"the state's fields are {', '.join(self.state_fields)}",
                     )
-                updates[keyword.arg] = self.state_value(
-                    keyword,
-                    keyword.arg,
-                    self.value(keyword.value, self.state_fields[keyword.arg]),
-                )
+                stored = struct_targets.value(self, keyword.value, self.state_fields[keyword.arg])
+                updates[keyword.arg] = self.state_value(keyword, keyword.arg, stored)
             self.update(updates)
             return nothing
         if method == "remove":
@@ -806,6 +792,11 @@ class Interpreter:
         )
 
     def expr_BinOp(self, node: ast.BinOp) -> Value:
+        if isinstance(node.op, ast.Add):
+            # A list of structs + [{...}] (or [{...}] + ...): the display's dicts are structs.
+            from mapwithstate.pyfunc.struct_targets import concatenation
+
+            return concatenation(self, node, None)
         left = self.value(node.left)
         if isinstance(node.op, ast.Mod) and left.is_const and isinstance(left.const, str):
             from mapwithstate.pyfunc.format_specs import percent_format
@@ -819,9 +810,7 @@ class Interpreter:
                 )
                 return percent_format(self, node, left.const, tuple(elements(right)))
             return percent_format(self, node, left.const, right)
-        # A list of structs + [{...}]: the display's dicts are stored as its structs.
-        into = left.type if isinstance(node.op, ast.Add) and left.type.kind == "list" else None
-        return operators.binary(self.ctx, node, node.op, left, self.value(node.right, into))
+        return operators.binary(self.ctx, node, node.op, left, self.value(node.right))
 
     def condition(self, node: ast.expr) -> Cond:
         """Python's ``bool(node)`` where only its truth is used: an ``if``'s, a conditional
@@ -959,17 +948,18 @@ class Interpreter:
         return Record(fields)
 
     def expr_List(self, node: ast.List) -> Value:
-        items = [self.value(e) for e in node.elts]
-        element = NONE
-        for item in items:
-            joined = unify(element, item.type)
-            if joined is None:
-                raise self.ctx.refuse(
-                    node,
-                    "a list of values of different types",
-                    "a list is an array Column: one element type",
-                )
-            element = joined
+        return self.list_display(node, [self.value(e) for e in node.elts])
+
+    def list_display(self, node: ast.List, items: List[Value]) -> Value:
+        """The list display ``node`` of its evaluated ``items``, of their one type."""
+        element = unified(
+            (i.type for i in items),
+            lambda joined, t: self.ctx.refuse(
+                node,
+                "a list of values of different types",
+                "a list is an array Column: one element type",
+            ),
+        )
         spark_type = to_spark(list_of(element))
         if not items:
             return Value(
@@ -1119,19 +1109,13 @@ def store(
     return Value(ctx.cast(column, spark_type), py_type, value.nullable)
 
 
-def row_field(ctx: Context, node: ast.AST, row: Value, name: str, if_none: str) -> Value:
-    """Field ``name`` of a struct value (``row.name``, ``row["name"]``): the query fails with
-    Python's ``TypeError``/``AttributeError`` (``if_none``) where the row is ``None``."""
+def row_field(ctx: Context, node: ast.AST, row: Value, name: str) -> Value:
+    """Field ``name`` of a struct value (``row.name``, ``row["name"]``). The caller checks the
+    row is not ``None`` first, with the exception Python raises for its access: ``row.name``
+    an ``AttributeError``, ``row["name"]`` a ``TypeError``."""
     fields = dict(row.type.args)
     if name not in fields:
         raise ctx.refuse(node, f"unknown field {name!r}", f"the row has {', '.join(fields)}")
-    if row.nullable:
-        ctx.check(
-            node,
-            row.column.isNull(),
-            "AttributeError" if "attribute" in if_none else "TypeError",
-            if_none,
-        )
     return Value(row.column.getField(name), fields[name], True)
 
 
@@ -1167,16 +1151,14 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         and not isinstance(found, (set, frozenset))
     ):
         items = [literal(x) for x in found]
-        element = NONE
-        for item in items:
-            joined = unify(element, item.type)
-            if joined is None:
-                raise ctx.refuse(
-                    node,
-                    f"module constant list of {element} and {item.type} elements",
-                    "a list is an array Column: one element type",
-                )
-            element = joined
+        element = unified(
+            (i.type for i in items),
+            lambda joined, t: ctx.refuse(
+                node,
+                f"module constant list of {joined} and {t} elements",
+                "a list is an array Column: one element type",
+            ),
+        )
         column = F.array(*[i.column for i in items]) if items else F.array()
         return Value(column, list_of(element), False, list(found))
     if isinstance(found, (types.ModuleType, types.BuiltinFunctionType, types.FunctionType, type)):
@@ -1187,6 +1169,10 @@ def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         "a state function may use module constants (numbers, strings, lists of "
         "them, datetimes), math, datetime and pyspark.sql.functions",
     )
+
+
+def _type_of(value: Any) -> Optional[PyType]:
+    return value.type if isinstance(value, Value) else None
 
 
 def _describe(value: Any) -> str:

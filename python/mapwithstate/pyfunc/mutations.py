@@ -21,11 +21,12 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.dict_displays import record_as_dict, record_as_row
+from mapwithstate.pyfunc.dict_displays import record_as_dict
 from mapwithstate.pyfunc.dict_keys import stored_key
 from mapwithstate.pyfunc.paths import Record
 from mapwithstate.pyfunc.pytypes import PyType, dict_of, to_spark, unify
 from mapwithstate.pyfunc.sequences import item
+from mapwithstate.pyfunc.struct_targets import as_expected
 from mapwithstate.pyfunc.values import Value
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ def _assigned(
     """``base`` (a list or dict) with ``target``'s item set to ``value``."""
     element_type = base.type.args[0] if base.type.kind == "list" else base.type.args[-1]
     if isinstance(value, Record) and element_type.kind == "row":
-        value = record_as_row(it.ctx, node, value, element_type, "an item")
+        value = as_expected(it, node, value, element_type)
     if not isinstance(value, Value):
         raise it.ctx.refuse(
             node, f"a {type(value).__name__} stored as an item", "store a number, str or list"

@@ -129,13 +129,10 @@ def changed_item(
         it, statement, container, "in-place change of an item", f"{verb} changed in place"
     )
     _check_owner(it, name, statement)
-    base = operators.none_check(
-        it.ctx,
-        statement,
-        base,
-        "'NoneType' object has no attribute 'setdefault'"
+    base = (
+        operators.attribute_of_none(it.ctx, statement, base, "setdefault")
         if is_setdefault
-        else "'NoneType' object is not subscriptable",
+        else operators.none_check(it.ctx, statement, base, "'NoneType' object is not subscriptable")
     )
     where: Column
     if isinstance(item, ast.Call):

@@ -106,16 +106,28 @@ def truthy(value: Value) -> Cond:
     return F.coalesce(test, F.lit(False)) if value.nullable else test
 
 
-def none_check(ctx: "Context", node: ast.AST, value: Value, what: str) -> Value:
-    """Fails the query with Python's ``TypeError`` where ``value`` is ``None`` (``what``
+def none_check(
+    ctx: "Context", node: ast.AST, value: Value, what: str, exception: str = "TypeError"
+) -> Value:
+    """Fails the query with Python's ``exception`` where ``value`` is ``None`` (``what``
     describes the operation, e.g. ``unsupported operand type(s) for +: 'NoneType' and
     'int'``); the value is then known not to be ``None``."""
     if value.type.kind == "none":
-        ctx.check(node, True, "TypeError", what)
+        ctx.check(node, True, exception, what)
         return value
     if value.nullable:
-        ctx.check(node, value.column.isNull(), "TypeError", what)
+        ctx.check(node, value.column.isNull(), exception, what)
     return value.non_null()
+
+
+def attribute_of_none(ctx: "Context", node: ast.AST, value: Value, attr: str) -> Value:
+    """Fails the query with Python's ``AttributeError`` where ``value`` is ``None`` and its
+    attribute or method ``attr`` is looked up (``row.n``, ``d.get(...)``, ``ts.year``):
+    ``'NoneType' object has no attribute 'attr'``. Python looks a method up before it
+    evaluates the call's arguments, so callers check before compiling them."""
+    return none_check(
+        ctx, node, value, f"'NoneType' object has no attribute '{attr}'", "AttributeError"
+    )
 
 
 def as_float(value: Value) -> Column:

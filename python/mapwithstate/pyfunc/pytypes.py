@@ -7,7 +7,7 @@ DOUBLE, so arithmetic never overflows at 32 bits where Python would not).
 """
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 from pyspark.sql import types as T
 
@@ -32,6 +32,7 @@ __all__ = [
     "from_spark",
     "to_spark",
     "unify",
+    "unified",
 ]
 
 
@@ -197,3 +198,17 @@ def unify(a: PyType, b: PyType) -> Optional[PyType]:
             return None
         return tuple_of(tuple(e for e in elements if e is not None))
     return None
+
+
+def unified(types: Iterable[PyType], mixed: Callable[[PyType, PyType], Exception]) -> PyType:
+    """The one type holding every type of ``types`` (``None`` joins any; none at all is
+    ``NONE``): the element type of a list, set or dict display, or of a module constant.
+    Where two cannot share a Column, raises ``mixed(joined so far, the next type)``: the
+    caller's refusal, naming what mixes where."""
+    joined = NONE
+    for t in types:
+        both = unify(joined, t)
+        if both is None:
+            raise mixed(joined, t)
+        joined = both
+    return joined

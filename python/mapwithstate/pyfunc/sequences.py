@@ -31,9 +31,8 @@ def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
     if kind == "row" and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         from mapwithstate.pyfunc.interpreter import row_field
 
-        return row_field(
-            it.ctx, node, base, node.slice.value, "'NoneType' object is not subscriptable"
-        )
+        row = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
+        return row_field(it.ctx, node, row, node.slice.value)
     if kind not in ("str", "list", "dict"):
         raise it.ctx.refuse(
             node,

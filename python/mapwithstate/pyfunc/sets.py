@@ -29,7 +29,16 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.paths import converted
-from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, set_of, to_spark, unify
+from mapwithstate.pyfunc.pytypes import (
+    BOOL,
+    NONE,
+    PyType,
+    list_of,
+    set_of,
+    to_spark,
+    unified,
+    unify,
+)
 from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
@@ -97,17 +106,15 @@ def check_element(ctx: "Context", node: ast.AST, element: PyType) -> None:
 def _joined(ctx: "Context", node: ast.AST, types: List[PyType], what: str) -> PyType:
     """The one element type of ``types`` (``None`` joins any), refused where a Column cannot
     hold them all (an int and a str; a bool and an int, which Python would merge)."""
-    element = NONE
-    for t in types:
-        joined = unify(element, t)
-        if joined is None:
-            raise ctx.refuse(
-                node,
-                f"{what} of {element} and {t} elements",
-                "a set is an array Column: one element type (ints and floats mix); "
-                "convert the elements explicitly (int(), float(), str())",
-            )
-        element = joined
+    element = unified(
+        types,
+        lambda joined, t: ctx.refuse(
+            node,
+            f"{what} of {joined} and {t} elements",
+            "a set is an array Column: one element type (ints and floats mix); "
+            "convert the elements explicitly (int(), float(), str())",
+        ),
+    )
     check_element(ctx, node, element)
     return element
 

@@ -29,7 +29,7 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
     tuple_field,
     tuple_of,
-    unify,
+    unified,
 )
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_not, literal
 
@@ -195,17 +195,15 @@ def as_list(ctx: "Context", node: ast.AST, value: Value, use: str) -> Value:
     type; refused otherwise (``use``: what needs the list, e.g. ``a for loop over``)."""
     from mapwithstate.pyfunc.paths import converted
 
-    element_type = NONE
-    for t in value.type.args:
-        joined = unify(element_type, t)
-        if joined is None:
-            raise ctx.refuse(
-                node,
-                f"{use} a tuple of {', '.join(map(str, value.type.args))}",
-                "a list is one Column type: index the tuple's elements by literals instead "
-                "(t[0], t[1])",
-            )
-        element_type = joined
+    element_type = unified(
+        value.type.args,
+        lambda _joined, _t: ctx.refuse(
+            node,
+            f"{use} a tuple of {', '.join(map(str, value.type.args))}",
+            "a list is one Column type: index the tuple's elements by literals instead "
+            "(t[0], t[1])",
+        ),
+    )
     parts = elements(value)
     if not parts:
         return Value(F.array(), list_of(NONE), False)
