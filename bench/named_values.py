@@ -33,23 +33,41 @@ from mapwithstate.pyfunc.bindings import Bindings
 T0 = datetime(2026, 1, 1)
 
 
-def branching_function(directory: Path, steps: int) -> Any:
+def branching_function(directory: Path, steps: int, group: bool = False) -> Any:
     """A function of ``steps`` if/else statements, each reading the step before three times
     (the condition and both branches), so that copies triple a step and the compiler names
-    (tests/test_state_function_compiler.py runs one of 39 steps both ways)."""
-    lines = ["import mapwithstate as mws", "", "", "@mws.state_function('n BIGINT')",
-             "def branching(k, i, j, state):", "    x0 = i + (state.n or 0) % 5"]
+    (tests/test_state_function_compiler.py runs one of 39 steps both ways, per record and as a
+    group function, and tests/test_classic.py on a classic session). ``group``: a group
+    function, whose ``i`` and ``j`` are aggregates of the key's records of the batch, ``i``'s
+    records reading a value of the key, and which sums a nested loop over the records."""
+    name = "branching_group" if group else "branching"
+    lines = ["import mapwithstate as mws", "", "", "@mws.state_function('n BIGINT')"]
+    if group:
+        # w, named, is read per record inside an aggregate, and divmod names its operand.
+        lines += [f"def {name}(k, rows, state):", "    w = len(k) // 2 + len(k) % 3",
+                  "    i = sum(divmod(r.i + w, 3)[0] for r in rows)",
+                  "    j = min(r.j for r in rows)"]
+    else:
+        lines += [f"def {name}(k, i, j, state):"]
+    lines += ["    x0 = i + (state.n or 0) % 5"]
     for s in range(1, steps + 1):
         lines += [f"    if x{s - 1} > j:", f"        x{s} = x{s - 1} - j",
                   "    else:", f"        x{s} = x{s - 1} + 2 * j"]
-    lines += [f"    state.update(n=x{steps})", f"    return {{'k': k, 'n': x{steps}}}"]
-    path = directory / f"branching{steps}.py"
+    returned = f"'k': k, 'n': x{steps}"
+    if group:
+        # A loop's body names its inner loop's fold, beside names made outside it.
+        lines += ["    total, es, gs = 0, [r.i for r in rows], [r.j for r in rows]",
+                  "    for e in es:", "        for g in gs:", "            total += e * g",
+                  "        total += x0 + w"]
+        returned += ", 'total': total"
+    lines += [f"    state.update(n=x{steps})", f"    return {{{returned}}}"]
+    path = directory / f"{name}{steps}.py"
     path.write_text("\n".join(lines) + "\n")
-    loader = importlib.util.spec_from_file_location(f"branching{steps}", path)
+    loader = importlib.util.spec_from_file_location(f"{name}{steps}", path)
     assert loader is not None and loader.loader is not None
     module = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(module)
-    return module.branching
+    return getattr(module, name)
 
 
 class Timeout(Exception):
@@ -113,7 +131,7 @@ def transform_resolve(self: Bindings, column: Any) -> Any:
 
     result = column
     for variable, value in self.used(column):
-        function = LambdaFunction(result._expr, [variable])
+        function = LambdaFunction(result._expr, [variable._expr])
         array = F.array(value)._expr  # type: ignore[attr-defined]
         result = ConnectColumn(UnresolvedFunction("transform", [array, function]))[0]
     return result

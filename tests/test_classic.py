@@ -11,6 +11,7 @@ from mapwithstate import functions as S
 from mapwithstate.testing import replay
 
 T0 = datetime(2026, 1, 1)
+T1 = datetime(2026, 1, 1, 0, 0, 1)
 
 pytestmark = pytest.mark.sessions("classic")
 
@@ -63,3 +64,24 @@ def test_python_functions_call_the_plugins_reserved_functions_on_a_classic_sessi
         (2.67, True, str(2 ** 53 + 1)), (2.0 ** 63, False, "9.223372036854776e+18"),
         (0.12, True, "3"), (-0.0, True, "3")]
     assert repr(out[3]["r"]) == "-0.0" and repr(out[3]["tens"]) == "-0.0"
+
+
+def test_a_branching_function_of_40_names_compiles_and_runs_on_a_classic_session(spark, tmp_path):
+    """A classic compile names a function's values as a Connect one does (copied, its plan
+    tripled with each if: 1.3 MB of SQL at 4 ifs, never finishing at 39), with the plugin's
+    __mws_python_let, which the classic session's extensions register. Compiled once, run
+    once: the emitted n is the state, which the second batch reads."""
+    from bench.named_values import branching_function
+
+    spec = branching_function(tmp_path, 39)
+    rows = [{"k": "a", "i": 7, "j": 2, "t": T0}, {"k": "b", "i": -9, "j": 4, "t": T0},
+            {"k": "a", "i": 40, "j": 3, "t": T1}, {"k": "c", "i": 0, "j": -1, "t": T1}]
+    df = spark.createDataFrame([tuple(r.values()) for r in rows],
+                               "k STRING, i BIGINT, j BIGINT, t TIMESTAMP")
+    compiled = spec.compiled(df, "k")
+    assert "__mws_python_let" in str(compiled.emit)
+    assert sum(len(str(c)) for c in (compiled.update, compiled.emit)) < 400_000
+    out = map_with_state(df, key="k", spec=compiled, batch_time="t").collect()
+    expected = [row for batch in replay(spec, rows, key="k", batch_time="t")
+                for row in batch.emitted]
+    assert sorted((r.asDict() for r in out), key=repr) == sorted(expected, key=repr)

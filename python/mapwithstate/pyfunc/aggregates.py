@@ -9,7 +9,7 @@ of no rows), the aggregate counts such records and the query fails if there is o
 
 import ast
 import builtins as py
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from pyspark.sql import Column
@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
@@ -85,24 +86,38 @@ def _per_row(
     it: "Interpreter", generator: ast.comprehension, element: ast.expr
 ) -> Tuple[Value, Cond, List[Tuple[Cond, "Message"]]]:
     """The element and filter of a generator over rows, evaluated per record, and the
-    failures a record may raise."""
+    failures a record may raise: each with the named values it reads bound inside it (see
+    :meth:`~mapwithstate.pyfunc.bindings.Bindings.in_aggregate`)."""
     if not isinstance(generator.target, ast.Name):
         raise it.ctx.refuse(generator, "a target that is not a name", "for r in rows")
     saved_env, saved_failures, saved_guard = dict(it.path.env), it.ctx.failures, it.ctx.guard
-    saved_self_checks = it.ctx.self_checks
+    saved_self_checks, saved_bindings = it.ctx.self_checks, it.ctx.bindings
     it.path.env[generator.target.id] = RowVariable()
     # Per record, in the aggregation before the call: its checks are lifted into the call's.
     it.ctx.failures, it.ctx.guard, it.ctx.self_checks = [], True, False
+    bindings = it.ctx.bindings = saved_bindings.in_aggregate()
     try:
         keep: Cond = True
         for condition in generator.ifs:
             keep = c_and(keep, it.condition(condition))
             it.ctx.guard = keep
         value = it.value(element)
-        return value, keep, it.ctx.failures
+        if not isinstance(keep, bool):
+            keep = bindings.resolve(c_column(keep))
+        failures = [
+            (f if isinstance(f, bool) else bindings.resolve(c_column(f)), m)
+            for f, m in it.ctx.failures
+        ]
+        return _bound(bindings, value), keep, failures
     finally:
         it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
-        it.ctx.self_checks = saved_self_checks
+        it.ctx.self_checks, it.ctx.bindings = saved_self_checks, saved_bindings
+
+
+def _bound(bindings: Bindings, value: Value) -> Value:
+    """``value`` (and a tuple's elements) with the names it reads bound."""
+    parts = None if value.parts is None else tuple(_bound(bindings, p) for p in value.parts)
+    return replace(value, column=bindings.resolve(value.column), parts=parts)
 
 
 def _lift(it: "Interpreter", failures: List[Tuple[Cond, "Message"]]) -> None:

@@ -16,10 +16,18 @@ elimination, and the compiler's self-checks are made without them. So a function
 compiled with its values copied, and compiled again with names only when a copied Column grows
 past :func:`copied_plan_limit` (copies that multiply, not a long function's linear growth).
 
-Names are Spark Connect lambda variables made by the compiler (the public
-``pyspark.sql.functions`` makes only anonymous ones); on a classic session, and in group
-functions (whose values may hold aggregates, which a lambda must not reference), values are
-copied where used, as before.
+Names are lambda variables made by the compiler (the public ``pyspark.sql.functions`` makes
+only anonymous ones): on Spark Connect its expression messages, on a classic session the JVM's
+Columns PySpark itself makes for ``transform``'s lambda (``PythonSQLUtils``), so that both
+compile a function to the same lets. Every name of a compilation is new (a loop's body and an
+aggregate's records name values of their own, beside the names bound around them): a name is
+never shadowed.
+
+In a group function a named value may hold aggregates (``n = len(rows)``): the plugin computes
+each aggregate before the call and reads its result in the let, as anywhere else in the
+function. What an aggregate computes per record may not read a name bound around the output,
+as its records are aggregated before the call: values computed per record are resolved inside
+the aggregate with the names they read (:meth:`Bindings.in_aggregate`).
 """
 
 from dataclasses import dataclass, field
@@ -69,6 +77,21 @@ class Bindings:
     #: The most lets a Column :meth:`resolve` made nests (the analyzer resolves one a pass:
     #: :mod:`~mapwithstate.pyfunc.let_nesting`).
     deepest: int = 0
+    #: How many names the compilation has made, shared with the bindings made inside it (a
+    #: loop's body, an aggregate's records), so that no name there shadows one bound outside.
+    made: List[int] = field(default_factory=lambda: [0])
+
+    def in_lambda(self, inline: int) -> "Bindings":
+        """The bindings of the body of a loop's lambda: its own names, resolved inside the
+        lambda, which the lambda's Columns read beside this one's."""
+        return Bindings(True, inline=inline, made=self.made)
+
+    def in_aggregate(self) -> "Bindings":
+        """The bindings of the values computed per record inside an aggregate of a group
+        function: they read this one's names and name their own, all of which
+        :meth:`resolve` binds inside the aggregate (a lambda variable bound outside an
+        aggregate is out of its reach, as the aggregate is computed before the call)."""
+        return Bindings(self.enabled, self.limit, list(self.named), self.inline, made=self.made)
 
     def share(self, column: Column) -> Column:
         """``column``, or the name of its value where it is large enough to name."""
@@ -76,29 +99,23 @@ class Bindings:
             if self.limit and len(str(column)) > self.limit:
                 raise PlanTooLarge()
             return column
-        if not _is_connect(column) or len(str(column)) <= self.inline:
+        if len(str(column)) <= self.inline:
             return column
-        from pyspark.sql.connect.column import Column as ConnectColumn
-        from pyspark.sql.connect.expressions import UnresolvedNamedLambdaVariable
-
-        name = f"__mws_v{len(self.named)}__"
-        variable = UnresolvedNamedLambdaVariable([name])
+        name = f"__mws_v{self.made[0]}__"
+        self.made[0] += 1
+        variable = _variable(column, name)
         self.named.append((name, variable, column))
-        return ConnectColumn(variable)
+        return variable
 
     def resolve(self, column: Column) -> Column:
         """``column`` with every name it uses (directly or through other names) bound."""
-        if not self.named or not _is_connect(column):
+        if not self.named:
             return column
-        from pyspark.sql.connect.column import Column as ConnectColumn
-        from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
-
         result = column
         used = self.used(column)
         self.deepest = max(self.deepest, len(used))
         for variable, value in used:
-            function = LambdaFunction(_expression(result), [variable])
-            result = ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
+            result = _let(value, variable, result)
         return result
 
     def used(self, column: Column) -> List[Tuple[Any, Column]]:
@@ -118,6 +135,51 @@ def _is_connect(column: Column) -> bool:
     return type(column).__module__.startswith("pyspark.sql.connect")
 
 
+def _variable(like: Column, name: str) -> Column:
+    """A lambda variable named ``name`` (on a classic session, ``name`` and a number Spark
+    adds), of the kind of Column ``like`` is."""
+    if _is_connect(like):
+        from pyspark.sql.connect.column import Column as ConnectColumn
+        from pyspark.sql.connect.expressions import UnresolvedNamedLambdaVariable
+
+        return ConnectColumn(UnresolvedNamedLambdaVariable([name]))
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(_python_sql_utils().unresolvedNamedLambdaVariable(name))
+
+
+def _let(value: Column, variable: Column, body: Column) -> Column:
+    """``__mws_python_let(value, variable -> body)``, of the kind of Column ``body`` is."""
+    if _is_connect(body):
+        from pyspark.sql.connect.column import Column as ConnectColumn
+        from pyspark.sql.connect.expressions import LambdaFunction, UnresolvedFunction
+
+        function = LambdaFunction(_expression(body), [_expression(variable)])
+        return ConnectColumn(UnresolvedFunction(LET, [_expression(value), function]))
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_seq
+
+    # As PySpark builds transform's lambda on a classic session (pyspark.sql.functions).
+    utils, java = _python_sql_utils(), lambda c: cast(Any, c)._jc
+    function = utils.lambdaFunction(java(body), _to_seq(_context(), [java(variable)]))
+    return ClassicColumn(utils.fn(LET, _to_seq(_context(), [java(value), function])))
+
+
 def _expression(column: Column) -> Any:
     """A Spark Connect Column's expression."""
     return cast(Any, column)._expr
+
+
+def _context() -> Any:
+    """The classic session's SparkContext."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    assert context is not None, "a classic Column without a SparkContext"
+    return context
+
+
+def _python_sql_utils() -> Any:
+    """The JVM's ``PythonSQLUtils``: how PySpark builds the Columns Spark's Scala API keeps to
+    itself (lambda variables and functions) on a classic session."""
+    return _context()._jvm.PythonSQLUtils

@@ -138,8 +138,7 @@ def compile_function(
             try:
                 return attempt(Bindings(enabled=False, limit=limit), domain)
             except PlanTooLarge:
-                # A group function's values may hold aggregates, which no lambda may reference.
-                return attempt(Bindings(enabled=not group), domain)
+                return attempt(Bindings(enabled=True), domain)
         except RecursionError:
             # PySpark walks a Column recursively (its text, its message): one nested past
             # Python's recursion limit is refused as one past the server's depth.

@@ -25,7 +25,7 @@ __all__ = ["SETTING", "MARGIN", "LetNesting"]
 SETTING = "spark.sql.analyzer.maxIterations"
 
 #: The passes of the analyzer's limit not given to lets.
-MARGIN = 15
+MARGIN = 10
 
 
 class LetNesting:

@@ -468,7 +468,7 @@ def _body(
     # named inside the lambda, whose body Spark does not eliminate common subexpressions of
     # anyway: a group function's too, as a value holding an aggregate is inside the fold's
     # lambda already.
-    bindings = Bindings(True, inline=_NAMED_IN_BODY)
+    bindings = ctx.bindings.in_lambda(_NAMED_IN_BODY)
     ctx.failures, ctx.guard, ctx.self_checks = [], True, False
     ctx.bindings, ctx.type_of = bindings, typed
     exits: List[LoopExit] = []
