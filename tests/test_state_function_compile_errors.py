@@ -5,6 +5,8 @@ import inspect
 from datetime import datetime, timedelta
 
 import math
+import statistics
+from collections import Counter, defaultdict, deque
 
 import pytest
 
@@ -532,7 +534,99 @@ def raise_from(k, v, state):
     return {"k": k}
 
 
+@mws.state_function("xs ARRAY<BIGINT>")
+def deque_sliced(k, v, state):
+    d = deque(state.xs or [], maxlen=3)
+    return {"k": k, "head": d[:2]}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def deque_stored(k, v, state):
+    d = deque(state.xs or [], maxlen=3)
+    d.append(v)
+    state.update(xs=d)
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def deque_run_time_maxlen(k, v, state):
+    d = deque(state.xs or [], maxlen=v)
+    return {"k": k, "n": len(d)}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def deque_popleft_in_an_expression(k, v, state):
+    d = deque(state.xs or [])
+    return {"k": k, "n": 1 + d.popleft()}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def counter_formatted(k, state):
+    c = Counter(k)
+    return {"k": k, "text": str(c)}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def counter_aliased(k, state):
+    c = Counter(k)
+    other = c
+    return {"k": k, "n": len(other)}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def counter_reassigned(k, state):
+    c = Counter(k)
+    c = {}
+    return {"k": k, "n": len(c)}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def counter_emitted(k, state):
+    return {"k": k, "counts": Counter(k)}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def counter_of_floats(k, f, state):
+    return {"k": k, "n": len(Counter([f, f]))}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def defaultdict_of_a_lambda(k, state):
+    d = defaultdict(lambda: 1)
+    d[k] += 1
+    state.update(m=d)
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def defaultdict_read_inside_an_expression(k, state):
+    d = defaultdict(int)
+    return {"k": k, "n": d[k] + 1}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def statistics_of_bools(k, state):
+    return {"k": k, "m": statistics.mean([k == "a", True])}
+
+
+@mws.state_function("m MAP<STRING, BIGINT>")
+def variance_with_a_mean(k, f, state):
+    return {"k": k, "m": statistics.variance([f, 1.0], 1.0)}
+
+
 @pytest.mark.parametrize("spec, text, construct", [
+    (deque_sliced, "d[:2]", "a slice of a deque"),
+    (deque_stored, "xs=d", "a deque stored in the state"),
+    (deque_run_time_maxlen, "maxlen=v", "a deque's maxlen known only at run time"),
+    (deque_popleft_in_an_expression, "d.popleft()", "deque.popleft() inside an expression"),
+    (counter_formatted, "str(c)", "a Counter passed to str()"),
+    (counter_aliased, "other = c", "a Counter assigned to another name"),
+    (counter_reassigned, "c = {}", "c (a Counter) assigned another value"),
+    (counter_emitted, "Counter(k)}", "a Counter used here"),
+    (counter_of_floats, "Counter([f, f])", "Counter() of float items"),
+    (defaultdict_of_a_lambda, "defaultdict(", "defaultdict() without one of the factories"),
+    (defaultdict_read_inside_an_expression, "d[k] + 1",
+     "a defaultdict's d[k] read inside an expression"),
+    (statistics_of_bools, "statistics.mean", "statistics.mean() of bool items"),
+    (variance_with_a_mean, "statistics.variance", "statistics.variance() with 2 argument(s)"),
     (loop_over_a_set, "for x in", "a for loop over a set"),
     (list_of_a_set, "list(", "list() over a set"),
     (list_comprehension_over_a_set, "[x * 2", "a comprehension over a set"),

@@ -11,10 +11,14 @@ with ``k``, so the harness can tell the cases of one query apart. They are plain
 harness decorates them with ``mws.state_function`` and runs them through ``mapwithstate.testing``
 and through the server.
 """
+import collections
 import linecache
 import math
+import statistics
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from statistics import median_low
 from typing import Any, Callable, Dict, List, Optional
 
 from hypothesis import strategies as st
@@ -32,6 +36,7 @@ from pyfuncs.inputs import (
 )
 
 LIMIT = 3
+CAPACITY = 4
 PREFIX = "k="
 WINDOW = timedelta(seconds=20)
 
@@ -1325,6 +1330,79 @@ def event_timers(k, ts, state):
     else:
         state.clear_timer()
     return {"k": k, "n": state.n, "latest": latest, "wm": state.watermark}
+
+
+# --- collections and statistics ----------------------------------------------------------
+
+@entry("counts MAP<STRING, BIGINT>, groups MAP<STRING, ARRAY<BIGINT>>, "
+       "sizes MAP<BIGINT, BIGINT>")
+def counters_and_defaultdicts(k, v, s, state):
+    # Counter of a stored MAP (a copy), of a generator and of a str's characters: c[x] is 0
+    # where x is missing, c[x] += n starts from 0, update() adds (new keys last),
+    # most_common() keeps ties in insertion order, total(); stored as a MAP.
+    c = Counter(state.counts or {})
+    c.update(w for w in (s or "").split(",") if w)
+    c["a"] += 1
+    letters = collections.Counter(s)
+    top = c.most_common(2)
+    # defaultdict(list) and (int): d[k].append(x) and d[k] += 1 insert the default first;
+    # x = d[k] inserts it too; get() and in do not.
+    groups = defaultdict(list)
+    sizes = defaultdict(int)
+    for w in (s or "").split(","):
+        groups[w].append(v)
+        sizes[len(w)] += 1
+    first = groups["?"]
+    state.update(counts=c, groups=groups, sizes=sizes)
+    return {"k": k, "a": c["a"], "missing": c["zz"], "n": len(c), "total": c.total(),
+            "top": [w for w, n in top], "letters": sorted(letters), "has_b": "b" in c,
+            "none": len(c.most_common(-1)), "keys": list(groups), "first": len(first),
+            "got": sizes.get(99, -1), "has": 3 in sizes}
+
+
+@entry("amounts ARRAY<DOUBLE>, ids ARRAY<BIGINT>")
+def deques(k, v, x, b, state):
+    # deque(maxlen=N): append drops from the left, appendleft from the right; pop/popleft
+    # (IndexError on an empty deque); indexing, in, len, sum/max, truthiness; stored as list(d).
+    window = deque(state.amounts or [], maxlen=3)
+    if x is not None:
+        window.append(x)
+    recent = deque(state.ids or [], maxlen=CAPACITY)
+    recent.appendleft(v)
+    if v is not None and v % 3 == 0:
+        recent.extend([v, 0])
+    if v == 2:
+        recent.extendleft([7, 8])
+    gone = None
+    if b:
+        gone = recent.pop()
+    if v == 5:
+        recent.clear()
+        gone = recent.popleft()
+    unbounded = deque(recent)
+    unbounded.append(1)
+    state.update(amounts=list(window), ids=list(recent))
+    return {"k": k, "n": len(window), "total": sum(window), "top": max(window) if window else None,
+            "first": window[0] if window else None, "last": recent[-1] if recent else None,
+            "has": 0 in recent, "gone": gone, "long": len(unbounded)}
+
+
+@entry("xs ARRAY<DOUBLE>, vs ARRAY<BIGINT>")
+def statistics_of_a_window(k, v, x, state):
+    # statistics as CPython computes them: exact means and variances (an int where whole),
+    # correctly rounded deviations, fmean by fsum; medians (of an even count a float), the
+    # mode (the first most common); StatisticsError for too few points.
+    xs = ((state.xs or []) + ([x] if x is not None else []))[-3:]
+    vs = ((state.vs or []) + [v or 0])[-4:]
+    state.update(xs=xs, vs=vs)
+    if v == 7:
+        statistics.stdev(vs[:1])  # one point: StatisticsError
+    return {"k": k, "mean_v": statistics.mean(vs), "mean_x": statistics.mean(xs) if xs else None,
+            "fmean_x": statistics.fmean(xs) if xs else None,
+            "var_v": statistics.variance(vs) if len(vs) > 1 else None,
+            "pstdev_x": statistics.pstdev(xs) if xs else None,
+            "median": statistics.median(vs), "low": median_low(vs),
+            "high": statistics.median_high(vs), "mode": statistics.mode(vs)}
 
 
 # --- group functions ----------------------------------------------------------------------

@@ -7,6 +7,7 @@ query with ``ValueError``).
 
 import ast
 import builtins as py
+import collections
 import types
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import in_place, iteration, operators, ordering, struct_targets
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
+from mapwithstate.pyfunc.collection_variables import DEQUE_IN_PLACE, constructor, kind_of
 from mapwithstate.pyfunc.datetime_methods import DATE_METHODS, DATETIME_METHODS
 from mapwithstate.pyfunc.datetimes import TIMEDELTA_METHODS as _TIMEDELTA_METHODS
 from mapwithstate.pyfunc.datetimes import date_call as _date
@@ -43,6 +45,8 @@ from mapwithstate.pyfunc.pytypes import (
 )
 from mapwithstate.pyfunc.sequences import comprehension, is_rows
 from mapwithstate.pyfunc.server_functions import modular_power, python_round
+from mapwithstate.pyfunc.statistics_functions import ORDER_FREE as STATISTICS_ORDER_FREE
+from mapwithstate.pyfunc.statistics_functions import STATISTICS_FUNCTIONS
 from mapwithstate.pyfunc.strings import ACCEPTS_NONE
 from mapwithstate.pyfunc.strings import STR_METHODS as _STR_METHODS
 from mapwithstate.pyfunc.strings import WHITESPACE as _WHITESPACE
@@ -52,7 +56,7 @@ from mapwithstate.pyfunc.values import Value, c_and, c_column, let, literal
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["call", "module_attribute", "int_of", "value_attribute"]
+__all__ = ["call", "module_attribute", "int_of", "value_attribute", "dict_get"]
 
 _MIN_LONG = -(1 << 63)
 
@@ -89,6 +93,12 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         from mapwithstate.pyfunc import sets
 
         return sets.call(it, node)
+    if target is collections.defaultdict:
+        from mapwithstate.pyfunc import default_dicts
+
+        kind = constructor(it.ctx.source, node)
+        assert kind is not None  # its factory was checked with the function's variables
+        return default_dicts.construct(kind)
     handler = _BUILTINS.get(id(target))
     if handler is None:
         name = getattr(target, "__qualname__", type(target).__name__)
@@ -97,8 +107,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
             "round int float str bool sum any all sorted list dict set zip enumerate reversed), "
-            "math, datetime and "
-            "timedelta, str/list/dict methods and pyspark.sql.functions; "
+            "math, statistics, datetime and timedelta, collections' Counter, defaultdict and "
+            "deque, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",
         )
     generator = (
@@ -110,7 +120,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return aggregate(it, node, target, generator)
     if generator is not None:
         # A generator summed, tested or sorted may iterate a set: its order cannot show.
-        args = [comprehension(it, generator, order_free=id(target) in _ORDER_FREE)]
+        order_free = id(target) in _ORDER_FREE or id(target) in STATISTICS_ORDER_FREE
+        args = [comprehension(it, generator, order_free=order_free)]
     else:
         args = [it.value(a) for a in node.args]
     kwargs = {k.arg: it.value(k.value) for k in node.keywords if k.arg is not None}
@@ -796,6 +807,22 @@ def _isinstance(it: "Interpreter", node: ast.Call) -> Value:
     return Value(value.column.isNotNull(), BOOL, False)
 
 
+def _counter(
+    it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
+) -> Value:
+    from mapwithstate.pyfunc import counters
+
+    return counters.construct(it, node, args, kwargs)
+
+
+def _deque(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    from mapwithstate.pyfunc import deques
+
+    kind = constructor(it.ctx.source, node)
+    assert kind is not None
+    return deques.construct(it, node, kind, args, kwargs)
+
+
 #: The builtins whose result a generator's order cannot change: it may iterate a set.
 _ORDER_FREE = {id(f) for f in (py.sum, py.min, py.max, py.any, py.all, py.sorted)}
 
@@ -827,6 +854,9 @@ _BUILTINS: Dict[int, Handler] = {
     id(date): _date,
     **MATH_FUNCTIONS,
     **NUMBER_TEXT_FUNCTIONS,
+    **STATISTICS_FUNCTIONS,
+    id(collections.Counter): _counter,
+    id(collections.deque): _deque,
 }
 
 
@@ -846,6 +876,19 @@ def method_argument(it: "Interpreter", node: ast.expr, expected: Optional[PyType
 
 
 def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
+    assert isinstance(node.func, ast.Attribute)
+    variable = kind_of(it, node.func.value)
+    if variable is not None and variable.name == "Counter" and name in ("most_common", "total"):
+        from mapwithstate.pyfunc import counters
+
+        return counters.method(it, node, base, name)
+    if variable is not None and variable.name == "deque" and name in DEQUE_IN_PLACE:
+        raise it.ctx.refuse(
+            node,
+            f"deque.{name}() inside an expression",
+            "call it as a statement of its own (d.append(v)) or as an assignment's whole "
+            "value (last = d.popleft())",
+        )
     kind = base.type.kind
     if kind == "set":
         from mapwithstate.pyfunc import sets
@@ -888,7 +931,7 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
     return handler(it, node, base, args, kwargs)
 
 
-def _dict_get(
+def dict_get(
     it: "Interpreter",
     node: ast.Call,
     base: Value,
@@ -915,4 +958,4 @@ def _dict_get(
     return Value(column, joined, True)
 
 
-_DICT_METHODS: Dict[str, MethodHandler] = {"get": _dict_get, **iteration.DICT_VIEWS}
+_DICT_METHODS: Dict[str, MethodHandler] = {"get": dict_get, **iteration.DICT_VIEWS}

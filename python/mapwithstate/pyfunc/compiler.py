@@ -144,6 +144,8 @@ def compile_function(
             # Python's recursion limit is refused as one past the server's depth.
             raise _too_deep(FunctionSource.of(function), None) from None
     source = FunctionSource.of(function)
+    # Refuses now a Counter, defaultdict or deque the compiler does not follow, wherever it is.
+    source.collection_variables  # noqa: B018 - made for its refusals
     state = _state_struct(df, state_schema)
     probe = _Probe(df, columns, state)
     tree = source.tree

@@ -23,6 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.collection_variables import DEQUE_IN_PLACE, kind_of
 from mapwithstate.pyfunc.dict_keys import looked_up_key, stored_key
 from mapwithstate.pyfunc.paths import converted
 from mapwithstate.pyfunc.pytypes import NONE, PyType, dict_of, list_of, to_spark, unify
@@ -41,6 +42,9 @@ __all__ = [
     "refusal",
     "setdefault",
     "extended",
+    "LIST_CHANGES",
+    "check_arity",
+    "joined_item",
 ]
 
 LIST_IN_PLACE = ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse")
@@ -70,6 +74,10 @@ def in_place_call(it: "Interpreter", node: ast.expr) -> Optional[ast.Call]:
         inner = item_type(it, owner)
         kind = inner.kind if inner is not None else None
     name = node.func.attr
+    if isinstance(owner, ast.Name) and name in DEQUE_IN_PLACE:
+        variable = kind_of(it, owner)
+        if variable is not None and variable.name == "deque":
+            return node
     if (
         (kind == "list" and name in LIST_IN_PLACE)
         or (kind == "dict" and name in DICT_IN_PLACE)
@@ -115,6 +123,18 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
     method = node.func.attr
     # Python looks the method up before it evaluates the arguments: None has none.
     base = operators.attribute_of_none(it.ctx, node, base, method)
+    kind = kind_of(it, node.func.value)
+    if kind is not None and kind.name == "deque":
+        from mapwithstate.pyfunc import deques
+        from mapwithstate.pyfunc.builtins import method_argument
+
+        args = [method_argument(it, a) for a in node.args]
+        return deques.changed(it, node, kind, base, args)
+    if kind is not None and kind.name == "Counter" and method == "update":
+        from mapwithstate.pyfunc import counters
+        from mapwithstate.pyfunc.builtins import method_argument
+
+        return counters.update(it, node, base, [method_argument(it, a) for a in node.args])
     if method == "sort":
         return _sort(it, node, base), literal(None)
     if base.type.kind == "set":
@@ -141,7 +161,7 @@ def changed(it: "Interpreter", node: ast.Call, base: Value) -> Tuple[Value, Valu
     extended = base.type if element is not None else None
     stored = {"append": element, "insert": element, "extend": extended}.get(method)
     args = [method_argument(it, a, stored) for a in node.args]
-    handler = (_LIST if base.type.kind == "list" else _DICT)[method]
+    handler = (LIST_CHANGES if base.type.kind == "list" else _DICT)[method]
     return handler(it, node, base, args)
 
 
@@ -187,15 +207,15 @@ def delete(it: "Interpreter", node: ast.Delete) -> List[Tuple[str, Value]]:
 def _append(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 1, 1, "append")
-    typed, item = _joined(it, node, base, args[0])
+    check_arity(it, node, args, 1, 1, "append")
+    typed, item = joined_item(it, node, base, args[0])
     return Value(F.concat(typed.column, F.array(item)), typed.type, False), literal(None)
 
 
 def _extend(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 1, 1, "extend")
+    check_arity(it, node, args, 1, 1, "extend")
     return extended(it, node, base, args[0]), literal(None)
 
 
@@ -220,9 +240,9 @@ def extended(it: "Interpreter", node: ast.AST, base: Value, other: Value) -> Val
 def _insert(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 2, 2, "insert")
+    check_arity(it, node, args, 2, 2, "insert")
     index = _int_index(it, node, args[0])
-    typed, item = _joined(it, node, base, args[1])
+    typed, item = joined_item(it, node, base, args[1])
     # Python clamps: a negative index counts from the end, then anything outside goes to an end.
     length = F.size(typed.column).cast("bigint")
     shifted = F.when(index.column < 0, index.column + length).otherwise(index.column)
@@ -238,7 +258,7 @@ def _insert(
 def _list_pop(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 0, 1, "pop")
+    check_arity(it, node, args, 0, 1, "pop")
     it.ctx.check(node, F.size(base.column) == 0, "IndexError", "pop from empty list")
     index = _int_index(it, node, args[0]) if args else literal(-1)
     position = _position(it, node, base, index, "pop index out of range")
@@ -255,7 +275,7 @@ def _list_pop(
 def _remove(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 1, 1, "remove")
+    check_arity(it, node, args, 1, 1, "remove")
     element = base.type.args[0]
     matches = F.transform(base.column, lambda e: operators.equals(Value(e, element, True), args[0]))
     found = F.array_position(matches, F.lit(True))
@@ -267,14 +287,14 @@ def _remove(
 def _list_clear(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 0, 0, "clear")
+    check_arity(it, node, args, 0, 0, "clear")
     return Value(F.filter(base.column, lambda e: F.lit(False)), base.type, False), literal(None)
 
 
 def _reverse(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 0, 0, "reverse")
+    check_arity(it, node, args, 0, 0, "reverse")
     return Value(F.reverse(base.column), base.type, False), literal(None)
 
 
@@ -299,7 +319,7 @@ def _sort(it: "Interpreter", node: ast.Call, base: Value) -> Value:
 def _dict_pop(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 1, 2, "pop")
+    check_arity(it, node, args, 1, 2, "pop")
     key = args[0]
     default = args[1] if len(args) > 1 else None
     column, found, value = _without_key(it, node, base, key, default)
@@ -320,8 +340,13 @@ def setdefault(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
     """``base.setdefault(*args)``: the dict after it, and the value it returns."""
-    _arity(it, node, args, 1, 2, "setdefault")
+    check_arity(it, node, args, 1, 2, "setdefault")
     key_type, value_type = base.type.args
+    if key_type.kind == "none" and args[0].type.kind != "none":
+        # An empty dict ({}, defaultdict(list)) takes its first key's type.
+        key_type = args[0].type
+        keyed = dict_of(key_type, value_type)
+        base = Value(base.column.cast(to_spark(keyed)), keyed, base.nullable)
     key = _key(it, node, base, args[0])
     default = args[1] if len(args) > 1 else literal(None)
     joined = unify(value_type, default.type)
@@ -408,13 +433,13 @@ def _merged(mine: Column, theirs: Column) -> Column:
 def _dict_clear(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value]
 ) -> Tuple[Value, Value]:
-    _arity(it, node, args, 0, 0, "clear")
+    check_arity(it, node, args, 0, 0, "clear")
     return Value(F.map_filter(base.column, lambda k, v: F.lit(False)), base.type, False), literal(
         None
     )
 
 
-_LIST = {
+LIST_CHANGES = {
     "append": _append,
     "extend": _extend,
     "insert": _insert,
@@ -429,7 +454,7 @@ _DICT = {"pop": _dict_pop, "setdefault": setdefault, "update": _update, "clear":
 # ------------------------------------------------------------------ shared
 
 
-def _arity(
+def check_arity(
     it: "Interpreter", node: ast.Call, args: List[Value], low: int, high: int, name: str
 ) -> None:
     if not low <= len(args) <= high:
@@ -441,7 +466,9 @@ def _arity(
         )
 
 
-def _joined(it: "Interpreter", node: ast.Call, base: Value, item: Value) -> Tuple[Value, Column]:
+def joined_item(
+    it: "Interpreter", node: ast.Call, base: Value, item: Value
+) -> Tuple[Value, Column]:
     """The list retyped to hold ``item`` too (a list of ints taking a float holds numbers;
     ``[]`` takes its first item's type), and ``item`` as one of its elements."""
     element = unify(base.type.args[0], item.type)

@@ -212,6 +212,10 @@ class Interpreter:
     def statement(self, node: ast.stmt) -> None:
         # The guard a walrus in this statement's expressions binds unconditionally under.
         self.statement_guard = self.ctx.guard
+        if self.ctx.source.collection_variables:
+            from mapwithstate.pyfunc.default_dicts import rewritten
+
+            node = rewritten(self, node)
         if isinstance(node, ast.Expr):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return  # a docstring

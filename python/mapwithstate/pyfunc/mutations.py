@@ -15,12 +15,13 @@ Python's order holds: the container and the index, then the item (``IndexError``
 """
 
 import ast
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union, cast
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.collection_variables import Kind, kind_of
 from mapwithstate.pyfunc.dict_displays import record_as_dict
 from mapwithstate.pyfunc.dict_keys import stored_key
 from mapwithstate.pyfunc.paths import Record
@@ -39,8 +40,10 @@ _HINT = "build the new list or dict instead: xs = xs[:i] + [xs[i] + 1] + xs[i + 
 _READING_CALLS = {"len", "sum", "any", "all", "sorted", "list", "dict", "str", "bool", "int"}
 _READING_CALLS |= {"set"}
 _READING_CALLS |= {"zip", "enumerate", "reversed"}
+_READING_CALLS |= {"Counter", "deque", "mean", "fmean", "median", "median_low", "median_high"}
+_READING_CALLS |= {"mode", "pvariance", "variance", "pstdev", "stdev"}
 #: Calls that make a new list.
-_FRESH_CALLS = {"list", "sorted", "dict", "set"}
+_FRESH_CALLS = {"list", "sorted", "dict", "set", "Counter", "defaultdict", "deque"}
 #: Methods that keep an argument itself in their list or dict.
 _KEEPING_METHODS = {"append", "insert", "setdefault"}
 
@@ -53,6 +56,9 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
 
     target = node.target
     assert isinstance(target, ast.Subscript)
+    variable = kind_of(it, target.value)
+    if variable is not None and variable.name in ("Counter", "defaultdict"):
+        return _augmented_with_default(it, node, target, variable)
     inner = item_type(it, target)
     if inner is not None and inner.kind in ("list", "dict"):
         if not (inner.kind == "list" and isinstance(node.op, ast.Add)):
@@ -74,6 +80,31 @@ def augment_item(it: "Interpreter", node: ast.AugAssign) -> Tuple[str, Value]:
         return name, new
     name, base = _owned_container(it, node, target, f"{operators.symbol(node.op)}=")
     return name, _augmented(it, node, base)
+
+
+def _augmented_with_default(
+    it: "Interpreter", node: ast.AugAssign, target: ast.Subscript, variable: Kind
+) -> Tuple[str, Value]:
+    """``c[k] op= v`` of a Counter (from 0 where ``k`` is missing) or a defaultdict (from
+    its default, which Python inserts first: the key goes last either way)."""
+    from mapwithstate.pyfunc import counters, default_dicts
+    from mapwithstate.pyfunc.builtins import dict_get
+
+    base = it.value(target.value)
+    key = it.value(target.slice)
+    if variable.name == "Counter":
+        current = counters.item(it, node, base, key)
+    else:
+        fallback = it.value(default_dicts.default(variable, node))
+        current = (
+            fallback
+            if base.type.args[0].kind == "none"
+            else dict_get(it, cast(ast.Call, node), base, [key, fallback], {})
+        )
+    new = operators.binary(it.ctx, node, node.op, current, it.value(node.value))
+    name, changed = assign_item(it, cast(ast.Assign, node), target, new)
+    assert isinstance(changed, Value)
+    return name, changed
 
 
 def _extended(it: "Interpreter", node: ast.AugAssign, items: Value) -> Value:

@@ -34,7 +34,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.pytypes import PyType, to_spark
+from mapwithstate.pyfunc.pytypes import NONE, PyType, dict_of, list_of, to_spark, unify
 from mapwithstate.pyfunc.values import Value
 
 if TYPE_CHECKING:
@@ -156,6 +156,17 @@ def changed_item(
     # it returns.
     new_inner, result = change(inner)
     element = holder.type.args[0] if holder.type.kind == "list" else holder.type.args[1]
+    if element in (NONE, list_of(NONE)) and new_inner.type != element:
+        # Items of no type yet (defaultdict(list)'s []) take the changed item's.
+        joined = unify(element, new_inner.type)
+        if joined is not None:
+            retyped = (
+                list_of(joined)
+                if holder.type.kind == "list"
+                else dict_of(holder.type.args[0], joined)
+            )
+            holder = Value(holder.column.cast(to_spark(retyped)), retyped, holder.nullable)
+            element = joined
     from mapwithstate.pyfunc.mutations import stored
 
     stored(it, statement, holder, element, new_inner)
@@ -254,7 +265,11 @@ def _new_items(value: ast.expr) -> bool:
         return fresh(value.value)
     if isinstance(value, ast.IfExp):
         return _new_items(value.body) and _new_items(value.orelse)
-    return False
+    # An empty defaultdict(list): its items are the new lists it makes.
+    func = value.func if isinstance(value, ast.Call) else None
+    return (isinstance(func, ast.Name) and func.id == "defaultdict") or (
+        isinstance(func, ast.Attribute) and func.attr == "defaultdict"
+    )
 
 
 def _assignments(it: "Interpreter", name: str) -> List[ast.expr]:

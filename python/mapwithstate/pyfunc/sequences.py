@@ -23,6 +23,14 @@ __all__ = ["subscript", "item", "comprehension", "is_rows"]
 
 
 def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
+    from mapwithstate.pyfunc.collection_variables import kind_of
+
+    variable = kind_of(it, node.value)
+    if variable is not None and variable.name == "Counter":
+        from mapwithstate.pyfunc import counters
+
+        counter = it.value(node.value)
+        return counters.item(it, node, counter, it.value(node.slice))
     base = it.value(node.value)
     kind = base.type.kind
     if kind == "tuple":

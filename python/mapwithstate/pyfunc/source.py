@@ -11,7 +11,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Set
 
 from mapwithstate.pyfunc.errors import CompileError
 
@@ -40,6 +40,24 @@ class FunctionSource:
             for parent in ast.walk(self.tree)
             for child in ast.iter_child_nodes(parent)
         }
+
+    @cached_property
+    def local_names(self) -> Set[str]:
+        """The function's parameters and the names it assigns anywhere."""
+        names = {a.arg for a in self.tree.args.args}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+        return names
+
+    @cached_property
+    def collection_variables(self) -> Dict[str, Any]:
+        """The locals holding a ``Counter``, ``defaultdict`` or ``deque``, by name, with
+        their :class:`~mapwithstate.pyfunc.collection_variables.Kind` (made once: the
+        compiler asks it at every call, subscript and method)."""
+        from mapwithstate.pyfunc.collection_variables import variables
+
+        return variables(self)
 
     @staticmethod
     def of(function: Callable[..., Any]) -> "FunctionSource":

@@ -54,6 +54,12 @@ object PythonFunctions {
           "state function compiler's, not for direct use).",
         args => PythonStrMethod(method, typed(args(0), StringType)))
     } ++
+    PythonStatistics.Functions.map { function =>
+      Reserved(PythonStatistics.functionName(function), 1, classOf[PythonStatistics],
+        s"_FUNC_(values) - Python's statistics.$function(values) of ints or floats, exact as " +
+          "CPython's (the state function compiler's, not for direct use).",
+        args => PythonStatistics(function, args(0)))
+    } ++
     PythonExactArithmetic.Operators.map { operator =>
       Reserved(operator.name, 3, classOf[PythonExactArithmetic],
         s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +
