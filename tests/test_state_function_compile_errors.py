@@ -292,6 +292,14 @@ def unpacks_a_tuple_into_a_starred_target(k, v, state):
 
 
 @mws.state_function("n BIGINT")
+def list_extended_through_an_alias(k, v, state):
+    xs = [v]
+    ys = xs
+    xs += [1]
+    return {"k": k, "n": len(ys)}
+
+
+@mws.state_function("n BIGINT")
 def match_of_a_class_pattern(k, v, state):
     match v:
         case int(x):
@@ -657,6 +665,7 @@ def struct_with_an_unknown_field(k, v, state):
     (emits_a_tuple, "return", "output column 'pair' holding a tuple"),
     (unpacks_three_into_two, "a, b =", "unpacking a tuple of 3 into 2 targets"),
     (unpacks_a_tuple_into_a_starred_target, "a, *b", "a starred target unpacking a tuple"),
+    (list_extended_through_an_alias, "ys = xs", "xs += (line"),
     (match_of_a_class_pattern, "int(x)", "match with a class pattern"),
     (match_of_a_mapping_pattern, '{"v": 1}', "match with a mapping pattern"),
     (match_of_a_capture_in_alternatives, "(1, x)", "a capture inside a | pattern"),

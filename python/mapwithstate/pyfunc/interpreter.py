@@ -333,10 +333,11 @@ class Interpreter:
             if (
                 isinstance(current, Value)
                 and current.type.kind == "list"
-                and isinstance(node.op, ast.Mult)
+                and isinstance(node.op, (ast.Mult, ast.Add))
             ):
-                # xs *= n repeats the list in place: under the rule of the changing methods
-                # (a local no other name may hold).
+                # xs *= n and xs += ys change the list in place (a name holding the same list
+                # sees the change): under the rule of the changing methods (a local no other
+                # name may hold).
                 self.augment_in_place(node, target)
                 return
             self.assign(
@@ -375,9 +376,9 @@ class Interpreter:
             )
 
     def augment_in_place(self, node: ast.AugAssign, target: ast.Name) -> None:
-        """``s |= t`` (``&= -= ^=``), ``xs *= n``: Python changes the set or list in place,
-        so it compiles under the rule of the other changing methods (a local no other name
-        may hold)."""
+        """``s |= t`` (``&= -= ^=``), ``xs *= n``, ``xs += ys``: Python changes the set or
+        list in place, so it compiles under the rule of the other changing methods (a local
+        no other name may hold)."""
         from mapwithstate.pyfunc.mutations import owned_container
 
         symbol = operators.symbol(node.op)
