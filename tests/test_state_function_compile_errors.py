@@ -377,6 +377,11 @@ def range_with_a_zero_step(k, v, state):
 
 
 @mws.state_function("n BIGINT")
+def range_compared_with_a_list(k, v, state):
+    return {"k": k, "same": range(3) == [0, 1, 2]}
+
+
+@mws.state_function("n BIGINT")
 def float_in_a_range(k, f, state):
     return {"k": k, "in": f in range(3)}
 
@@ -678,6 +683,7 @@ def struct_with_an_unknown_field(k, v, state):
     (range_of_a_float, "range(f)", "range() argument of type float"),
     (range_with_a_zero_step, "0, v, 0", "range() with a zero step"),
     (float_in_a_range, "f in range", "float in range(...)"),
+    (range_compared_with_a_list, "range(3) ==", "range() used as a value"),
     (zip_strict, "zip(", "zip() with strict="),
     (loop_over_mixed_tuple, "(k, v)", "a for loop over a tuple of str, int"),
     (tuple_index_not_literal, "(k, v)[v]", "an index that is not an int literal into a tuple"),

@@ -10,7 +10,7 @@ Python's ``ValueError``.
 
 import ast
 import builtins as py
-from typing import TYPE_CHECKING, List, Tuple
+from typing import TYPE_CHECKING, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -23,7 +23,7 @@ from mapwithstate.pyfunc.values import Value, let
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["is_range", "range_list", "range_length", "range_contains"]
+__all__ = ["is_range", "int_argument", "range_list", "range_length", "range_contains"]
 
 #: Wide enough for any difference of two 64-bit ints (len and in compute without overflow).
 _WIDE = "decimal(21,0)"
@@ -39,6 +39,21 @@ def is_range(it: "Interpreter", node: ast.expr) -> bool:
     return it.ctx.source.lookup(node.func.id) is py.range
 
 
+def int_argument(it: "Interpreter", node: ast.AST, value: Value, what: str) -> Column:
+    """``value``, an argument Python takes as an index (``range``'s, ``enumerate``'s start),
+    as a BIGINT: another type is refused (Python raises TypeError), None fails the query."""
+    if value.type.kind not in ("int", "bool"):
+        raise it.ctx.refuse(
+            node,
+            f"{what} of type {value.type}",
+            "Python raises TypeError: it must be an int (convert it with int(...))",
+        )
+    checked = operators.none_check(
+        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
+    )
+    return checked.column.cast("bigint")
+
+
 def _bounds(it: "Interpreter", call: ast.Call) -> Tuple[Column, Column, Column]:
     """``start, stop, step`` of ``call`` as BIGINT Columns, each checked as Python checks
     them: an int (a float is refused: Python raises TypeError), not None, a nonzero step."""
@@ -48,20 +63,10 @@ def _bounds(it: "Interpreter", call: ast.Call) -> Tuple[Column, Column, Column]:
             "range() with these arguments",
             "range(stop), range(start, stop) or range(start, stop, step), positionally",
         )
-    values: List[Value] = []
-    for arg in call.args:
-        value = it.value(arg)
-        if value.type.kind not in ("int", "bool"):
-            raise it.ctx.refuse(
-                arg,
-                f"range() argument of type {value.type}",
-                "Python raises TypeError: it must be an int (convert it with int(...))",
-            )
-        value = operators.none_check(
-            it.ctx, arg, value, "'NoneType' object cannot be interpreted as an integer"
-        )
-        values.append(value)
-    columns = [v.column.cast("bigint") for v in values]
+    values = [it.value(arg) for arg in call.args]
+    columns = [
+        int_argument(it, a, v, "range() argument") for a, v in zip(call.args, values, strict=True)
+    ]
     if len(columns) == 1:
         return F.lit(0).cast("bigint"), columns[0], F.lit(1).cast("bigint")
     if len(columns) == 2:
@@ -78,8 +83,51 @@ def _bounds(it: "Interpreter", call: ast.Call) -> Tuple[Column, Column, Column]:
     return columns[0], columns[1], columns[2]
 
 
+#: The builtins that take a range as the iterable it is (its ints), as they take a list.
+_CONSUMERS = frozenset(
+    {
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "sorted",
+        "reversed",
+        "enumerate",
+        "zip",
+        "sum",
+        "min",
+        "max",
+        "any",
+        "all",
+    }
+)
+
+
+def _consumed(it: "Interpreter", call: ast.Call) -> bool:
+    """Whether ``call`` stands where Python iterates it or indexes it, so that its ints as a
+    list do exactly what the range does: a loop's or a comprehension's iterable, an argument
+    of :data:`_CONSUMERS`, ``range(...)[i]``. Elsewhere a range is no list (``range(3) ==
+    [0, 1, 2]`` is False, ``range(3) + [3]`` raises, ``str`` differs)."""
+    parent = it.ctx.source.parents.get(id(call))
+    if isinstance(parent, (ast.For, ast.comprehension)):
+        return parent.iter is call
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name):
+        return parent.func.id in _CONSUMERS and any(a is call for a in parent.args)
+    if isinstance(parent, ast.Subscript):
+        return parent.value is call and not isinstance(parent.slice, ast.Slice)
+    return False
+
+
 def range_list(it: "Interpreter", call: ast.Call) -> Value:
-    """The ints of ``range(...)`` as a list, in order (empty where Python's range is)."""
+    """The ints of ``range(...)`` as a list, in order (empty where Python's range is), where
+    it is iterated or indexed; elsewhere refused."""
+    if not _consumed(it, call):
+        raise it.ctx.refuse(
+            call,
+            "range() used as a value",
+            "a range is not a list (range(3) == [0, 1, 2] is False, range(3) + [3] raises): "
+            "iterate it, index it, take len(...) or in, or make the list: list(range(...))",
+        )
     empty = F.array().cast(T.ArrayType(T.LongType()))
 
     def ints(start: Column, stop: Column, step: Column) -> Column:
