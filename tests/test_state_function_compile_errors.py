@@ -288,9 +288,104 @@ def unpacks_three_into_two(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def unpacks_a_list(k, v, state):
-    a, b = [v, v]
-    return {"k": k, "v": a + b}
+def unpacks_a_tuple_into_a_starred_target(k, v, state):
+    a, *b = (k, v)
+    return {"k": k, "v": a, "b": b}
+
+
+@mws.state_function("n BIGINT")
+def list_extended_through_an_alias(k, v, state):
+    xs = [v]
+    ys = xs
+    xs += [1]
+    return {"k": k, "n": len(ys)}
+
+
+@mws.state_function("n BIGINT")
+def match_of_a_class_pattern(k, v, state):
+    match v:
+        case int(x):
+            n = x
+        case _:
+            n = 0
+    return {"k": k, "n": n}
+
+
+@mws.state_function("n BIGINT")
+def match_of_a_mapping_pattern(k, v, state):
+    match {"v": v}:
+        case {"v": 1}:
+            n = 1
+        case _:
+            n = 0
+    return {"k": k, "n": n}
+
+
+@mws.state_function("n BIGINT")
+def match_of_a_capture_in_alternatives(k, v, state):
+    match (v, 1):
+        case (1, x) | (x, 1):
+            n = x
+        case _:
+            n = 0
+    return {"k": k, "n": n}
+
+
+@mws.state_function("n BIGINT")
+def local_def_of_two_statements(k, v, state):
+    def twice(x):
+        y = x * 2
+        return y
+    return {"k": k, "n": twice(v)}
+
+
+@mws.state_function("n BIGINT")
+def local_lambda_called_recursively(k, v, state):
+    f = lambda x: f(x - 1) if x > 0 else 0  # noqa: E731
+    return {"k": k, "n": f(v)}
+
+
+@mws.state_function("n BIGINT")
+def local_lambda_with_a_default(k, v, state):
+    f = lambda x, y=1: x + y  # noqa: E731
+    return {"k": k, "n": f(v)}
+
+
+@mws.state_function("n BIGINT")
+def local_lambda_called_with_too_many(k, v, state):
+    f = lambda x: x + 1  # noqa: E731
+    return {"k": k, "n": f(v, 2)}
+
+
+@mws.state_function("n BIGINT")
+def default_of_a_list(k, v, state, seen=[]):  # noqa: B006 (what is refused)
+    seen.append(v)
+    return {"k": k, "n": len(seen)}
+
+
+@mws.state_function("n BIGINT")
+def keyword_only_parameter(k, v, state, *, limit=3):
+    return {"k": k, "n": limit}
+
+
+@mws.state_function("n BIGINT")
+def range_of_a_float(k, f, state):
+    return {"k": k, "xs": list(range(f))}
+
+
+@mws.state_function("n BIGINT")
+def range_with_a_zero_step(k, v, state):
+    return {"k": k, "xs": list(range(0, v, 0))}
+
+
+@mws.state_function("n BIGINT")
+def range_compared_with_a_list(k, v, state):
+    return {"k": k, "same": range(3) == [0, 1, 2]}
+
+
+@mws.state_function("n BIGINT")
+def float_in_a_range(k, f, state):
+    return {"k": k, "in": f in range(3)}
 
 
 @mws.state_function("n BIGINT")
@@ -680,7 +775,21 @@ def variance_with_a_mean(k, f, state):
     (tuple_item, "t = (1, v)", "item assignment to a tuple"),
     (emits_a_tuple, "return", "output column 'pair' holding a tuple"),
     (unpacks_three_into_two, "a, b =", "unpacking a tuple of 3 into 2 targets"),
-    (unpacks_a_list, "a, b =", "unpacking a list into 'a, b'"),
+    (unpacks_a_tuple_into_a_starred_target, "a, *b", "a starred target unpacking a tuple"),
+    (list_extended_through_an_alias, "ys = xs", "xs += (line"),
+    (match_of_a_class_pattern, "int(x)", "match with a class pattern"),
+    (match_of_a_mapping_pattern, '{"v": 1}', "match with a mapping pattern"),
+    (match_of_a_capture_in_alternatives, "(1, x)", "a capture inside a | pattern"),
+    (local_def_of_two_statements, "def twice", "local function twice() of more than one"),
+    (local_lambda_called_recursively, "f(x - 1)", "recursive call of local function"),
+    (local_lambda_with_a_default, "lambda x, y=1", "a local function with *args"),
+    (local_lambda_called_with_too_many, "f(v, 2)", "call of <lambda>() with 2 arguments"),
+    (default_of_a_list, "seen=[]", "parameter 'seen' names no column and its default is a list"),
+    (keyword_only_parameter, "def keyword_only_parameter", "keyword-only"),
+    (range_of_a_float, "range(f)", "range() argument of type float"),
+    (range_with_a_zero_step, "0, v, 0", "range() with a zero step"),
+    (float_in_a_range, "f in range", "float in range(...)"),
+    (range_compared_with_a_list, "range(3) ==", "range() used as a value"),
     (zip_strict, "zip(", "zip() with strict="),
     (loop_over_mixed_tuple, "(k, v)", "a for loop over a tuple of str, int"),
     (tuple_index_not_literal, "(k, v)[v]", "an index that is not an int literal into a tuple"),

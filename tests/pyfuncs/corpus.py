@@ -1266,6 +1266,126 @@ def number_text(k, v, x, s, state):
             "code": ord(s) if s is not None and (len(s) == 1 or v == 5) else None}
 
 
+@entry("n BIGINT", columns={"v": "BIGINT", "xs": "ARRAY<BIGINT>", "w": "BIGINT"},
+       strategies={"v": SMALL_BIGINTS, "xs": LISTS, "w": STEPS})
+def ranges_and_repetition(k, v, xs, w, state):
+    # range() as a value (comprehensions, list, sum, reversed, zip, max with a key), len and
+    # in as Python's arithmetic on huge ranges, a computed step (zero
+    # raises ValueError), list * int (a negative count is []).
+    n = (v or 0) % 6
+    squares = [i * i - 3 * i for i in range(n)]
+    best = max(range(len(squares)), key=lambda i: squares[i]) if squares else -1
+    row = [0] * n + (n - 3) * [1, None] + [] * 5
+    row *= 2
+    pairs = [i * x for i, x in zip(range(10, 0, -3), xs or [], strict=False) if x is not None]
+    state.update(n=sum(range(n)) + len(row))
+    return {"k": k, "squares": squares, "best": best, "row": row, "pairs": pairs,
+            "found": v in range(-10, 10, 3), "absent": v not in range(n, n),
+            "evens": list(range(0, 2 * n, 2)), "back": list(reversed(range(n))),
+            "huge": len(range(-2 ** 62, 2 ** 62, 7)), "big_in": 3 * 10 ** 9 in range(0, 2 ** 62, 3),
+            "span": len(range(-9, v or 0, w or 1)),
+            "stepped": list(range(n, -n, w if w is not None else -1))
+            if -100 < (w or 0) < 100 else [], "n": state.n}
+
+
+@entry("first BIGINT", columns={"v": "BIGINT", "xs": "ARRAY<BIGINT>"},
+       strategies={"v": SMALL_BIGINTS, "xs": LISTS})
+def unpacking_lists(k, v, xs, state):
+    # Lists unpacked into names: a, b = sorted(...), a starred target, for a, b over lists;
+    # a list of another length raises ValueError (not enough / too many values), None
+    # TypeError.
+    lo, hi = sorted([(v or 0) % 10, len(xs or [])])
+    a, *middle, z = [lo, lo + 1, hi] + (xs or [])[:1]
+    total = 0
+    for p, q in [[lo, hi], [hi, lo]] + ([[v, v]] if v == 3 else []):
+        total += p - q
+    if v is not None and v % 8 == 1:
+        first, *rest = xs
+    elif v is not None and v % 8 == 2:
+        first, second = xs
+        rest = [second]
+    else:
+        first, rest = -1, []
+    state.update(first=first)
+    return {"k": k, "lo": lo, "hi": hi, "a": a, "middle": middle, "z": z, "total": total,
+            "first": first, "rest": rest}
+
+
+class Kinds:
+    """Constants a match statement's value patterns name (case Kinds.LOGIN)."""
+
+    LOGIN = 1
+    PAY = 2
+
+
+@entry("n BIGINT", settings={"timeout": "3 seconds"},
+       columns={"v": "BIGINT", "s": "STRING", "b": "BOOLEAN", "x": "DOUBLE"})
+def match_and_local_functions(k, v, s, b, x, state, threshold=3, cap=None):
+    # match: literal, | and None patterns, captures and guards, value patterns of constants,
+    # True/False by identity, sequence patterns over a tuple; the first matching case runs.
+    # Local lambdas and a nested def of one return, inlined at each call (late binding: a
+    # free name is read when called), as a sort key too; default parameters naming no
+    # column are their defaults, in a timing-out call too (its columns are None).
+    match s.split(":")[0] if s else s:
+        case "a" | "ab":
+            kind = Kinds.LOGIN
+        case "é" | "boom":
+            kind = Kinds.PAY
+        case None | "":
+            kind = -1
+        case _:
+            kind = 0
+    match v:
+        case 0 | 1:
+            size = "small"
+        case None:
+            size = "none"
+        case n if n < 0 and n % 3 == 0:
+            size = "neg" + str(n)
+        case 7 as seven:
+            size = str(seven * 2)
+        case _:
+            size = "big"
+    match kind:
+        case Kinds.LOGIN:
+            label = "login"
+        case Kinds.PAY:
+            label = "pay"
+        case other:
+            label = f"other {other}"
+    match b:
+        case True:
+            truth = 1
+        case False:
+            truth = 0
+        case _:
+            truth = -1
+    match (kind, x):
+        case (1, 1.5):
+            pair = "login at 1.5"
+        case (0, y) if y is not None and y > 0:
+            pair = "positive"
+        case (_, None):
+            pair = "no x"
+        case _:
+            pair = "else"
+    w = v % 100 if v is not None else 1
+    scale = lambda y: y * 2 + threshold  # noqa: E731 (a local lambda is the point)
+    def clip(y, lo):
+        """Clipped below."""
+        return lo if y < lo else y
+    over = lambda: w > threshold  # noqa: E731
+    first = over()
+    w = -w
+    late = over()
+    ordered = sorted([w, 3, -1, threshold], key=scale)
+    state.update(n=clip(scale(w), -5) + kind if cap is None else cap)
+    return {"k": k, "kind": kind, "size": size, "label": label, "truth": truth, "pair": pair,
+            "scaled": scale(w), "clipped": clip(w, lo=-threshold), "first": first, "late": late,
+            "ordered": ordered, "n": state.n,
+            "halved": (lambda z: z / 2)(x) if x is not None else None}
+
+
 # --- per record: state operations ---------------------------------------------------------
 
 @entry("n BIGINT")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import in_place, iteration, operators, ordering, struct_targets
+from mapwithstate.pyfunc import in_place, iteration, operators, ordering, ranges, struct_targets
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.collection_variables import DEQUE_IN_PLACE, constructor, kind_of
@@ -27,6 +27,7 @@ from mapwithstate.pyfunc.datetimes import timedelta_call as _timedelta
 from mapwithstate.pyfunc.dict_displays import keyword_dict, record_as_dict
 from mapwithstate.pyfunc.formatting import to_str
 from mapwithstate.pyfunc.list_methods import LIST_METHODS
+from mapwithstate.pyfunc.local_functions import LocalFunction
 from mapwithstate.pyfunc.math_functions import MATH_FUNCTIONS
 from mapwithstate.pyfunc.number_text import FLOAT_METHODS, INT_METHODS, NUMBER_TEXT_FUNCTIONS
 from mapwithstate.pyfunc.paths import Record
@@ -75,6 +76,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         target = it.expression(func)
     if isinstance(target, Value):
         raise it.ctx.refuse(node, f"call of a {target.type} value", "it is not a function")
+    if isinstance(target, LocalFunction):
+        return target.call(it, node)
     if (target is py.min or target is py.max) and node.keywords:
         return ordering.min_max_with_keywords(it, node, target is py.max)
     if target is py.sorted and any(k.arg == "key" for k in node.keywords):
@@ -85,6 +88,16 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return rows_length(it)
     if target is py.isinstance:
         return _isinstance(it, node)
+    if target is py.range:
+        return ranges.range_list(it, node)
+    if (
+        target is py.len
+        and len(node.args) == 1
+        and not node.keywords
+        and ranges.is_range(it, node.args[0])
+    ):
+        assert isinstance(node.args[0], ast.Call)
+        return ranges.range_length(it, node.args[0])
     if target is py.dict and (node.keywords or not node.args):
         return keyword_dict(it, node)
     if _is_spark_function(target):
@@ -106,9 +119,9 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             node,
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
-            "round int float str bool sum any all sorted list dict set zip enumerate reversed), "
-            "math, statistics, datetime and timedelta, collections' Counter, defaultdict and "
-            "deque, str/list/dict methods and pyspark.sql.functions; "
+            "round int float str bool sum any all sorted list dict set zip enumerate reversed "
+            "range hex oct bin chr ord), math, statistics, datetime and timedelta, collections' "
+            "Counter, defaultdict and deque, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",
         )
     generator = (
@@ -155,7 +168,7 @@ def _attribute(it: "Interpreter", node: ast.Attribute, base: Any) -> Any:
 
 def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
     """``module.name`` outside a call: a constant (``math.pi``) or a function/class."""
-    from mapwithstate.pyfunc.interpreter import _captured
+    from mapwithstate.pyfunc.interpreter import captured
 
     if isinstance(base, Value):
         return _value_attribute(ctx, node, base)
@@ -167,11 +180,20 @@ def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
                 f"unknown attribute {node.attr!r}",
                 f"{getattr(base, '__name__', base)} has no {node.attr}",
             )
-        return _captured(ctx, node, found)
+        return captured(ctx, node, found)
+    constant = getattr(base, node.attr, None) if isinstance(base, type) else None
+    if (
+        isinstance(base, type)
+        and base.__module__ != "builtins"
+        and type(constant) in (bool, int, float, str)
+    ):
+        # A constant of a class used as a namespace (Kinds.LOGIN), captured as a module's.
+        return captured(ctx, node, constant)
     raise ctx.refuse(
         node,
         f"attribute {node.attr!r} of a {type(base).__name__}",
-        "attributes are read from state, rows, row fields and modules",
+        "attributes are read from state, rows, row fields, modules and constants of "
+        "classes (Kinds.LOGIN)",
     )
 
 

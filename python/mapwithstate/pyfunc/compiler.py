@@ -176,7 +176,7 @@ def compile_function(
                 "dates, day-time intervals, arrays, maps and structs of them",
             )
         state_types[field.name] = state_type
-    env = _bind(source, tree, columns, group, key_names)
+    env = _bind(ctx, tree, columns, group, key_names)
     fields = {}
     for field in state.fields:
         py_type = state_types[field.name]
@@ -392,20 +392,23 @@ def _checked(
 
 
 def _bind(
-    source: FunctionSource,
+    ctx: Context,
     tree: ast.FunctionDef,
     columns: Dict[str, T.DataType],
     group: bool,
     key_names: List[str],
 ) -> Dict[str, Any]:
+    source = ctx.source
     args = tree.args
-    if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs or args.defaults:
+    if args.vararg or args.kwarg or args.posonlyargs or args.kwonlyargs:
         raise source.error(
             tree,
-            "*args, **kwargs, keyword-only, positional-only or default parameters",
-            "parameters are plain names: columns, state, rows",
+            "*args, **kwargs, keyword-only or positional-only parameters",
+            "parameters are plain names: columns, state, rows (a default bound to a "
+            "parameter that names no column)",
         )
     names = [a.arg for a in args.args]
+    defaults = dict(zip(names[len(names) - len(args.defaults) :], _defaults(source), strict=True))
     if "state" not in names:
         raise source.error(
             tree,
@@ -431,6 +434,8 @@ def _bind(
             env[name] = StateObject()
         elif name == "rows":
             env[name] = Rows()
+        elif name in defaults and name not in (key_names if group else columns):
+            env[name] = _default(ctx, arg, defaults[name])
         elif group and name not in key_names:
             raise source.error(
                 arg,
@@ -457,6 +462,34 @@ def _bind(
                 column = column.cast(to_spark(py_type))
             env[name] = Value(column, py_type, True)
     return env
+
+
+def _defaults(source: FunctionSource) -> Tuple[Any, ...]:
+    """The values of the function's default parameters (as Python evaluated them when it
+    defined the function)."""
+    return tuple(getattr(source.function, "__defaults__", None) or ())
+
+
+def _default(ctx: Context, arg: ast.arg, value: Any) -> Value:
+    """A parameter naming no column, bound to its default: a constant, captured as a module
+    constant is (a number, string, None, datetime, timedelta, a frozenset of them). A list,
+    dict or set default is refused: Python shares it between calls, so a change made in one
+    call shows in the next, which a compiled call cannot do."""
+    from datetime import date, timedelta
+
+    from mapwithstate.pyfunc.interpreter import captured
+
+    immutable = (bool, int, float, str, type(None), date, timedelta, frozenset)
+    bound = captured(ctx, arg, value) if isinstance(value, immutable) else None
+    if not isinstance(bound, Value):
+        raise ctx.source.error(
+            arg,
+            f"parameter {arg.arg!r} names no column and its default is a {type(value).__name__}",
+            f"name a column ({', '.join(ctx.columns)}), or give an immutable default: a "
+            "number, string, None, datetime, timedelta or frozenset (Python shares a "
+            "list, dict or set default between calls); a module constant is captured too",
+        )
+    return bound
 
 
 def _own_nodes(tree: ast.FunctionDef) -> Iterator[ast.AST]:

@@ -33,7 +33,7 @@ from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, to_spark, u
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal
 
-__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit", "LoopExit", "Message"]
+__all__ = ["Context", "Carrier", "Interpreter", "Exit", "Emit", "LoopExit", "Message", "captured"]
 
 #: A runtime failure's message: a constant, or a Column computed where it is raised (an
 #: ``assert``'s message that is not a constant).
@@ -135,8 +135,12 @@ class Context:
         text: Message = (
             self.message(node, exception, message)
             if isinstance(message, str)
-            # Computed where it is raised.
-            else F.concat(F.lit(f"{exception}: "), message, F.lit(f" [{self.source.where(node)}]"))
+            # Computed where it is raised (``exception`` empty: the message names it).
+            else F.concat(
+                F.lit(f"{exception}: " if exception else ""),
+                message,
+                F.lit(f" [{self.source.where(node)}]"),
+            )
         )
         failure = (cond, text)
         self.failures.append(failure)
@@ -195,6 +199,8 @@ class Interpreter:
         self.loop_exits: Optional[List[LoopExit]] = None
         self.timer_used = False
         self.statement_guard: Cond = True
+        #: How deep the local functions being inlined call one another.
+        self.local_depth = 0
 
     # ---------------------------------------------------------------- statements
 
@@ -270,6 +276,16 @@ class Interpreter:
             self.ctx.guard = False
         elif isinstance(node, ast.Delete):
             in_place.delete(self, node)
+        elif isinstance(node, ast.FunctionDef):
+            from mapwithstate.pyfunc.local_functions import of_def
+
+            self.assign(
+                ast.copy_location(ast.Name(id=node.name, ctx=ast.Store()), node), of_def(self, node)
+            )
+        elif isinstance(node, ast.Match):
+            from mapwithstate.pyfunc.match_statements import match
+
+            match(self, node)
         else:
             construct, hint = _REFUSED_STATEMENTS.get(
                 type(node),
@@ -316,7 +332,17 @@ class Interpreter:
         if isinstance(target, ast.Name):
             current = self.name(target)
             if isinstance(current, Value) and current.type.kind == "set":
-                self.augment_set(node, target)
+                self.augment_in_place(node, target)
+                return
+            if (
+                isinstance(current, Value)
+                and current.type.kind == "list"
+                and isinstance(node.op, (ast.Mult, ast.Add))
+            ):
+                # xs *= n and xs += ys change the list in place (a name holding the same list
+                # sees the change): under the rule of the changing methods (a local no other
+                # name may hold).
+                self.augment_in_place(node, target)
                 return
             other = struct_targets.value(self, node.value, _type_of(current))
             self.assign(target, operators.binary(self.ctx, node, node.op, current, other))
@@ -352,9 +378,10 @@ class Interpreter:
                 "assign to a local variable, a state field, or an item of a local list or dict",
             )
 
-    def augment_set(self, node: ast.AugAssign, target: ast.Name) -> None:
-        """``s |= t`` (``&= -= ^=``): Python changes the set in place, so it compiles under
-        the rule of the other changing methods (a local no other name may hold)."""
+    def augment_in_place(self, node: ast.AugAssign, target: ast.Name) -> None:
+        """``s |= t`` (``&= -= ^=``), ``xs *= n``, ``xs += ys``: Python changes the set or
+        list in place, so it compiles under the rule of the other changing methods (a local
+        no other name may hold)."""
         from mapwithstate.pyfunc.mutations import owned_container
 
         symbol = operators.symbol(node.op)
@@ -598,6 +625,13 @@ class Interpreter:
             )
         return result
 
+    def expr_Lambda(self, node: ast.Lambda) -> Any:
+        """``lambda x: ...`` as a value (``f = lambda x: ...``): a local function, inlined at
+        each call (see :mod:`~mapwithstate.pyfunc.local_functions`)."""
+        from mapwithstate.pyfunc.local_functions import of_lambda
+
+        return of_lambda(self, node)
+
     def expr_NamedExpr(self, node: ast.NamedExpr) -> Any:
         """``(name := value)``: see :mod:`~mapwithstate.pyfunc.walrus`."""
         from mapwithstate.pyfunc.walrus import named_expression
@@ -661,7 +695,7 @@ class Interpreter:
                 "use parameters, locals, module constants and supported "
                 "functions (Python raises NameError)",
             )
-        return _captured(self.ctx, node, found)
+        return captured(self.ctx, node, found)
 
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         base = self.expression(node.value)
@@ -906,7 +940,21 @@ class Interpreter:
         outer = self.ctx.guard
         left = left_value if left_value is not None else self.value(node.left)
         result: Cond = True
-        for op, right_node in zip(node.ops, node.comparators, strict=False):
+        for index, (op, right_node) in enumerate(zip(node.ops, node.comparators, strict=True)):
+            from mapwithstate.pyfunc import ranges
+
+            if (
+                isinstance(op, (ast.In, ast.NotIn))
+                and index == len(node.ops) - 1
+                and ranges.is_range(self, right_node)
+            ):
+                # x in range(...): Python's arithmetic on the bounds, no list made.
+                assert isinstance(right_node, ast.Call)
+                test = ranges.range_contains(self, node, left, right_node)
+                if isinstance(op, ast.NotIn):
+                    test = Value(~test.column, BOOL, False)
+                result = c_and(result, test.column)
+                break
             right = self.value(right_node)
             test = operators.compare(self.ctx, node, op, left, right)
             holds: Cond = test.const if isinstance(test.const, bool) else test.column
@@ -1123,7 +1171,7 @@ def row_field(ctx: Context, node: ast.AST, row: Value, name: str) -> Value:
     return Value(row.column.getField(name), fields[name], True)
 
 
-def _captured(ctx: Context, node: ast.AST, found: Any) -> Any:
+def captured(ctx: Context, node: ast.AST, found: Any) -> Any:
     """A global or closure variable: a constant becomes a literal, modules and supported
     functions stay Python objects for calls and attributes."""
     import types
@@ -1203,15 +1251,15 @@ def _assigned_names(tree: ast.FunctionDef) -> Set[str]:
     if key not in _ASSIGNED_CACHE:
         _ASSIGNED_CACHE[key] = {
             n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
+        } | {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n is not tree}
     return _ASSIGNED_CACHE[key]
 
 
 _REFUSED_STATEMENTS = {
     ast.While: (
         "while loop",
-        "use a for loop over a list or range(...), a comprehension, or "
-        "sum/min/max/any/all over a list",
+        "iterate a bounded for loop instead: for i in range(limit): ... with break where the "
+        "while's test fails (or over a list, a comprehension, sum/min/max/any/all)",
     ),
     ast.AsyncFor: ("async for loop", "no async in a state function; use a for loop"),
     ast.Try: (
@@ -1219,10 +1267,6 @@ _REFUSED_STATEMENTS = {
         "Python's exceptions become query failures; test the condition with if instead",
     ),
     ast.With: ("with statement", "no resources in a state function"),
-    ast.FunctionDef: (
-        "nested function definition",
-        "define helpers with pyspark.sql.functions or inline them",
-    ),
     ast.ClassDef: ("class definition", "not in a state function"),
     ast.Import: (
         "import statement",
@@ -1233,7 +1277,6 @@ _REFUSED_STATEMENTS = {
     ast.Nonlocal: ("nonlocal statement", "keep state in state.update(...)"),
 }
 _REFUSED_EXPRESSIONS = {
-    "Lambda": "lambdas are allowed only as arguments of pyspark.sql.functions calls",
     "Await": "no async in a state function",
     "GeneratorExp": "a generator expression may only be the argument of sum/min/max/any/all/"
     "sorted/len or of a method (', '.join(...))",

@@ -161,15 +161,9 @@ def enumerate_call(
     start_value = args[1] if len(args) > 1 else kwargs.get("start")
     start = F.lit(0).cast("bigint")
     if start_value is not None:
-        if start_value.type.kind not in ("int", "bool"):
-            raise it.ctx.refuse(
-                node,
-                f"enumerate() start of type {start_value.type}",
-                "Python raises TypeError: it must be an int",
-            )
-        start = operators.none_check(
-            it.ctx, node, start_value, "'NoneType' object cannot be interpreted as an integer"
-        ).column.cast("bigint")
+        from mapwithstate.pyfunc.ranges import int_argument
+
+        start = int_argument(it, node, start_value, "enumerate() start")
     pairs = F.transform(
         values.column,
         lambda x, i: F.struct(

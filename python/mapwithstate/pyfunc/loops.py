@@ -43,7 +43,6 @@ after the loop and where an iteration returns.
 """
 
 import ast
-import builtins as py
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -51,7 +50,6 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.interpreter import Emit, LoopExit
 from mapwithstate.pyfunc.paths import (
@@ -62,7 +60,7 @@ from mapwithstate.pyfunc.paths import (
     converted,
     merge_values,
 )
-from mapwithstate.pyfunc.pytypes import BOOL, INT, NONE, PyType, list_of, row_of, to_spark, unify
+from mapwithstate.pyfunc.pytypes import BOOL, NONE, PyType, list_of, row_of, to_spark, unify
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, c_or, literal, select
 
 if TYPE_CHECKING:
@@ -673,10 +671,6 @@ def _source(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:
     iterable = node.iter
     if is_rows(it, iterable):
         return _rows(it, node)
-    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
-        function = it.expression(iterable.func)
-        if function is py.range:
-            return _range(it, iterable), _target(it, node.target, INT)
     from mapwithstate.pyfunc.iteration import iterated
 
     values = iterated(it, iterable, it.value(iterable), "a for loop")
@@ -690,6 +684,33 @@ def _source(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:
             "TypeError",
             "cannot unpack non-iterable NoneType object",
         )
+    if element.kind == "list" and isinstance(node.target, (ast.Tuple, ast.List)):
+        # Each element's unpacking checked here, the first failing element's failure (the
+        # fold's body binds the target where no check can be made).
+        from mapwithstate.pyfunc.list_unpacking import unpack_messages
+
+        names = node.target.elts
+        failing = F.filter(
+            values.column,
+            lambda e: (
+                e.isNull()
+                | F.exists(F.array(*[c for c, _ in unpack_messages(names, e)]), lambda c: c)
+            ),
+        )
+        first = F.element_at(failing, 1)
+        it.ctx.check(
+            node.target,
+            F.size(failing) > 0,
+            "",
+            F.when(
+                first.isNull(), F.lit("TypeError: cannot unpack non-iterable NoneType object")
+            ).otherwise(
+                F.concat(
+                    F.lit("ValueError: "),
+                    F.coalesce(*[F.when(c, m) for c, m in unpack_messages(names, first)]),
+                )
+            ),
+        )
     return values, _target(it, node.target, element)
 
 
@@ -702,42 +723,6 @@ def _target(it: "Interpreter", target: ast.expr, element: PyType) -> Binder:
     # Refused here, at compile time, where the target cannot take the elements.
     bind(it, target, element, Value(F.lit(None), element, True), False)
     return lambda x: bind(it, target, element, Value(x, element, True), False)
-
-
-def _int_argument(it: "Interpreter", arg: ast.expr, what: str) -> Value:
-    value = it.value(arg)
-    if value.type.kind not in ("int", "bool"):
-        raise it.ctx.refuse(
-            arg, f"{what} of type {value.type}", "Python raises TypeError: it must be an int"
-        )
-    return operators.none_check(
-        it.ctx, arg, value, "'NoneType' object cannot be interpreted as an integer"
-    )
-
-
-def _range(it: "Interpreter", call: ast.Call) -> Value:
-    """``range(stop)``, ``range(start, stop)``, ``range(start, stop, step)`` with a constant
-    step: the ints as a list (empty where Python's range is)."""
-    if call.keywords or not 1 <= len(call.args) <= 3:
-        raise it.ctx.refuse(call, "range() with these arguments", "range(stop), range(a, b, step)")
-    step = 1
-    if len(call.args) == 3:
-        stride = it.value(call.args[2])
-        if not (stride.is_const and isinstance(stride.const, int)) or stride.const == 0:
-            raise it.ctx.refuse(
-                call.args[2],
-                "range() with a step that is not a nonzero int literal",
-                "range(a, b, 2)",
-            )
-        step = stride.const
-    bounds = [_int_argument(it, a, "range() argument").column.cast("bigint") for a in call.args[:2]]
-    start, stop = (F.lit(0).cast("bigint"), bounds[0]) if len(bounds) == 1 else bounds
-    empty = F.array().cast(T.ArrayType(T.LongType()))
-    if step > 0:
-        ints = F.when(stop > start, F.sequence(start, stop - 1, F.lit(step).cast("bigint")))
-    else:
-        ints = F.when(stop < start, F.sequence(start, stop + 1, F.lit(step).cast("bigint")))
-    return Value(ints.otherwise(empty), list_of(INT), False)
 
 
 def _rows(it: "Interpreter", node: ast.For) -> Tuple[Value, Binder]:

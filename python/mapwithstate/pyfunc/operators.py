@@ -288,11 +288,28 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
         return Value(
             F.repeat(text.column, F.greatest(times.column, F.lit(0)).cast("int")), STR, False
         )
+    if isinstance(op, ast.Mult) and ka == "list" and kb in ("int", "bool"):
+        return repeated(a, b)
+    if isinstance(op, ast.Mult) and kb == "list" and ka in ("int", "bool"):
+        return repeated(b, a)
     if "timedelta" in (ka, kb) or "date" in (ka, kb):
         moved = timedelta_arithmetic.binary(ctx, node, op, a, b)
         if moved is not None:
             return moved
     raise _type_error(ctx, node, op, a, b)
+
+
+def repeated(items: Value, times: Value) -> Value:
+    """``items * times``, Python's repetition of a list (empty for a count below one). A
+    count past an array's limit makes Spark fail the query, where Python would raise
+    ``MemoryError`` (an empty list repeated stays empty at any count)."""
+    count = F.least(F.greatest(_as_int(times), F.lit(0)), F.lit((1 << 31) - 1)).cast("int")
+
+    def repeat(xs: Column) -> Column:
+        return F.when(F.size(xs) == 0, xs).otherwise(F.flatten(F.array_repeat(xs, count)))
+
+    # The list in the plan once (it is read twice).
+    return Value(let([items.column], repeat), items.type, False)
 
 
 def _int_part(value: Value) -> Column:

@@ -230,7 +230,14 @@ def bind(
     if isinstance(target, ast.Name):
         return {target.id: value}
     names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else None
-    if names is None or any(isinstance(n, ast.Starred) for n in names):
+    starred = [n for n in names or [] if isinstance(n, ast.Starred)]
+    if names is not None and len(starred) == 1 and element_type.kind != "list":
+        raise it.ctx.refuse(
+            target,
+            f"a starred target unpacking a {element_type}",
+            "a starred target unpacks a list (first, *rest = xs); index a tuple instead",
+        )
+    if names is None or len(starred) > 1:
         raise it.ctx.refuse(
             target,
             f"the target {ast.unparse(target)!r}",
@@ -254,12 +261,16 @@ def bind(
                 f"Python raises ValueError: {_arity_error(target, names, len(element_type.args))}",
             )
         parts = elements(Value(value.column, element_type, False, parts=value.parts))
+    elif element_type.kind == "list":
+        from mapwithstate.pyfunc.list_unpacking import list_parts
+
+        parts = list_parts(it, target, names, value, check)
+        names = [n.value if isinstance(n, ast.Starred) else n for n in names]
     else:
         raise it.ctx.refuse(
             target,
             f"unpacking a {element_type} into {', '.join(map(ast.unparse, names))!r}",
-            "unpack tuples only (a list's length is known only when the query runs): "
-            "a, b = xs[0], xs[1]",
+            "unpack a tuple or a list (a, b = pair; first, *rest = xs)",
         )
     if check and value.nullable and element_type.kind == "tuple":
         it.ctx.check(

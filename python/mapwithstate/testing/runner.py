@@ -172,6 +172,9 @@ class Tester:
         # A key's time: its last update (idle timeout) or its timer (timers).
         self._times: Dict[Key, datetime.datetime] = {}
         self._batches = 0
+        #: The input's columns seen so far: a timing-out call passes None for each parameter
+        #: naming one (a parameter naming none keeps its default, as compiled).
+        self._columns: Set[str] = set()
         self._last_batch_time: Optional[datetime.datetime] = None
         self._initial = _initial_rows(
             initial_state if initial_state is not None else settings.initial_state
@@ -218,6 +221,8 @@ class Tester:
                 f"{self._last_batch_time}: batches run in time order"
             )
         rows = [r.asDict() if isinstance(r, Row) else dict(r) for r in records]
+        for row in rows:
+            self._columns.update(row)
         self._batches += 1
         watermark = self.watermark
         if self._batches == 1:
@@ -324,7 +329,13 @@ class Tester:
         parameters = inspect.signature(self._function).parameters
         # A timing-out call has no record: its value columns are null, its rows empty.
         record.update(
-            {p: None for p in parameters if p not in record and p not in ("state", "rows")}
+            {
+                p: None
+                for p, parameter in parameters.items()
+                if p not in record
+                and p not in ("state", "rows")
+                and (p in self._columns or parameter.default is parameter.empty)
+            }
         )
         result = call(self._function, state, record, [] if self._groups else None)
         if self._timers:

@@ -263,7 +263,8 @@ def call(
             arguments[name] = [r if isinstance(r, Row) else Row(**r) for r in rows]
         elif name in record:
             arguments[name] = record[name]
-        else:
+        elif parameter.default is parameter.empty:
+            # A parameter with a default naming no column keeps its default (as compiled).
             raise TypeError(
                 f"{_name(function)}: parameter {name!r} names no column; the "
                 f"columns are {', '.join(record) or '(none)'}"
