@@ -386,7 +386,8 @@ class Interpreter:
 
         symbol = operators.symbol(node.op)
         name, base = owned_container(self, node, target, "augmented assignment", f" {symbol}=")
-        other = self.value(node.value)
+        # Dict displays added to a list of structs are stored as structs.
+        other = struct_targets.value(self, node.value, _type_of(base))
         self.path.env[name] = self.ctx.share(operators.binary(self.ctx, node, node.op, base, other))
 
     def update(self, values: Dict[str, Value]) -> None:
