@@ -406,11 +406,6 @@ def tuple_index_not_literal(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def str_of_a_tuple(k, v, state):
-    return {"k": k, "s": str((k, v))}
-
-
-@mws.state_function("n BIGINT")
 def dict_of_lists(k, v, state):
     return {"k": k, "n": len(dict([[v, v]]))}
 
@@ -793,7 +788,6 @@ def variance_with_a_mean(k, f, state):
     (zip_strict, "zip(", "zip() with strict="),
     (loop_over_mixed_tuple, "(k, v)", "a for loop over a tuple of str, int"),
     (tuple_index_not_literal, "(k, v)[v]", "an index that is not an int literal into a tuple"),
-    (str_of_a_tuple, "str((k, v))", "str() of a tuple"),
     (dict_of_lists, "dict(", "dict() of a list of list"),
     (attribute_of_a_value, "k.size", "augmented assignment to an attribute of a str"),
     (read_only_state_attribute, "state.exists", "augmented assignment to state.exists"),

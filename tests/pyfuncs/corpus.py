@@ -1250,6 +1250,22 @@ def timedelta_arithmetic(k, v, ts, state):
             "abs": abs(sum(gaps))}
 
 
+@entry("xs ARRAY<DOUBLE>, m MAP<STRING, BIGINT>")
+def container_repr(k, v, x, s, state):
+    # str() and repr() of lists, tuples and dicts (f-strings and raise messages use them):
+    # each item's repr(), None for a null, a one-item tuple's comma, a dict in insertion order.
+    xs = ((state.xs or []) + [x, None if v == 0 else 1.5])[-LIMIT:]
+    m = dict(state.m or {})
+    m[s or ""] = v if v is not None else 0
+    state.update(xs=xs, m=m)
+    pair = (s, v, None)
+    if v == 7:
+        raise ValueError(f"bad {pair} after {xs}")
+    return {"k": k, "xs": str(xs), "m": f"{m}", "pair": repr(pair), "one": str((s,)),
+            "empty": str([]), "nested": str([[v, 1], [2]]), "words": str((s or "").split(",")),
+            "flags": str([True, None]), "d": str({"a": [x]}), "msg": f"values {xs!r} and {pair}"}
+
+
 @entry("n BIGINT")
 def number_text(k, v, x, s, state):
     # hex/oct/bin of any int (the 64-bit minimum too), chr (ValueError out of range) and ord

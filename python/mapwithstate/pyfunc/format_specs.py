@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.formatting import to_str
-from mapwithstate.pyfunc.pytypes import STR
+from mapwithstate.pyfunc.pytypes import STR, PyType
 from mapwithstate.pyfunc.values import Value, literal
 
 if TYPE_CHECKING:
@@ -123,11 +123,47 @@ def convert(ctx: "Context", node: ast.AST, value: Value, conversion: int) -> Val
             if value.nullable:
                 column = F.coalesce(column, F.lit("None"))
             return Value(column, STR, False)
+        if kind in ("list", "tuple", "dict"):
+            column = _container_repr(ctx, node, value)
+            if value.nullable:
+                column = F.when(value.column.isNull(), F.lit("None")).otherwise(column)
+            return Value(column, STR, False)
     raise ctx.refuse(
         node,
         f"conversion !{chr(conversion)} of a {value.type}",
-        "use !s, or !r of a str, int, float, bool, datetime, date or timedelta",
+        "use !s, or !r of a str, int, float, bool, datetime, date, timedelta, or a list, "
+        "tuple or dict of them",
     )
+
+
+def _container_repr(ctx: "Context", node: ast.AST, value: Value) -> Column:
+    """``repr()`` of a list, tuple or dict, as Python writes it: each item's ``repr()``
+    (``None`` for a null), ``, ``-separated, in brackets (a one-item tuple with its comma; a
+    dict's items in insertion order, ``key: value``)."""
+    from mapwithstate.pyfunc.tuples import elements
+
+    def item(column: Column, py_type: PyType) -> Column:
+        return convert(ctx, node, Value(column, py_type, True), ord("r")).column
+
+    kind = value.type.kind
+    if kind == "list":
+        element = value.type.args[0]
+        items = F.transform(value.column, lambda e: item(e, element))
+        return F.concat(F.lit("["), F.array_join(items, ", "), F.lit("]"))
+    if kind == "dict":
+        key_type, value_type = value.type.args
+        items = F.transform(
+            F.map_entries(value.column),
+            lambda e: F.concat(
+                item(e.getField("key"), key_type),
+                F.lit(": "),
+                item(e.getField("value"), value_type),
+            ),
+        )
+        return F.concat(F.lit("{"), F.array_join(items, ", "), F.lit("}"))
+    parts = [convert(ctx, node, part, ord("r")).column for part in elements(value.non_null())]
+    inner = F.concat_ws(", ", *parts) if parts else F.lit("")
+    return F.concat(F.lit("("), inner, F.lit("," if len(parts) == 1 else ""), F.lit(")"))
 
 
 def joined(ctx: "Context", parts: List[Value]) -> Value:

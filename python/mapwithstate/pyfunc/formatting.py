@@ -195,6 +195,8 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
     if value.is_const and (value.const is None or isinstance(value.const, (int, float, str))):
         return literal(str(value.const))
     kind = value.type.kind
+    if kind == "none":
+        return literal("None")
     if kind == "str":
         column = value.column
     elif kind == "int":
@@ -214,6 +216,10 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
         column = F.date_format(value.column, "yyyy-MM-dd")
     elif kind == "timedelta":
         column = _timedelta_str(value.column)
+    elif kind in ("list", "tuple", "dict"):
+        from mapwithstate.pyfunc.format_specs import convert
+
+        return convert(ctx, node, value, ord("r"))
     elif kind == "set":
         from mapwithstate.pyfunc.sets import refused_for_order
 
@@ -222,7 +228,8 @@ def to_str(ctx: "Context", node: ast.AST, value: Value) -> Value:
         raise ctx.refuse(
             node,
             f"str() of a {value.type}",
-            "str() works on str, int, float, bool, None, datetime, date and timedelta; "
+            "str() works on str, int, float, bool, None, datetime, date, timedelta and lists, "
+            "tuples and dicts of them; "
             "format other values with pyspark.sql.functions",
         )
     if value.nullable:
