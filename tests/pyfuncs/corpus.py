@@ -1269,7 +1269,8 @@ def container_repr(k, v, x, s, state):
 @entry("n BIGINT")
 def number_text(k, v, x, s, state):
     # hex/oct/bin of any int (the 64-bit minimum too), chr (ValueError out of range) and ord
-    # (TypeError but for one character), bit_length, is_integer, partition/rpartition.
+    # (TypeError but for one character), bit_length, is_integer, partition/rpartition,
+    # int(s, base) (ValueError for what is not that base's literal), splitlines.
     head, sep, tail = (s or "").partition(",")
     left, _, right = (s or "").rpartition(" ")
     small = v is not None and v < 1000
@@ -1279,7 +1280,11 @@ def number_text(k, v, x, s, state):
             "bits": v.bit_length() if v is not None else None,
             "char": chr(v + 100) if small else None,
             "whole": x.is_integer() if x is not None else None,
-            "code": ord(s) if s is not None and (len(s) == 1 or v == 5) else None}
+            "code": ord(s) if s is not None and (len(s) == 1 or v == 5) else None,
+            "back": (int(hex(v), 16) == v and int(bin(v), 2) == v and int(oct(v), base=8) == v)
+            if v is not None else None,
+            "parsed": int(s, 16) if s is not None and v == 4 else None,
+            "lines": ((s or "") + "\n" + k + "\r\n\u2028").splitlines()}
 
 
 @entry("n BIGINT", columns={"v": "BIGINT", "xs": "ARRAY<BIGINT>", "w": "BIGINT"},

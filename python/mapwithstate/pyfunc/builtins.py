@@ -388,7 +388,16 @@ def _repr(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str
 
 
 def _int(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
-    _arity(it, node, args, kwargs, 0, 1, "int")
+    _arity(it, node, args, kwargs, 0, 2, "int", ("base",))
+    base = args[1] if len(args) == 2 else kwargs.get("base")
+    if base is not None:
+        from mapwithstate.pyfunc.number_text import int_in_base
+
+        if not args:
+            raise it.ctx.refuse(
+                node, "int(base=...)", "Python raises TypeError: int() missing string argument"
+            )
+        return int_in_base(it, node, args[0], base)
     if not args:
         return literal(0)
     return int_of(it, node, args[0])

@@ -1,4 +1,4 @@
-"""Ints as text and back, and the methods of numbers: ``hex oct bin chr ord``,
+"""Ints as text and back, and the methods of numbers: ``hex oct bin chr ord``, ``int(s, base)``,
 ``int.bit_length()``, ``float.is_integer()``.
 
 ``hex``/``oct``/``bin`` write the magnitude with a sign, as Python does (``hex(-255)`` is
@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 __all__ = ["NUMBER_TEXT_FUNCTIONS", "INT_METHODS", "FLOAT_METHODS"]
 
 _MIN_LONG = -(1 << 63)
+
+
+def _digits_of(n: int, base: int) -> str:
+    """``n``'s digits in ``base`` (``n`` > 0)."""
+    digits = ""
+    while n:
+        n, d = divmod(n, base)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return digits
 
 
 def _int_argument(it: "Interpreter", node: ast.Call, value: Value, name: str) -> Column:
@@ -138,6 +147,65 @@ def _is_integer(
         return finite & ((x % F.lit(1.0)) == F.lit(0.0))
 
     return Value(let([base.column], whole), BOOL, False)
+
+
+#: The prefix ``int(s, base)`` accepts after the sign, for the bases that have one.
+_PREFIXES = {2: "0[bB]", 8: "0[oO]", 16: "0[xX]"}
+#: The most digits of each base whose value is below 2**64 (``conv`` works unsigned).
+_DIGITS_BELOW_2_64 = {b: len(_digits_of((1 << 64) - 1, b)) for b in range(2, 37)}
+
+
+def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) -> Value:
+    """``int(s, base)`` of a str and a constant base from 2 to 36 (10: ``int(s)``): Python's
+    syntax (whitespace around, a sign, the base's prefix, single underscores between digits,
+    digits of either case), ``ValueError`` otherwise, ``OverflowError`` past 64 bits."""
+    from mapwithstate.pyfunc.builtins import int_of
+    from mapwithstate.pyfunc.strings import WHITESPACE
+
+    if not (base.is_const and type(base.const) is int and 2 <= base.const <= 36):
+        raise it.ctx.refuse(
+            node,
+            "int() with a base that is not a constant from 2 to 36",
+            "int(s, 16): base 0 (the prefix decides) and run-time bases are not compiled",
+        )
+    if value.type.kind not in ("str", "none"):
+        raise it.ctx.refuse(
+            node,
+            f"int() of a {value.type} with a base",
+            "Python raises TypeError: int() can't convert non-string with explicit base",
+        )
+    b = int(base.const)
+    if b == 10:
+        return int_of(it, node, value)
+    value = operators.none_check(
+        it.ctx, node, value, "int() can't convert non-string with explicit base"
+    )
+    digit = "[0-9" + "".join(f"{chr(97 + i)}{chr(65 + i)}" for i in range(b - 10)) + "]"
+    if b < 10:
+        digit = f"[0-{b - 1}]"
+    prefix = f"({_PREFIXES[b]}_?)?" if b in _PREFIXES else ""
+    pattern = f"^[+-]?{prefix}{digit}+(_{digit}+)*$"
+
+    def parsed(text: Column) -> Column:
+        sign = F.when(F.substring(text, 1, 1) == F.lit("-"), F.lit(-1)).otherwise(F.lit(1))
+        bare = F.regexp_replace(text, f"^[+-]?{prefix}", "")
+        digits = F.regexp_replace(F.regexp_replace(bare, "_", ""), "^0+(?=.)", "")
+        fits = F.length(digits) <= F.lit(_DIGITS_BELOW_2_64[b])
+        magnitude = F.conv(digits, b, 10).cast("decimal(20,0)")
+        signed = (F.when(fits, magnitude) * sign).cast("decimal(21,0)")
+        return F.struct(
+            text.rlike(pattern).alias("valid"),
+            signed.try_cast("bigint").alias("n"),
+        )
+
+    text = F.regexp_replace(value.column, f"^{WHITESPACE}+|{WHITESPACE}+$", "")
+    result = let([text], parsed)
+    valid, n = result.getField("valid"), result.getField("n")
+    it.ctx.check(node, ~valid, "ValueError", f"invalid literal for int() with base {b}")
+    it.ctx.check(
+        node, valid & n.isNull(), "OverflowError", "int result does not fit in 64 bits (BIGINT)"
+    )
+    return Value(n, INT, False)
 
 
 NUMBER_TEXT_FUNCTIONS: Dict[int, Handler] = {

@@ -16,7 +16,7 @@ from mapwithstate.pyfunc.arguments import MethodHandler, arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR, list_of
 from mapwithstate.pyfunc.server_functions import STR_CASE_METHODS, STR_PREDICATES, str_method
 from mapwithstate.pyfunc.str_search_and_pad import SEARCH_AND_PAD_METHODS
-from mapwithstate.pyfunc.values import Value, literal
+from mapwithstate.pyfunc.values import Value, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
@@ -382,6 +382,33 @@ def _format(
     return str_format(it, node, base, args, kwargs)
 
 
+#: Python's line boundaries (``str.splitlines``): ``\r\n`` first, then each one alone.
+_LINE_BOUNDARY = "\r\n|[\n\r\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]"
+
+
+def _splitlines(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
+    """``s.splitlines()``: the lines between Python's line boundaries, without a last empty
+    one (``"a\n".splitlines()`` is ``["a"]``, ``"".splitlines()`` is ``[]``)."""
+    arity(it, node, args, kwargs, 0, 1, "splitlines", ("keepends",))
+    keepends = args[0] if args else kwargs.get("keepends")
+    if keepends is not None and not (keepends.is_const and not keepends.const):
+        raise it.ctx.refuse(
+            node, "splitlines(keepends=True)", "split on the boundaries with re-joining, or F.split"
+        )
+
+    def lines(parts: Column) -> Column:
+        last_empty = F.element_at(parts, -1) == F.lit("")
+        return F.when(last_empty, F.slice(parts, 1, F.size(parts) - 1)).otherwise(parts)
+
+    return Value(let([F.split(base.column, _LINE_BOUNDARY, -1)], lines), list_of(STR), False)
+
+
 STR_METHODS: Dict[str, MethodHandler] = {
     **{name: _unicode(name) for name in STR_PREDICATES + STR_CASE_METHODS},
     "strip": _strip(""),
@@ -391,6 +418,7 @@ STR_METHODS: Dict[str, MethodHandler] = {
     "endswith": _affix(False),
     "replace": _replace,
     "split": _split,
+    "splitlines": _splitlines,
     "find": _find,
     "join": _join,
     "format": _format,
