@@ -1246,7 +1246,8 @@ def timedelta_arithmetic(k, v, ts, state):
             "by_zero": gap // gap if n == 7 else None,
             "back": day - timedelta(hours=1), "fwd": day + timedelta(hours=-1),
             "days": (day - date(2026, 1, 1)).days, "later": ts + timedelta(days=n * 30_000),
-            "iso": ts.isocalendar()[1], "sum": str(sum(gaps)), "round": round(sum(gaps)),
+            "iso": ts.isocalendar()[1], "iso_year": ts.isocalendar().year,
+            "iso_day": day.isocalendar().weekday, "sum": str(sum(gaps)), "round": round(sum(gaps)),
             "abs": abs(sum(gaps))}
 
 

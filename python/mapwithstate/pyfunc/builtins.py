@@ -197,7 +197,23 @@ def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
     )
 
 
+#: The fields of ``isocalendar()``'s named tuple.
+_ISO_CALENDAR_FIELDS = ("year", "week", "weekday")
+
+
 def _value_attribute(ctx: Any, node: ast.Attribute, base: Value) -> Value:
+    call = node.value
+    if (
+        base.type.kind == "tuple"
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "isocalendar"
+        and node.attr in _ISO_CALENDAR_FIELDS
+    ):
+        # ts.isocalendar().week: the named tuple's field, read where the call is written.
+        from mapwithstate.pyfunc.tuples import element
+
+        return element(base, _ISO_CALENDAR_FIELDS.index(node.attr))
     return value_attribute(ctx, node, base, node.attr)
 
 
