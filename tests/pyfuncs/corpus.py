@@ -1653,6 +1653,19 @@ def group_timers(k, rows, state):
     return {"k": k, "total": state.total, "rows": len(rows)}
 
 
+@entry("n BIGINT")
+def group_consumers(k, rows, state):
+    # A generator over rows handed to what is not an aggregate (Counter, set, sorted's key,
+    # str.join, statistics) is the records' values in record order, as Python iterates it.
+    words = Counter(r.s for r in rows if r.s is not None)
+    kinds = set(r.b for r in rows)
+    state.update(n=(state.n or 0) + len(words))
+    small = [r.v for r in rows if r.v is not None and -100 < r.v < 100]
+    return {"k": k, "top": words.most_common(1)[0][0] if words else None, "n": state.n,
+            "kinds": len(kinds), "joined": ",".join(str(r.v) for r in rows),
+            "mean": statistics.mean(small) if small else None}
+
+
 @entry("n BIGINT", settings={"timeout": "2 seconds", "checkpoint_interval": 1})
 def group_idle(k, rows, state):
     if state.timing_out:

@@ -166,6 +166,12 @@ def rows_list(it: "Interpreter", node: ast.ListComp) -> Value:
     return Value(F.transform(collected, lambda s: s.getField("v")), list_of(value.type), False)
 
 
+def reduces(target: Any) -> bool:
+    """Whether ``target(<expr> for r in rows)`` is one of the aggregates (else the generator is
+    the records' list)."""
+    return id(target) in _AGGREGATES
+
+
 def aggregate(it: "Interpreter", node: ast.Call, target: Any, generator: ast.GeneratorExp) -> Value:
     """``sum/min/max/any/all/sorted/len(<expr> for r in rows [if <cond>])``."""
     if len(generator.generators) != 1 or node.keywords:

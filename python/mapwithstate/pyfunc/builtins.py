@@ -128,10 +128,15 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         node.args[0] if len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp) else None
     )
     if generator is not None and _iterates_rows(it, generator):
-        from mapwithstate.pyfunc.aggregates import aggregate
+        from mapwithstate.pyfunc.aggregates import aggregate, reduces
 
-        return aggregate(it, node, target, generator)
-    if generator is not None:
+        if reduces(target):
+            return aggregate(it, node, target, generator)
+        # Any other consumer of an iterable (Counter, statistics.mean, set, list, ...) takes
+        # the records' values as Python hands them over: a list, in record order.
+        listed = ast.ListComp(elt=generator.elt, generators=generator.generators)
+        args = [it.value(ast.copy_location(listed, generator))]
+    elif generator is not None:
         # A generator summed, tested or sorted may iterate a set: its order cannot show.
         order_free = id(target) in _ORDER_FREE or id(target) in STATISTICS_ORDER_FREE
         args = [comprehension(it, generator, order_free=order_free)]
