@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 from mapwithstate.pyfunc.values import Value
 
 if TYPE_CHECKING:
+    from pyspark.sql import Column
+
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["Handler", "MethodHandler", "arity"]
+__all__ = ["Handler", "MethodHandler", "arity", "int_argument"]
 
 #: A builtin's handler: the call, its positional and its keyword arguments.
 Handler = Callable[["Interpreter", ast.Call, List[Value], Dict[str, Value]], Value]
@@ -42,3 +44,21 @@ def arity(
             + " argument(s)"
             + (f", keywords {', '.join(keywords)}" if keywords else ""),
         )
+
+
+def int_argument(it: "Interpreter", node: ast.AST, value: Value, what: str) -> "Column":
+    """``value``, an argument Python takes as an index (``range``'s, ``enumerate``'s start, a
+    width, ``hex``'s, ``chr``'s), as a BIGINT: another type is refused (Python raises
+    TypeError), None fails the query with Python's TypeError."""
+    from mapwithstate.pyfunc import operators
+
+    if value.type.kind not in ("int", "bool"):
+        raise it.ctx.refuse(
+            node,
+            f"{what} of type {value.type}",
+            f"Python raises TypeError: '{value.type}' object cannot be interpreted as an integer",
+        )
+    checked = operators.none_check(
+        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
+    )
+    return checked.column.cast("bigint")

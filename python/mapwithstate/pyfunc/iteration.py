@@ -161,7 +161,7 @@ def enumerate_call(
     start_value = args[1] if len(args) > 1 else kwargs.get("start")
     start = F.lit(0).cast("bigint")
     if start_value is not None:
-        from mapwithstate.pyfunc.ranges import int_argument
+        from mapwithstate.pyfunc.arguments import int_argument
 
         start = int_argument(it, node, start_value, "enumerate() start")
     pairs = F.transform(

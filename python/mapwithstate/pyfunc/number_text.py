@@ -16,7 +16,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.arguments import Handler, MethodHandler
+from mapwithstate.pyfunc.arguments import Handler, MethodHandler, int_argument
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR
 from mapwithstate.pyfunc.values import Value, let
@@ -38,20 +38,6 @@ def _digits_of(n: int, base: int) -> str:
     return digits
 
 
-def _int_argument(it: "Interpreter", node: ast.Call, value: Value, name: str) -> Column:
-    """``value`` as a BIGINT, for ``name()`` which takes an int (``TypeError`` otherwise)."""
-    if value.type.kind not in ("int", "bool", "none"):
-        raise it.ctx.refuse(
-            node,
-            f"{name}() of a {value.type}",
-            f"Python raises TypeError: '{value.type}' object cannot be interpreted as an integer",
-        )
-    value = operators.none_check(
-        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
-    )
-    return value.column.cast("bigint")
-
-
 def _in_base(name: str, prefix: str, digits: Callable[[Column], Column], minimum: str) -> Handler:
     """``hex``/``oct``/``bin``: ``-`` for a negative int, the prefix, the magnitude's digits
     (``minimum``: those of 2**63)."""
@@ -60,7 +46,7 @@ def _in_base(name: str, prefix: str, digits: Callable[[Column], Column], minimum
         it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
     ) -> Value:
         _arity(it, node, args, kwargs, 1, 1, name)
-        n = _int_argument(it, node, args[0], name)
+        n = int_argument(it, node, args[0], f"{name}() argument")
 
         def text(n: Column) -> Column:
             magnitude = F.abs(F.when(n == F.lit(_MIN_LONG), F.lit(0)).otherwise(n))
@@ -75,7 +61,7 @@ def _in_base(name: str, prefix: str, digits: Callable[[Column], Column], minimum
 
 def _chr(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     _arity(it, node, args, kwargs, 1, 1, "chr")
-    i = _int_argument(it, node, args[0], "chr")
+    i = int_argument(it, node, args[0], "chr() argument")
     c_int = (i >= F.lit(-(1 << 31))) & (i < F.lit(1 << 31))
     it.ctx.check(node, ~c_int, "OverflowError", "Python int too large to convert to C int")
     it.ctx.check(

@@ -16,14 +16,14 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mapwithstate.pyfunc import operators
+from mapwithstate.pyfunc.arguments import int_argument
 from mapwithstate.pyfunc.pytypes import BOOL, INT, list_of
 from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["is_range", "int_argument", "range_list", "range_length", "range_contains"]
+__all__ = ["is_range", "range_list", "range_length", "range_contains"]
 
 #: Wide enough for any difference of two 64-bit ints (len and in compute without overflow).
 _WIDE = "decimal(21,0)"
@@ -37,21 +37,6 @@ def is_range(it: "Interpreter", node: ast.expr) -> bool:
     if node.func.id in it.path.env:
         return False
     return it.ctx.source.lookup(node.func.id) is py.range
-
-
-def int_argument(it: "Interpreter", node: ast.AST, value: Value, what: str) -> Column:
-    """``value``, an argument Python takes as an index (``range``'s, ``enumerate``'s start),
-    as a BIGINT: another type is refused (Python raises TypeError), None fails the query."""
-    if value.type.kind not in ("int", "bool"):
-        raise it.ctx.refuse(
-            node,
-            f"{what} of type {value.type}",
-            "Python raises TypeError: it must be an int (convert it with int(...))",
-        )
-    checked = operators.none_check(
-        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
-    )
-    return checked.column.cast("bigint")
 
 
 def _bounds(it: "Interpreter", call: ast.Call) -> Tuple[Column, Column, Column]:

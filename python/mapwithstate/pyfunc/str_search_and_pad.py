@@ -15,7 +15,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc import operators
-from mapwithstate.pyfunc.arguments import MethodHandler, arity
+from mapwithstate.pyfunc.arguments import MethodHandler, arity, int_argument
 from mapwithstate.pyfunc.pytypes import INT, STR, tuple_field, tuple_of
 from mapwithstate.pyfunc.values import Value, let
 
@@ -158,19 +158,6 @@ def _remove_affix(prefix: bool) -> MethodHandler:
     return handler
 
 
-def _width(it: "Interpreter", node: ast.Call, value: Value) -> Column:
-    if value.type.kind not in ("int", "bool"):
-        raise it.ctx.refuse(
-            node,
-            f"a width of type {value.type}",
-            f"Python raises TypeError: '{value.type}' object cannot be interpreted as an integer",
-        )
-    value = operators.none_check(
-        it.ctx, node, value, "'NoneType' object cannot be interpreted as an integer"
-    )
-    return value.column.cast("bigint")
-
-
 def _fill(it: "Interpreter", node: ast.Call, args: List[Value], name: str) -> Column:
     """The fill character (a space unless given), which must be one character."""
     if len(args) < 2:
@@ -202,7 +189,7 @@ def _padder(side: str) -> MethodHandler:
         kwargs: Dict[str, Value],
     ) -> Value:
         arity(it, node, args, kwargs, 1, 2, name)
-        width = _width(it, node, args[0])
+        width = int_argument(it, node, args[0], "a width")
         fill = _fill(it, node, args, name)
         text = base.column
         margin = width - _length(text)
@@ -228,7 +215,7 @@ def _zfill(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
 ) -> Value:
     arity(it, node, args, kwargs, 1, 1, "zfill")
-    width = _width(it, node, args[0])
+    width = int_argument(it, node, args[0], "a width")
     text = base.column
     margin = width - _length(text)
     signed = F.substring(text, 1, 1).isin("+", "-")
