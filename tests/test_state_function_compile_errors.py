@@ -5,6 +5,9 @@ import inspect
 from datetime import datetime, timedelta
 
 import math
+import bisect
+import heapq
+import itertools
 import statistics
 from collections import Counter, defaultdict, deque
 
@@ -702,6 +705,35 @@ def variance_with_a_mean(k, f, state):
     return {"k": k, "m": statistics.variance([f, 1.0], 1.0)}
 
 
+@mws.state_function("xs ARRAY<BIGINT>")
+def heap_pushed(k, v, state):
+    xs = list(state.xs or [])
+    heapq.heappush(xs, v)
+    state.update(xs=xs)
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def islice_of_a_run_time_bound(k, v, state):
+    return {"k": k, "xs": list(itertools.islice(state.xs or [], v))}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def chain_of_strs(k, state):
+    return {"k": k, "cs": list(itertools.chain(k, "x"))}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def bisect_within_bounds(k, v, state):
+    return {"k": k, "i": bisect.bisect_left(state.xs or [], v, 1)}
+
+
+@mws.state_function("xs ARRAY<BIGINT>")
+def insort_by_key(k, v, state):
+    xs = list(state.xs or [])
+    bisect.insort(xs, v, key=abs)
+    state.update(xs=xs)
+
+
 @pytest.mark.parametrize("spec, text, construct", [
     (deque_sliced, "d[:2]", "a slice of a deque"),
     (deque_stored, "xs=d", "a deque stored in the state"),
@@ -754,6 +786,11 @@ def variance_with_a_mean(k, f, state):
     (unknown_attribute, "k.missing", "attribute 'missing' of a str"),
     (unknown_field, "count=1", "unknown state field 'count'"),
     (unknown_state_attribute, "state.count", "unknown state attribute 'count'"),
+    (heap_pushed, "heapq.heappush", "call to heappush()"),
+    (islice_of_a_run_time_bound, "itertools.islice", "islice() of a bound that is not a literal"),
+    (chain_of_strs, "itertools.chain", "itertools.chain() of a str"),
+    (bisect_within_bounds, "bisect.bisect_left", "bisect_left() with lo"),
+    (insort_by_key, "bisect.insort", "insort() with lo, hi or key"),
     (maybe_unassigned, '{"k": label}', "variable 'label' may be unassigned"),
     (round_digits, "round(f, k)", "round() with ndigits of type str"),
     (float_modular_power, "pow(f, 2, 5)", "pow() of float, int and int"),

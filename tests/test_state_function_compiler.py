@@ -4,6 +4,7 @@ over the same batches, and both must emit the same rows and leave the same state
 Python raises, the query must fail naming the function, its file and line and Python's
 exception type. Python's semantics, not SQL's, are the point of each case.
 """
+import bisect
 import hashlib
 import math
 from datetime import datetime, timedelta
@@ -1232,3 +1233,27 @@ def _first_difference(df, column, i, python):
     first = next(n for n, (a, b) in enumerate(pairs) if a != b)
     around = slice(max(first - 10, 0), first + 10)
     return f"{python[around]!r} in Python, {ours[around]!r} here"
+
+
+@mws.state_function("xs ARRAY<DOUBLE>")
+def ranks_in_arrival_order(k, x, state):
+    xs = (state.xs or []) + [x]
+    state.update(xs=xs)
+    return {"k": k, "rank": bisect.bisect_left(xs, 1.0)}
+
+
+def test_bisect_of_an_unsorted_list_fails_rather_than_guess_the_probes(spark):
+    """A binary search's answer on a list that is not sorted depends on the items it probes:
+    the compiled function fails there, naming the function and line; sorted lists agree."""
+    rows = [{"k": "a", "x": 0.5, "t": at(0)}, {"k": "a", "x": 2.0, "t": at(1)},
+            {"k": "b", "x": float("nan"), "t": at(0)}]
+    ddl = "k STRING, x DOUBLE, t TIMESTAMP"
+    out = assert_same(spark, ranks_in_arrival_order, rows, ddl)
+    assert [r["rank"] for r in out if r["k"] == "a"] == [1, 1]
+    rows.append({"k": "a", "x": 0.0, "t": at(2)})
+    python_rows(ranks_in_arrival_order, rows, "k")  # Python returns normally
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, ranks_in_arrival_order, rows, ddl, "k")
+    message = str(failure.value)
+    assert "NotImplementedError: bisect_left() of a list that is not sorted" in message
+    assert "ranks_in_arrival_order" in message

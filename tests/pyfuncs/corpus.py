@@ -11,7 +11,10 @@ with ``k``, so the harness can tell the cases of one query apart. They are plain
 harness decorates them with ``mws.state_function`` and runs them through ``mapwithstate.testing``
 and through the server.
 """
+import bisect
 import collections
+import heapq
+import itertools
 import linecache
 import math
 import statistics
@@ -1251,6 +1254,25 @@ def timedelta_arithmetic(k, v, ts, state):
             "abs": abs(sum(gaps))}
 
 
+@entry("xs ARRAY<DOUBLE>, order ARRAY<STRING>")
+def heaps_bisect_iterators(k, v, x, s, state):
+    # heapq.nlargest/nsmallest (stable, nothing for n <= 0), bisect over a sorted list and
+    # insort into it, itertools.pairwise/chain/islice of lists, and a changing method as a
+    # conditional expression's branch (an LRU list's eviction).
+    xs = list(state.xs or [])
+    if x is not None and not math.isnan(x):
+        bisect.insort(xs, x)
+    order = [w for w in (state.order or []) if w != s]
+    order.append(s or "")
+    evicted = order.pop(0) if len(order) > LIMIT else None
+    state.update(xs=sorted(heapq.nlargest(LIMIT, xs, key=abs)), order=order)
+    n = v if v is not None and -5 < v < 5 else 2
+    return {"k": k, "top": heapq.nlargest(n, xs), "low": heapq.nsmallest(n, order, key=len),
+            "rank": bisect.bisect_left(xs, 0.5), "right": bisect.bisect(xs, 0.5),
+            "gaps": [b - a for a, b in itertools.pairwise(xs)], "evicted": evicted,
+            "both": list(itertools.chain(order, [s or ""])), "head": list(itertools.islice(xs, 1, 3))}
+
+
 @entry("xs ARRAY<DOUBLE>, m MAP<STRING, BIGINT>")
 def container_repr(k, v, x, s, state):
     # str() and repr() of lists, tuples and dicts (f-strings and raise messages use them):
@@ -1664,6 +1686,16 @@ def group_consumers(k, rows, state):
     return {"k": k, "top": words.most_common(1)[0][0] if words else None, "n": state.n,
             "kinds": len(kinds), "joined": ",".join(str(r.v) for r in rows),
             "mean": statistics.mean(small) if small else None}
+
+
+@entry("n BIGINT")
+def group_top_and_gaps(k, rows, state):
+    # heapq over records by a key, and the gaps between records in time order (pairwise).
+    times = sorted(r.ts for r in rows if r.ts is not None)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    top = heapq.nlargest(2, rows, key=lambda r: r.v if r.v is not None else 0)
+    state.update(n=(state.n or 0) + len(gaps))
+    return {"k": k, "top": [r.s for r in top], "gaps": gaps, "n": state.n}
 
 
 @entry("n BIGINT", settings={"timeout": "2 seconds", "checkpoint_interval": 1})

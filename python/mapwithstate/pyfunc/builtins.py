@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tupl
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from mapwithstate.pyfunc import in_place, iteration, operators, ordering, ranges, struct_targets
+from mapwithstate.pyfunc import (
+    heapq_bisect_itertools,
+    in_place,
+    iteration,
+    operators,
+    ordering,
+    ranges,
+    struct_targets,
+)
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.collection_variables import DEQUE_IN_PLACE, constructor, kind_of
@@ -112,6 +120,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         kind = constructor(it.ctx.source, node)
         assert kind is not None  # its factory was checked with the function's variables
         return default_dicts.construct(kind)
+    if id(target) in heapq_bisect_itertools.FUNCTIONS:
+        return heapq_bisect_itertools.call(it, node, target)
     handler = _BUILTINS.get(id(target))
     if handler is None:
         name = getattr(target, "__qualname__", type(target).__name__)
@@ -121,7 +131,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             "a state function may call Python's builtins (len abs min max "
             "round int float str bool sum any all sorted list dict set zip enumerate reversed "
             "range hex oct bin chr ord), math, statistics, datetime and timedelta, collections' "
-            "Counter, defaultdict and deque, str/list/dict methods and pyspark.sql.functions; "
+            "Counter, defaultdict and deque, heapq.nlargest/nsmallest, itertools' pairwise, "
+            "chain and islice, str/list/dict methods and pyspark.sql.functions; "
             "inline other functions",
         )
     generator = (

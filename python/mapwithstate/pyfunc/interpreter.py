@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from mapwithstate.pyfunc import in_place, numeric_order, operators, struct_targets
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.errors import CompileError
+from mapwithstate.pyfunc.heapq_bisect_itertools import insort
 from mapwithstate.pyfunc.paths import (
     BoundIf,
     MaybeUnassigned,
@@ -222,6 +223,8 @@ class Interpreter:
             from mapwithstate.pyfunc.default_dicts import rewritten
 
             node = rewritten(self, node)
+        if insort(self, node):
+            return
         if isinstance(node, ast.Expr):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return  # a docstring
@@ -232,6 +235,16 @@ class Interpreter:
                 self.change_in_place(node, node.value)
                 return
             self.expression(node.value)
+        elif isinstance(node, ast.Assign) and _branches_change_in_place(self, node.value):
+            # ``x = xs.pop(0) if len(xs) > cap else None``: the if statement it means, so the
+            # change is a branch's whole value, taken where Python takes it.
+            assert isinstance(node.value, ast.IfExp)
+            branches: List[ast.stmt] = [
+                ast.copy_location(ast.Assign(targets=node.targets, value=branch), node)
+                for branch in (node.value.body, node.value.orelse)
+            ]
+            desugared = ast.If(test=node.value.test, body=branches[:1], orelse=branches[1:])
+            self.if_(ast.copy_location(desugared, node))
         elif isinstance(node, ast.Assign):
             value = (
                 self.change_in_place(node, node.value)
@@ -1245,6 +1258,17 @@ def _is_empty_dict(node: ast.expr) -> bool:
 
 
 _ASSIGNED_CACHE: Dict[int, Set[str]] = {}
+
+
+def _branches_change_in_place(it: Interpreter, value: ast.expr) -> bool:
+    """``value`` is a conditional expression one of whose branches (or theirs, nested) is a
+    changing call as a whole (``xs.pop(0) if c else None``)."""
+    if not isinstance(value, ast.IfExp):
+        return False
+    return any(
+        in_place.in_place_call(it, branch) is not None or _branches_change_in_place(it, branch)
+        for branch in (value.body, value.orelse)
+    )
 
 
 def _assigned_names(tree: ast.FunctionDef) -> Set[str]:

@@ -28,6 +28,7 @@ __all__ = [
     "list_min_max",
     "min_max_with_keywords",
     "sort_by_keywords",
+    "sorted_by",
     "sorted_list",
     "sorted_with_key",
 ]
@@ -420,6 +421,29 @@ def sorted_with_key(it: "Interpreter", node: ast.Call) -> Value:
     _keyed_if_rows(it, node, "sorted", key)
     values = _iterable(it, node.args[0], comprehension)
     return sort_by_keywords(it, node, "sorted", values)
+
+
+def sorted_by(
+    it: "Interpreter",
+    node: ast.Call,
+    name: str,
+    iterable: ast.expr,
+    key: Optional[ast.expr],
+    reverse: bool,
+) -> Value:
+    """``sorted(iterable, key=key, reverse=reverse)`` for a library function Python defines by it
+    (``heapq.nsmallest``): ``key`` an expression of the call (a lambda, a function's name or
+    None), the records compared by it only, as :func:`sorted_with_key` takes them."""
+    from mapwithstate.pyfunc.sequences import comprehension, is_rows
+
+    lambda_ = _key_lambda(it, name, key)
+    if lambda_ is None and is_rows(it, iterable):
+        raise it.ctx.refuse(
+            node,
+            f"{name}(rows) without key=",
+            f"compare records by a column: {name}(..., rows, key=lambda r: r.<column>)",
+        )
+    return _sort(it, node, _iterable(it, iterable, comprehension), literal(reverse), lambda_)
 
 
 def sort_by_keywords(it: "Interpreter", node: ast.Call, name: str, values: Value) -> Value:
