@@ -1273,6 +1273,27 @@ def heaps_bisect_iterators(k, v, x, s, state):
             "both": list(itertools.chain(order, [s or ""])), "head": list(itertools.islice(xs, 1, 3))}
 
 
+@entry("n BIGINT")
+def map_and_filter(k, v, x, s, state):
+    # map() and filter() as the lazy generators they are: consumed by list/sum/max/any/join,
+    # iterated by a comprehension or a for loop (each item mapped where the loop reaches it, so
+    # int("x") fails where Python's does), unpacked with the length check, over several lists.
+    parts = (s or "").split(",")
+    digits = list(filter(str.isdigit, parts))
+    total = sum(map(int, digits)) if len(digits) < 3 else 0
+    for p in map(str.strip, parts):
+        if p == "stop":
+            break
+        total += len(p)
+    lo, hi = map(abs, sorted([v or 0, total]))
+    state.update(n=(state.n or 0) + len(list(filter(None, parts))))
+    return {"k": k, "lens": list(map(len, parts)), "total": total, "lo": lo, "hi": hi,
+            "longest": max(map(len, parts)), "any": any(map(str.isupper, parts)),
+            "joined": "|".join(map(str, [v, x])), "pairs": list(map(lambda a, b: a + b, parts, "xyz")),
+            "ints": [n + 1 for n in map(int, filter(None, parts))] if v == 5 else None,
+            "kept": list(filter(lambda p: len(p) > 1, parts)), "n": state.n}
+
+
 @entry("xs ARRAY<DOUBLE>, m MAP<STRING, BIGINT>")
 def container_repr(k, v, x, s, state):
     # str() and repr() of lists, tuples and dicts (f-strings and raise messages use them):

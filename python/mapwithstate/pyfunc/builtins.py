@@ -130,10 +130,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             f"call to {name}()",
             "a state function may call Python's builtins (len abs min max "
             "round int float str bool sum any all sorted list dict set zip enumerate reversed "
-            "range hex oct bin chr ord), math, statistics, datetime and timedelta, collections' "
-            "Counter, defaultdict and deque, heapq.nlargest/nsmallest, itertools' pairwise, "
-            "chain and islice, str/list/dict methods and pyspark.sql.functions; "
-            "inline other functions",
+            "range hex oct bin chr ord map filter), math, statistics, datetime and timedelta, "
+            "collections' Counter, defaultdict and deque, heapq.nlargest/nsmallest, bisect, "
+            "itertools' pairwise, chain and islice, str/list/dict methods and "
+            "pyspark.sql.functions; inline other functions",
         )
     generator = (
         node.args[0] if len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp) else None

@@ -94,6 +94,13 @@ class FunctionSource:
                 scope[var] = cell.cell_contents
             except ValueError:
                 pass
+        from mapwithstate.pyfunc.map_and_filter import rewritten
+
+        bound = {
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        bound |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+        tree = rewritten(tree, scope, bound)
         return FunctionSource(function, tree, file, first_line, scope)
 
     @property
