@@ -17,6 +17,7 @@ import heapq
 import itertools
 import linecache
 import math
+import operator
 import statistics
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
@@ -1292,6 +1293,32 @@ def map_and_filter(k, v, x, s, state):
             "joined": "|".join(map(str, [v, x])), "pairs": list(map(lambda a, b: a + b, parts, "xyz")),
             "ints": [n + 1 for n in map(int, filter(None, parts))] if v == 5 else None,
             "kept": list(filter(lambda p: len(p) > 1, parts)), "n": state.n}
+
+
+TIERS = [(0, "bronze", ["b"]), (100, "silver", []), (1000, "gold", ["g", "G"])]
+ROUTES = {"login": {"ok": "home", "fail": "retry"}, "pay": {"fail": "support"}}
+
+
+@entry("seen MAP<STRING, BIGINT>")
+def first_items_and_lookups(k, v, x, s, state):
+    # any()/all() stop at the deciding item and next() at the first one: later items are not
+    # computed, so their failures are not raised (10 // 0 after a true item); module constants
+    # nesting tuples, lists and dicts; rsplit; itemgetter keys; str.format of None with !r.
+    xs = [1, v if v is not None else 1, 0]
+    seen = dict(state.seen or {})
+    kind, _, detail = (s or "").partition(":")
+    seen[kind] = seen.get(kind, 0) + 1
+    state.update(seen=seen)
+    spent = abs(v or 0) * 10
+    tier = next((name for floor, name, _ in reversed(TIERS) if spent >= floor), None)
+    return {"k": k, "any": any(10 // d > 1 for d in xs), "all": all(10 // d < 10 for d in xs),
+            "next": next((10 // d for d in xs if d != 1), -1), "first": next(iter(xs)),
+            "char": next((c for c in (s or "") if c.isdigit()), None), "tier": tier,
+            "to_next": next((f - spent for f, _, _ in TIERS if f > spent), None),
+            "marks": len(TIERS[-1][2]), "route": ROUTES.get(kind, {}).get(detail, "unknown"),
+            "tail": (s or "").rsplit(",", 1), "right": (s or "").rsplit(None, v if v is not None and -2 < v < 3 else 1),
+            "ranked": [w for w, _ in sorted(seen.items(), key=operator.itemgetter(1, 0))],
+            "msg": "{0!r} -> {1!r}".format(x, s), "top": max(seen.items(), key=operator.itemgetter(1))[0]}
 
 
 @entry("xs ARRAY<DOUBLE>, m MAP<STRING, BIGINT>")

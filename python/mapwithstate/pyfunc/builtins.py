@@ -52,7 +52,7 @@ from mapwithstate.pyfunc.pytypes import (
     to_spark,
     unify,
 )
-from mapwithstate.pyfunc.sequences import comprehension, is_rows
+from mapwithstate.pyfunc.sequences import comprehension, is_rows, stopping_comprehension
 from mapwithstate.pyfunc.server_functions import modular_power, python_round
 from mapwithstate.pyfunc.statistics_functions import ORDER_FREE as STATISTICS_ORDER_FREE
 from mapwithstate.pyfunc.statistics_functions import STATISTICS_FUNCTIONS
@@ -60,7 +60,7 @@ from mapwithstate.pyfunc.strings import ACCEPTS_NONE
 from mapwithstate.pyfunc.strings import STR_METHODS as _STR_METHODS
 from mapwithstate.pyfunc.strings import WHITESPACE as _WHITESPACE
 from mapwithstate.pyfunc.timedelta_arithmetic import DAY, micros, whole_days
-from mapwithstate.pyfunc.values import Value, c_and, c_column, let, literal
+from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, let, literal
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
@@ -96,6 +96,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return rows_length(it)
     if target is py.isinstance:
         return _isinstance(it, node)
+    if target is py.next:
+        from mapwithstate.pyfunc.sequences import next_item
+
+        return next_item(it, node)
     if target is py.range:
         return ranges.range_list(it, node)
     if (
@@ -147,6 +151,14 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         # the records' values as Python hands them over: a list, in record order.
         listed = ast.ListComp(elt=generator.elt, generators=generator.generators)
         args = [it.value(ast.copy_location(listed, generator))]
+    elif generator is not None and (target is py.any or target is py.all):
+        # any() stops at the first true item, all() at the first false one.
+        def stops(item: Value, is_all: bool = target is py.all) -> Cond:
+            truth = operators.truthy(item)
+            return c_not(truth) if is_all else truth
+
+        stopping = stopping_comprehension(it, generator, stops)
+        args = [stopping if stopping is not None else comprehension(it, generator, True)]
     elif generator is not None:
         # A generator summed, tested or sorted may iterate a set: its order cannot show.
         order_free = id(target) in _ORDER_FREE or id(target) in STATISTICS_ORDER_FREE

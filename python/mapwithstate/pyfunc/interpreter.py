@@ -709,6 +709,12 @@ class Interpreter:
                 "use parameters, locals, module constants and supported "
                 "functions (Python raises NameError)",
             )
+        if isinstance(found, (list, tuple, dict)) and _nests(found):
+            from mapwithstate.pyfunc.constant_displays import display
+
+            built = display(found, node)
+            if built is not None:
+                return self.expression(built)
         return captured(self.ctx, node, found)
 
     def expr_Attribute(self, node: ast.Attribute) -> Any:
@@ -1235,6 +1241,12 @@ def captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         "a state function may use module constants (numbers, strings, lists of "
         "them, datetimes), math, datetime and pyspark.sql.functions",
     )
+
+
+def _nests(value: Any) -> bool:
+    """A list, tuple or dict constant holding a container (compiled as its display)."""
+    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    return any(isinstance(v, (list, tuple, dict)) for _, v in items)
 
 
 def _type_of(value: Any) -> Optional[PyType]:

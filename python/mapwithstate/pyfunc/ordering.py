@@ -284,6 +284,9 @@ def _key_lambda(it: "Interpreter", name: str, key: Optional[ast.expr]) -> Option
         return None
     if isinstance(key, (ast.Name, ast.Attribute)):
         return _calling_lambda(key)
+    getter = _getter_lambda(it, key)
+    if getter is not None:
+        return getter
     arguments = key.args if isinstance(key, ast.Lambda) else None
     if (
         not isinstance(key, ast.Lambda)
@@ -301,6 +304,48 @@ def _key_lambda(it: "Interpreter", name: str, key: Optional[ast.expr]) -> Option
             "write key=lambda x: <an expression of x>",
         )
     return key
+
+
+def _getter_lambda(it: "Interpreter", key: ast.expr) -> Optional[ast.Lambda]:
+    """``operator.itemgetter(i[, j])`` as ``lambda x: x[i]`` (``(x[i], x[j])``) and
+    ``operator.attrgetter("a")`` as ``lambda x: x.a``, their arguments constants."""
+    import operator
+
+    if not isinstance(key, ast.Call) or key.keywords or not key.args:
+        return None
+    func = key.func
+    if isinstance(func, ast.Name):
+        found = it.ctx.source.lookup(func.id) if func.id not in it.path.env else None
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        found = getattr(it.ctx.source.lookup(func.value.id), func.attr, None)
+    else:
+        return None
+    if found is not operator.itemgetter and found is not operator.attrgetter:
+        return None
+    if not all(isinstance(a, ast.Constant) for a in key.args):
+        raise it.ctx.refuse(
+            key, f"{found.__name__}() of a value", "write its arguments as literals"
+        )
+    parameter = "__mws_key"
+    parts: List[ast.expr] = []
+    for argument in key.args:
+        assert isinstance(argument, ast.Constant)
+        item = ast.Name(id=parameter, ctx=ast.Load())
+        if found is operator.itemgetter:
+            parts.append(ast.Subscript(value=item, slice=argument, ctx=ast.Load()))
+        elif isinstance(argument.value, str) and argument.value.isidentifier():
+            parts.append(ast.Attribute(value=item, attr=argument.value, ctx=ast.Load()))
+        else:
+            raise it.ctx.refuse(key, "attrgetter() of a dotted name", "key=lambda x: x.a.b")
+    body = parts[0] if len(parts) == 1 else ast.Tuple(elts=parts, ctx=ast.Load())
+    arguments = ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=parameter)], kwonlyargs=[], kw_defaults=[], defaults=[]
+    )
+    lambda_ = ast.Lambda(args=arguments, body=body)
+    for node in ast.walk(lambda_):
+        if not hasattr(node, "lineno"):
+            ast.copy_location(node, key)
+    return lambda_
 
 
 def _calling_lambda(function: ast.expr) -> ast.Lambda:

@@ -19,7 +19,14 @@ from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["subscript", "item", "comprehension", "is_rows"]
+__all__ = [
+    "subscript",
+    "item",
+    "comprehension",
+    "is_rows",
+    "stopping_comprehension",
+    "next_item",
+]
 
 
 def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
@@ -255,14 +262,105 @@ def comprehension(
     return _clause(it, node, 0, order_free)
 
 
+def stopping_comprehension(
+    it: "Interpreter", node: ast.GeneratorExp, stops: Callable[[Value], Cond]
+) -> Optional[Value]:
+    """The list of a generator a consumer stops reading at the first item ``stops`` holds
+    for (``any``: a true one, ``all``: a false one, ``next``: the first), or None where it
+    has several ``for`` clauses or iterates rows (compiled whole, as a list). The items are
+    computed as the comprehension's, but a failure is raised only for the items Python
+    computes: up to the one it stops at (``any(10 // x for x in [1, 0])`` is True)."""
+    if (
+        len(node.generators) != 1
+        or node.generators[0].is_async
+        or is_rows(it, node.generators[0].iter)
+    ):
+        return None
+    return _clause(it, node, 0, True, stops)
+
+
+def next_item(it: "Interpreter", node: ast.Call) -> Value:
+    """``next(<generator>[, default])`` (``next(iter(xs))`` too): the first item the generator
+    yields, computed alone (``next((x for x in xs if x > 0), None)``); where it yields none,
+    the default, else ``StopIteration`` (in a generator function Python turns it into
+    ``RuntimeError: generator raised StopIteration``)."""
+    from mapwithstate.pyfunc.pytypes import unify
+
+    if node.keywords or not 1 <= len(node.args) <= 2:
+        raise it.ctx.refuse(node, "next() of these arguments", "next(<generator>[, default])")
+    source = node.args[0]
+    if (
+        isinstance(source, ast.Call)
+        and isinstance(source.func, ast.Name)
+        and source.func.id == "iter"
+        and it.ctx.source.lookup("iter") is iter
+        and len(source.args) == 1
+        and not source.keywords
+    ):
+        name = "__mws_next_item"
+        source = ast.copy_location(
+            ast.GeneratorExp(
+                elt=ast.Name(id=name, ctx=ast.Load()),
+                generators=[
+                    ast.comprehension(
+                        target=ast.Name(id=name, ctx=ast.Store()),
+                        iter=source.args[0],
+                        ifs=[],
+                        is_async=0,
+                    )
+                ],
+            ),
+            source,
+        )
+        for child in ast.walk(source):
+            if not hasattr(child, "lineno") and not isinstance(child, ast.comprehension):
+                ast.copy_location(child, node)
+    if not isinstance(source, ast.GeneratorExp):
+        raise it.ctx.refuse(
+            node,
+            "next() of what is not a generator expression",
+            "next((x for x in xs if ...), default) or next(iter(xs), default)",
+        )
+    items = stopping_comprehension(it, source, lambda _: True)
+    if items is None:
+        items = comprehension(it, source)
+    default = it.value(node.args[1]) if len(node.args) == 2 else None
+    item_type = items.type.args[0]
+    found = F.size(items.column) > 0
+    first = F.element_at(items.column, 1)
+    if default is None:
+        generator_function = any(
+            isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(it.ctx.source.tree)
+        )
+        exception, message = (
+            ("RuntimeError", "generator raised StopIteration")
+            if generator_function
+            else ("StopIteration", "")
+        )
+        it.ctx.check(node, c_column(~found), exception, message)
+        return Value(first, item_type, True)
+    joined = unify(item_type, default.type)
+    if joined is None:
+        raise it.ctx.refuse(
+            node,
+            f"next() of {item_type} items with a {default.type} default",
+            "give the default the items' type",
+        )
+    spark_type = to_spark(joined)
+    column = F.when(found, first.cast(spark_type)).otherwise(default.column.cast(spark_type))
+    return Value(column, joined, True)
+
+
 def _clause(
     it: "Interpreter",
     node: Union[ast.ListComp, ast.GeneratorExp],
     level: int,
     order_free: bool = False,
+    stops: Optional[Callable[[Value], Cond]] = None,
 ) -> Value:
     """The list of the comprehension's ``for`` clause ``level`` and those after it, in the
-    current environment (the earlier clauses' variables bound)."""
+    current environment (the earlier clauses' variables bound); with ``stops`` (one clause
+    only), the failures of the items up to the first it holds for, that are kept."""
     generator = node.generators[level]
     innermost = level == len(node.generators) - 1
     values = iteration.iterated(
@@ -309,10 +407,23 @@ def _clause(
         # A one-parameter function: Spark Connect passes a lambda variable per parameter.
         return lambda x: c_column(element_of(x, True)[1][index][0])
 
-    for index, (_, message) in enumerate(failures):
-        it.ctx.failures.append(
-            (c_and(it.ctx.guard, F.exists(values.column, failing(index))), message)
+    computed = values.column
+    if stops is not None and failures:
+        assert innermost and level == 0
+
+        def stopping(x: Column) -> Column:
+            result, _, kept = evaluate(x, True, False)
+            assert result is not None
+            return c_column(c_and(kept, stops(result)))
+
+        # Items after the one Python stops at are never computed: their failures are not.
+        # (Where an earlier item fails, its value may be anything: it fails first anyway.)
+        position = F.array_position(F.transform(values.column, stopping), True)
+        computed = F.slice(
+            values.column, 1, F.when(position == 0, F.size(values.column)).otherwise(position)
         )
+    for index, (_, message) in enumerate(failures):
+        it.ctx.failures.append((c_and(it.ctx.guard, F.exists(computed, failing(index))), message))
     filtered = F.filter(values.column, keep) if generator.ifs else values.column
     sample, _ = element_of(F.lit(None).cast(to_spark(element)), False)
     column = F.transform(filtered, lambda x: element_of(x, False)[0].column)

@@ -386,6 +386,37 @@ def _format(
 _LINE_BOUNDARY = "\r\n|[\n\r\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]"
 
 
+def _rsplit(
+    it: "Interpreter",
+    node: ast.Call,
+    base: Value,
+    args: List[Value],
+    kwargs: Dict[str, Value],
+) -> Value:
+    """``text.rsplit(sep, maxsplit)``: split's parts where nothing limits them; else the
+    parts of the reversed text split by the reversed separator (matches found from the
+    right, as Python's scan finds them), each reversed back, in reverse order."""
+    arity(it, node, args, kwargs, 0, 2, "rsplit", ("sep", "maxsplit"))
+    given = dict(zip(("sep", "maxsplit"), args, strict=False))
+    if set(given) & set(kwargs):
+        return _split(it, node, base, args, kwargs)  # its refusal: an argument given twice
+    given.update(kwargs)
+    maxsplit = given.get("maxsplit")
+    if maxsplit is None or (maxsplit.is_const and maxsplit.const == -1):
+        return _split(it, node, base, args, kwargs)
+    sep = given.get("sep", literal(None))
+    if sep.type.kind == "str":
+        sep = (
+            literal(sep.const[::-1])
+            if sep.is_const
+            else Value(F.reverse(sep.column), sep.type, sep.nullable)
+        )
+    reversed_text = Value(F.reverse(base.column), base.type, base.nullable)
+    parts = _split(it, node, reversed_text, [], {"sep": sep, "maxsplit": maxsplit})
+    column = F.reverse(F.transform(parts.column, lambda p: F.reverse(p)))
+    return Value(column, parts.type, parts.nullable)
+
+
 def _splitlines(
     it: "Interpreter",
     node: ast.Call,
@@ -418,11 +449,13 @@ STR_METHODS: Dict[str, MethodHandler] = {
     "endswith": _affix(False),
     "replace": _replace,
     "split": _split,
+    "rsplit": _rsplit,
     "splitlines": _splitlines,
     "find": _find,
     "join": _join,
     "format": _format,
     **SEARCH_AND_PAD_METHODS,
 }
-#: The methods whose str arguments may be ``None`` (whitespace); others fail with TypeError.
-ACCEPTS_NONE = frozenset({"strip", "lstrip", "rstrip", "split"})
+#: The methods whose str arguments may be ``None`` (whitespace; ``format``: any value);
+#: others fail with TypeError.
+ACCEPTS_NONE = frozenset({"strip", "lstrip", "rstrip", "split", "rsplit", "format"})
