@@ -10,9 +10,9 @@ same day, as CPython computes ``date - td`` as ``date + timedelta(-td.days)``. R
 CPython's ranges fail with its ``OverflowError``: a timedelta past 999999999 days, a date or
 datetime outside years 1..9999.
 
-Multiplying or dividing a timedelta by a float is refused: CPython rounds the exact product
-of the microseconds and the float's binary fraction, which needs more digits than a SQL
-decimal holds.
+``td * x`` and ``td / x`` of a float are the plugin's (``__mws_python_timedelta_multiply`` and
+``_divide``): CPython rounds the exact product of the microseconds and the float's binary
+fraction, which needs more digits than a SQL decimal holds.
 """
 
 import ast
@@ -23,6 +23,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import DATE, DATETIME, FLOAT, INT, TIMEDELTA
+from mapwithstate.pyfunc.server_functions import fail_on_error
 from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     if isinstance(op, ast.Mult):
         td, n = (a, b) if ka == "timedelta" else (b, a)
         if n.type.kind in ("float", "num"):
-            raise _refuse_float(ctx, node, op)
+            return _by_float(ctx, node, td, n, divide=False)
         if n.type.kind not in ("int", "bool"):
             return None
         count = _decimal(n.column.cast("bigint"))
@@ -147,7 +148,7 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     if not isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)):
         return None
     if kb in ("float", "num") and isinstance(op, ast.Div):
-        raise _refuse_float(ctx, node, op)
+        return _by_float(ctx, node, a, b, divide=True)
     if kb not in ("int", "bool", "timedelta") or (kb != "timedelta" and isinstance(op, ast.Mod)):
         return None
     dividend = _decimal(micros(a.column))
@@ -170,12 +171,24 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     return Value(interval(ctx, node, remainder), TIMEDELTA, False)
 
 
-def _refuse_float(ctx: "Context", node: ast.AST, op: ast.operator) -> Exception:
-    symbol = "*" if isinstance(op, ast.Mult) else "/"
-    return ctx.refuse(
-        node,
-        f"timedelta {symbol} float",
-        "Python rounds the exact product of the microseconds and the float, beyond a SQL "
-        "decimal's digits; use an int (td * 3, td / 2), or "
-        "timedelta(microseconds=round(td / timedelta(microseconds=1) * x))",
-    )
+def _by_float(ctx: "Context", node: ast.AST, td: Value, x: Value, divide: bool) -> Value:
+    """``td * x`` or ``td / x`` of a float (or an int-or-float): the plugin's exact product or
+    quotient of the microseconds and the float's binary fraction, rounded half to even, with
+    Python's errors (NaN, an infinity, a zero divisor); an int-or-float that holds an int
+    multiplies or divides as an int."""
+    name = "__mws_python_timedelta_divide" if divide else "__mws_python_timedelta_multiply"
+    count = micros(td.column)
+    if x.type.kind == "num":
+        i, f = x.column.getField("i"), x.column.getField("f")
+        result = F.call_function(name, count, F.when(i.isNull(), f))
+        if divide:
+            ctx.check(node, i == F.lit(0), "ZeroDivisionError", "division by zero")
+            by_int = _divide_and_round(_decimal(count), _decimal(i))
+        else:
+            by_int = (_decimal(count) * _decimal(i)).cast("decimal(38,0)")
+        total = F.when(i.isNotNull(), by_int).otherwise(result.getField("micros"))
+    else:
+        result = F.call_function(name, count, x.column.cast("double"))
+        total = result.getField("micros")
+    fail_on_error(ctx, node, result)
+    return Value(interval(ctx, node, total.cast("decimal(38,0)")), TIMEDELTA, False)
