@@ -157,38 +157,48 @@ FLOATS = st.one_of(
                      86399.9999995, 1 / 3]))
 MICROS = st.one_of(st.integers(-10 ** 12, 10 ** 12), st.integers(-1000, 1000),
                    st.sampled_from([0, 1, -1, 86_400_000_000 * 999_999_999 // 1000]))
+# An int-or-float holding an int: the int, exactly (beyond 2**53 too).
+INT_FACTORS = st.one_of(st.none(), st.none(), st.none(), st.sampled_from(
+    [0, 3, -7, 1 << 53 | 1, 1 << 60, -(1 << 62)]))
 UNITS = ["microseconds", "milliseconds", "seconds", "minutes", "hours", "days", "weeks"]
 
 
 def python_delta(make):
+    """The microseconds of Python's timedelta, or its exception; one a DAY TO SECOND interval
+    cannot hold is the compiler's OverflowError."""
     try:
-        return make() // timedelta(microseconds=1), None
+        count = make() // timedelta(microseconds=1)
     except (ValueError, TypeError, OverflowError, ZeroDivisionError) as e:
         return None, f"{type(e).__name__}: {e}"
+    if not -(1 << 63) <= count < (1 << 63):
+        return None, ("OverflowError: timedelta does not fit a DAY TO SECOND interval "
+                      "(106751991 days)")
+    return count, None
 
 
 def test_timedelta_of_floats_as_python_rounds(spark):
-    drawn = draw_cases(st.lists(st.tuples(MICROS, FLOATS, st.lists(
+    drawn = draw_cases(st.lists(st.tuples(MICROS, FLOATS, INT_FACTORS, st.lists(
         st.tuples(st.sampled_from(UNITS), st.one_of(FLOATS, st.integers(-10 ** 6, 10 ** 6),
                                                     st.none())), min_size=1, max_size=3,
         unique_by=lambda u: u[0])), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE), 12, SEED)
     cases = [case for _, batch in drawn for case in batch]
     rows, expected = [], []
-    for micros, x, units in cases:
+    for micros, x, n, units in cases:
         ordered = sorted(units, key=lambda u: UNITS.index(u[0]))
         kinds = ",".join(f"{u}={'f' if isinstance(v, float) else 'i'}" for u, v in ordered)
         ints = [v if not isinstance(v, float) else None for _, v in ordered]
         floats = [v if isinstance(v, float) else None for _, v in ordered]
-        rows.append((micros, x, kinds, ints, floats))
-        td = timedelta(microseconds=micros)
-        expected.append((python_delta(lambda td=td, x=x: td * x),
-                         python_delta(lambda td=td, x=x: td / x),
+        rows.append((micros, x, n, kinds, ints, floats))
+        td, by = timedelta(microseconds=micros), x if n is None else n
+        expected.append((python_delta(lambda td=td, by=by: td * by),
+                         python_delta(lambda td=td, by=by: td / by),
                          python_delta(lambda units=dict(ordered): timedelta(**units))))
     df = spark.createDataFrame(
-        rows, "m BIGINT, x DOUBLE, units STRING, ints ARRAY<BIGINT>, floats ARRAY<DOUBLE>")
+        rows, "m BIGINT, x DOUBLE, n BIGINT, units STRING, ints ARRAY<BIGINT>, "
+        "floats ARRAY<DOUBLE>")
     got = df.select(
-        F.call_function("__mws_python_timedelta_multiply", F.col("m"), F.col("x")),
-        F.call_function("__mws_python_timedelta_divide", F.col("m"), F.col("x")),
+        F.call_function("__mws_python_timedelta_multiply", F.col("m"), F.col("x"), F.col("n")),
+        F.call_function("__mws_python_timedelta_divide", F.col("m"), F.col("x"), F.col("n")),
         F.call_function("__mws_python_timedelta", F.col("units"), F.col("ints"),
                         F.col("floats"))).collect()
     wrong = []

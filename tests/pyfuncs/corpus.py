@@ -1280,8 +1280,9 @@ def parsed_times(k, v, x, s, t, w, state):
     # does not match, a field out of range, unconverted text), fromisoformat of datetimes and
     # dates, fromtimestamp of float epoch seconds (the fraction rounded half to even; NaN and
     # years past 9999 raise), timedelta of float seconds, td * float and td / float
-    # (CPython's exact rounding), isocalendar() kept as a named tuple, int(t, 0) and int(t, w)
-    # of a base known at run time (ValueError outside 0 and 2..36).
+    # (CPython's exact rounding; by an int-or-float, as the int or the float it holds),
+    # isocalendar() kept as a named tuple, int(t, 0) and int(t, w) of a base known at run
+    # time (ValueError outside 0 and 2..36).
     if s is None:
         return None
     ts = datetime.strptime(s, "%Y-%m-%d %H:%M:%S")
@@ -1300,7 +1301,8 @@ def parsed_times(k, v, x, s, t, w, state):
         any_base = int(t, w) if w != 10 else None
     return {"k": k, "ts": ts, "same": datetime.fromisoformat(s) == ts, "day": day,
             "week": iso.week, "y": year, "wd": weekday, "d": iso[2], "fee": gap * 1.5,
-            "part": gap / 2.5, "at": at, "on": on, "window": window, "scaled": scaled,
+            "part": gap / 2.5, "mixed": gap * (3 if ts.second % 2 else 0.5),
+            "mixed_div": gap / (3 if ts.minute % 2 else -2.5), "at": at, "on": on, "window": window, "scaled": scaled,
             "n": n, "any": any_base}
 
 

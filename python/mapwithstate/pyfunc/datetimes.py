@@ -21,7 +21,7 @@ from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import MethodHandler
 from mapwithstate.pyfunc.pytypes import DATE, DATETIME, FLOAT, TIMEDELTA
 from mapwithstate.pyfunc.server_functions import fail_on_error
-from mapwithstate.pyfunc.timedelta_arithmetic import interval, micros
+from mapwithstate.pyfunc.timedelta_arithmetic import interval, interval_of_micros, micros
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ def _timedelta_of_floats(it: "Interpreter", node: ast.Call, given: Dict[str, Val
         "__mws_python_timedelta", F.lit(",".join(units)), F.array(*ints), F.array(*floats)
     )
     fail_on_error(it.ctx, node, result)
-    return Value(interval(it.ctx, node, result.getField("micros")), TIMEDELTA, False)
+    return Value(interval_of_micros(result.getField("micros")), TIMEDELTA, False)
 
 
 def _total_seconds(

@@ -29,7 +29,15 @@ from mapwithstate.pyfunc.values import Value, let
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
 
-__all__ = ["binary", "micros", "whole_days", "interval", "checked_datetime", "DAY"]
+__all__ = [
+    "binary",
+    "micros",
+    "whole_days",
+    "interval",
+    "interval_of_micros",
+    "checked_datetime",
+    "DAY",
+]
 
 #: A day in microseconds.
 DAY = 86_400_000_000
@@ -60,14 +68,19 @@ def interval(ctx: "Context", node: ast.AST, total: Column) -> Column:
         "OverflowError",
         "timedelta does not fit a DAY TO SECOND interval (106751991 days)",
     )
+    return interval_of_micros(F.when(fits, total).cast("bigint"))
 
-    def made(count: Column) -> Column:
-        # Whole days and the rest, both of the total's sign: neither overflows on its own.
-        days = F.call_function("div", count, F.lit(DAY)).cast("int")
-        rest = (count % F.lit(DAY)).cast("decimal(20,0)") / F.lit(1_000_000)
-        return F.make_dt_interval(days=days, secs=rest.cast("decimal(18,6)"))
 
-    return let([F.when(fits, total).cast("bigint")], made)
+def _made(count: Column) -> Column:
+    # Whole days and the rest, both of the total's sign: neither overflows on its own.
+    days = F.call_function("div", count, F.lit(DAY)).cast("int")
+    rest = (count % F.lit(DAY)).cast("decimal(20,0)") / F.lit(1_000_000)
+    return F.make_dt_interval(days=days, secs=rest.cast("decimal(18,6)"))
+
+
+def interval_of_micros(count: Column) -> Column:
+    """The DAY TO SECOND interval of a BIGINT count of microseconds."""
+    return let([count], _made)
 
 
 def checked_datetime(ctx: "Context", node: ast.AST, column: Column, kind: str) -> Value:
@@ -174,21 +187,16 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
 def _by_float(ctx: "Context", node: ast.AST, td: Value, x: Value, divide: bool) -> Value:
     """``td * x`` or ``td / x`` of a float (or an int-or-float): the plugin's exact product or
     quotient of the microseconds and the float's binary fraction, rounded half to even, with
-    Python's errors (NaN, an infinity, a zero divisor); an int-or-float that holds an int
-    multiplies or divides as an int."""
+    Python's errors (NaN, an infinity, a zero divisor, a result beyond its range or a DAY TO
+    SECOND interval's); an int-or-float that holds an int multiplies or divides as an int."""
     name = "__mws_python_timedelta_divide" if divide else "__mws_python_timedelta_multiply"
     count = micros(td.column)
     if x.type.kind == "num":
-        i, f = x.column.getField("i"), x.column.getField("f")
-        result = F.call_function(name, count, F.when(i.isNull(), f))
-        if divide:
-            ctx.check(node, i == F.lit(0), "ZeroDivisionError", "division by zero")
-            by_int = _divide_and_round(_decimal(count), _decimal(i))
-        else:
-            by_int = (_decimal(count) * _decimal(i)).cast("decimal(38,0)")
-        total = F.when(i.isNotNull(), by_int).otherwise(result.getField("micros"))
+        # An int-or-float that holds an int multiplies or divides as that int (td / 0 fails
+        # with Python's ZeroDivisionError there).
+        num = x.column
+        result = F.call_function(name, count, num.getField("f"), num.getField("i"))
     else:
-        result = F.call_function(name, count, x.column.cast("double"))
-        total = result.getField("micros")
+        result = F.call_function(name, count, x.column.cast("double"), F.lit(None).cast("bigint"))
     fail_on_error(ctx, node, result)
-    return Value(interval(ctx, node, total.cast("decimal(38,0)")), TIMEDELTA, False)
+    return Value(interval_of_micros(result.getField("micros")), TIMEDELTA, False)

@@ -63,18 +63,20 @@ object PythonFunctions {
       "_FUNC_(s, base) - Python's int(s, base) of a str, base 0 or 2 to 36: struct<n, " +
         "error> (the state function compiler's, not for direct use).",
       args => PythonIntParse(typed(args(0), StringType), typed(args(1), LongType))),
-    Reserved(PythonTimedeltaFloats.MultiplyName, 2, classOf[PythonTimedeltaByFloat],
-      "_FUNC_(micros, x) - Python's timedelta * float, exact: struct<micros, error> (the " +
+    Reserved(PythonTimedeltaFloats.MultiplyName, 3, classOf[PythonTimedeltaByFloat],
+      "_FUNC_(micros, x, n) - Python's timedelta * float (or * int n), exact: " +
+        "struct<micros, error> (the " +
         "state function compiler's, not for direct use).",
       args =>
         PythonTimedeltaByFloat(divide = false, typed(args(0), LongType),
-          typed(args(1), DoubleType))),
-    Reserved(PythonTimedeltaFloats.DivideName, 2, classOf[PythonTimedeltaByFloat],
-      "_FUNC_(micros, x) - Python's timedelta / float, exact: struct<micros, error> (the " +
+          typed(args(1), DoubleType), typed(args(2), LongType))),
+    Reserved(PythonTimedeltaFloats.DivideName, 3, classOf[PythonTimedeltaByFloat],
+      "_FUNC_(micros, x, n) - Python's timedelta / float (or / int n), exact: " +
+        "struct<micros, error> (the " +
         "state function compiler's, not for direct use).",
       args =>
         PythonTimedeltaByFloat(divide = true, typed(args(0), LongType),
-          typed(args(1), DoubleType))),
+          typed(args(1), DoubleType), typed(args(2), LongType))),
     Reserved(PythonTimedeltaFloats.ConstructorName, 3, classOf[PythonTimedeltaOfFloats],
       "_FUNC_(units, ints, floats) - Python's timedelta(...) of ints and floats, exact: " +
         "struct<micros, error> (the state function compiler's, not for direct use).",

@@ -3,29 +3,17 @@ package io.mapwithstate.pyfunc
 import java.math.{BigDecimal => JBigDecimal, BigInteger}
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  BinaryExpression,
-  Expression,
-  GenericInternalRow,
-  TernaryExpression
-}
-import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode}
+import org.apache.spark.sql.catalyst.expressions.{Expression, GenericInternalRow, TernaryExpression}
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, CodegenFallback, ExprCode}
 import org.apache.spark.sql.catalyst.util.ArrayData
-import org.apache.spark.sql.types.{
-  DataType,
-  Decimal,
-  DecimalType,
-  StringType,
-  StructField,
-  StructType
-}
+import org.apache.spark.sql.types.{DataType, LongType, StringType, StructField, StructType}
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
  * Python's `timedelta * float`, `timedelta / float` and `timedelta(...)` of floats, exactly
  * as CPython computes them, which the Python state function compiler emits as the reserved
- * functions `__mws_python_timedelta_multiply(micros, x)`, `__mws_python_timedelta_divide(micros,
- * x)` and `__mws_python_timedelta(units, ints, floats)` (registered by [[PythonFunctions]]).
+ * functions `__mws_python_timedelta_multiply(micros, x, n)`, `__mws_python_timedelta_divide(micros,
+ * x, n)` and `__mws_python_timedelta(units, ints, floats)` (registered by [[PythonFunctions]]).
  *
  * `td * x` is the timedelta's microseconds times the float's exact binary fraction
  * (`as_integer_ratio`), rounded half to even (`divide_and_round`); `td / x` the same with the
@@ -34,10 +22,10 @@ import org.apache.spark.unsafe.types.UTF8String
  * part added exactly and its fraction, times the unit in microseconds, added in doubles to a
  * leftover that is finally rounded half to even.
  *
- * The result is a struct: `micros`, the exact microseconds (within CPython's 999999999 days:
- * the compiler checks that a DAY TO SECOND interval holds them), or `error`, Python's
- * exception and message (NaN, an infinity, a zero divisor, None for a unit, days beyond
- * Python's range).
+ * The result is a struct: `micros`, the exact microseconds, or `error`, Python's exception and
+ * message (NaN, an infinity, a zero divisor, None for a unit, days beyond Python's range), or
+ * the compiler's OverflowError for a timedelta Python holds but a DAY TO SECOND interval (a
+ * long of microseconds) does not.
  */
 object PythonTimedeltaFloats {
 
@@ -46,7 +34,7 @@ object PythonTimedeltaFloats {
   val ConstructorName = "__mws_python_timedelta"
 
   val ResultType: StructType = StructType(
-    Seq(StructField("micros", DecimalType(38, 0)), StructField("error", StringType)))
+    Seq(StructField("micros", LongType), StructField("error", StringType)))
 
   /** Each unit's microseconds, by `timedelta`'s keyword. */
   val Units: Map[String, Long] = Map(
@@ -71,8 +59,11 @@ object PythonTimedeltaFloats {
       failure("OverflowError", "Python int too large to convert to C int")
     } else if (days.abs.longValue > MaxDays) {
       failure("OverflowError", s"days=$days; must have magnitude <= $MaxDays")
+    } else if (micros.bitLength > 63) {
+      // Python holds it; a DAY TO SECOND interval (microseconds in a long) does not.
+      failure("OverflowError", "timedelta does not fit a DAY TO SECOND interval (106751991 days)")
     } else {
-      new GenericInternalRow(Array[Any](Decimal(new JBigDecimal(micros), 38, 0), null))
+      new GenericInternalRow(Array[Any](micros.longValue, null))
     }
   }
 
@@ -103,14 +94,18 @@ object PythonTimedeltaFloats {
     if (greater || (twice == b && q.testBit(0))) q.add(BigInteger.ONE) else q
   }
 
-  /** `timedelta(microseconds=micros) * x`. */
-  def multiply(micros: Long, x: Double): InternalRow = ratio(x) match {
+  /** `float.as_integer_ratio()` of `x`, or `n / 1` where the int `n` is given. */
+  private def ratio(x: Double, n: java.lang.Long): Either[InternalRow, (BigInteger, BigInteger)] =
+    if (n != null) Right((BigInteger.valueOf(n), BigInteger.ONE)) else ratio(x)
+
+  /** `timedelta(microseconds=micros) * x` (or `* n`, an int, where it is given). */
+  def multiply(micros: Long, x: Double, n: java.lang.Long): InternalRow = ratio(x, n) match {
     case Left(error) => error
     case Right((n, d)) => delta(divideAndRound(BigInteger.valueOf(micros).multiply(n), d))
   }
 
-  /** `timedelta(microseconds=micros) / x`. */
-  def divide(micros: Long, x: Double): InternalRow = ratio(x) match {
+  /** `timedelta(microseconds=micros) / x` (or `/ n`, an int, where it is given). */
+  def divide(micros: Long, x: Double, n: java.lang.Long): InternalRow = ratio(x, n) match {
     case Left(error) => error
     case Right((n, _)) if n.signum == 0 =>
       failure("ZeroDivisionError", "integer division or modulo by zero")
@@ -175,29 +170,42 @@ object PythonTimedeltaFloats {
   }
 }
 
-/** `__mws_python_timedelta_multiply` (`divide` false) or `__mws_python_timedelta_divide`. */
-case class PythonTimedeltaByFloat(divide: Boolean, micros: Expression, x: Expression)
-  extends BinaryExpression {
+/**
+ * `__mws_python_timedelta_multiply(micros, x, n)` (`divide` false) or
+ * `__mws_python_timedelta_divide(micros, x, n)`: by the float `x`, or by the int `n` where it
+ * is not null (an int-or-float that holds an int); null where `micros` is, or both `x` and `n`.
+ */
+case class PythonTimedeltaByFloat(divide: Boolean, micros: Expression, x: Expression,
+    n: Expression)
+  extends TernaryExpression
+  with CodegenFallback {
 
-  override def left: Expression = micros
-  override def right: Expression = x
+  override def first: Expression = micros
+  override def second: Expression = x
+  override def third: Expression = n
   override def dataType: DataType = PythonTimedeltaFloats.ResultType
+  override def nullable: Boolean = true
   override def prettyName: String =
     if (divide) PythonTimedeltaFloats.DivideName else PythonTimedeltaFloats.MultiplyName
 
-  override protected def nullSafeEval(m: Any, f: Any): Any =
-    if (divide) PythonTimedeltaFloats.divide(m.asInstanceOf[Long], f.asInstanceOf[Double])
-    else PythonTimedeltaFloats.multiply(m.asInstanceOf[Long], f.asInstanceOf[Double])
-
-  override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
-    val floats = PythonTimedeltaFloats.getClass.getName.stripSuffix("$")
-    val method = if (divide) "divide" else "multiply"
-    defineCodeGen(ctx, ev, (m, f) => s"$floats.$method($m, $f)")
+  override def eval(input: InternalRow): Any = {
+    val m = micros.eval(input)
+    val f = x.eval(input)
+    val i = n.eval(input).asInstanceOf[java.lang.Long]
+    if (m == null || (f == null && i == null)) {
+      null
+    } else {
+      val double = if (f == null) 0.0 else f.asInstanceOf[Double]
+      if (divide) PythonTimedeltaFloats.divide(m.asInstanceOf[Long], double, i)
+      else PythonTimedeltaFloats.multiply(m.asInstanceOf[Long], double, i)
+    }
   }
 
   override protected def withNewChildrenInternal(
-      newLeft: Expression,
-      newRight: Expression): PythonTimedeltaByFloat = copy(micros = newLeft, x = newRight)
+      newFirst: Expression,
+      newSecond: Expression,
+      newThird: Expression): PythonTimedeltaByFloat =
+    copy(micros = newFirst, x = newSecond, n = newThird)
 }
 
 /** `__mws_python_timedelta(units, ints, floats)`: the constructor of floats. */
