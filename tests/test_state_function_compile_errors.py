@@ -2,7 +2,7 @@
 raised by ``map_with_state`` / ``map_groups_with_state`` before any request is sent, naming
 the source file, line and column, the construct, and the way out."""
 import inspect
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 import math
 import bisect
@@ -435,8 +435,23 @@ def list_of_affixes(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def float_timedelta(k, v, f, state):
-    return {"k": k, "t": timedelta(seconds=f)}
+def timedelta_of_a_str(k, v, f, state):
+    return {"k": k, "t": timedelta(seconds=k)}
+
+
+@mws.state_function("n BIGINT")
+def strptime_of_a_zone(k, v, f, state):
+    return {"k": k, "t": datetime.strptime(k, "%Y %z")}
+
+
+@mws.state_function("n BIGINT")
+def strptime_of_a_format_known_at_run_time(k, v, f, state):
+    return {"k": k, "t": datetime.strptime(k, k)}
+
+
+@mws.state_function("n BIGINT")
+def date_strptime(k, v, f, state):
+    return {"k": k, "t": date.strptime(k, "%Y")}
 
 
 @mws.state_function("n BIGINT")
@@ -616,8 +631,8 @@ def struct_with_an_unknown_field(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def timedelta_times_a_float(k, v, f, state):
-    return {"k": k, "d": str(timedelta(seconds=v) * f)}
+def reads_the_clock(k, v, f, state):
+    return {"k": k, "d": datetime.now()}
 
 
 @mws.state_function("n BIGINT")
@@ -830,7 +845,10 @@ def insort_by_key(k, v, state):
     (read_only_state_attribute, "state.exists", "augmented assignment to state.exists"),
     (slice_augmented, "xs[0:1]", "augmented assignment to a slice"),
     (list_of_affixes, "k.startswith", "startswith() of a list"),
-    (float_timedelta, "seconds=f", "timedelta(seconds=<float>)"),
+    (timedelta_of_a_str, "seconds=k", "timedelta(seconds=<str>)"),
+    (strptime_of_a_zone, "%z", "strptime directive %z"),
+    (strptime_of_a_format_known_at_run_time, "strptime(k, k)", "strptime() of a format known"),
+    (date_strptime, "date.strptime", "unknown attribute 'strptime'"),
     (datetime_of_a_float, "datetime(v, 1, f)", "datetime(day=<float>)"),
     (append_to_state_list, "state.xs.append", "list.append() inside an expression"),
     (pop_inside_an_expression, "xs.pop()", "list.pop() inside an expression"),
@@ -847,7 +865,7 @@ def insort_by_key(k, v, state):
     (isinstance_of_a_class_it_cannot_decide, "bytes", "isinstance() of bytes"),
     (factorial_of_a_float, "factorial(f)", "math.factorial() of a float"),
     (struct_with_an_unknown_field, '"count": 1', "unknown field(s) count for a struct"),
-    (timedelta_times_a_float, "timedelta(seconds=v) * f", "timedelta * float"),
+    (reads_the_clock, "datetime.now()", "datetime.now()"),
     (raise_from, "raise ValueError", "raise ... from ..."),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):

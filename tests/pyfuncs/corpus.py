@@ -1321,6 +1321,61 @@ def first_items_and_lookups(k, v, x, s, state):
             "msg": "{0!r} -> {1!r}".format(x, s), "top": max(seen.items(), key=operator.itemgetter(1))[0]}
 
 
+# Times as text near the formats parsed_times reads ("%Y-%m-%d %H:%M:%S", ISO): mostly valid,
+# now and then one Python refuses (a field out of range, a character off, unconverted text).
+TIME_TEXTS = mostly(
+    st.datetimes(datetime(1990, 1, 1), datetime(2040, 1, 1)).map(
+        lambda d: d.strftime("%Y-%m-%d %H:%M:%S")),
+    st.sampled_from(["2024-13-01 00:00:00", "2024-02-30 10:00:00", "2024-01-01 10:00:00x",
+                     "2024-01-01 10:00", "", None, "2024-01-01T10:00:00"]), 25)
+# Epoch seconds as floats: fractions that round half to even at the microsecond, negatives,
+# NaN and what no datetime holds.
+EPOCHS = mostly(
+    st.one_of(st.floats(-2e9, 4e9, allow_nan=False).map(lambda f: round(f, 7)),
+              st.sampled_from([0.0, -0.5, 1.0000005, 1.0000015, 1e9 + 0.25, -1e-7, 2.5e-6])),
+    st.sampled_from([float("nan"), 1e20, -1e12, 253402300800.0, None]), 25)
+BASES = mostly(st.sampled_from([0, 2, 8, 10, 16, 36]), st.sampled_from([1, 37, -1, None]), 25)
+NUMBER_TEXTS = mostly(
+    st.sampled_from(["0x1f", "0o17", "0b101", "17", "0", "00", "0_0", " -0x_ff ", "1_000", "z",
+                     "\u0661\u0662", "+7"]),
+    st.sampled_from(["010", "0x", "1__0", "_1", "é", "9" * 20, None]), 25)
+
+
+@entry("last TIMESTAMP, n BIGINT",
+       columns={"v": "BIGINT", "x": "DOUBLE", "s": "STRING", "t": "STRING", "w": "BIGINT"},
+       strategies={"v": SMALL_BIGINTS, "x": EPOCHS, "s": TIME_TEXTS, "t": NUMBER_TEXTS,
+                   "w": BASES})
+def parsed_times(k, v, x, s, t, w, state):
+    # datetime.strptime of a constant format (ValueError with Python's message for text that
+    # does not match, a field out of range, unconverted text), fromisoformat of datetimes and
+    # dates, fromtimestamp of float epoch seconds (the fraction rounded half to even; NaN and
+    # years past 9999 raise), timedelta of float seconds, td * float and td / float
+    # (CPython's exact rounding; by an int-or-float, as the int or the float it holds),
+    # isocalendar() kept as a named tuple, int(t, 0) and int(t, w) of a base known at run
+    # time (ValueError outside 0 and 2..36).
+    if s is None:
+        return None
+    ts = datetime.strptime(s, "%Y-%m-%d %H:%M:%S")
+    day = date.fromisoformat(s[:10])
+    iso = ts.isocalendar()
+    year, week, weekday = iso
+    gap = ts - state.last if state.last is not None else timedelta(0)
+    state.update(last=ts, n=(state.n or 0) + 1)
+    at = on = window = scaled = n = any_base = None
+    if x is not None and v is not None and v > 0:
+        at, on = datetime.fromtimestamp(x), date.fromtimestamp(x)
+        window = timedelta(seconds=x / 1000, milliseconds=v)
+        scaled = timedelta(minutes=3) * (x / 1e9)
+    if t is not None and v is not None and v < 0:
+        n = int(t, 0)
+        any_base = int(t, w) if w != 10 else None
+    return {"k": k, "ts": ts, "same": datetime.fromisoformat(s) == ts, "day": day,
+            "week": iso.week, "y": year, "wd": weekday, "d": iso[2], "fee": gap * 1.5,
+            "part": gap / 2.5, "mixed": gap * (3 if ts.second % 2 else 0.5),
+            "mixed_div": gap / (3 if ts.minute % 2 else -2.5), "at": at, "on": on, "window": window, "scaled": scaled,
+            "n": n, "any": any_base}
+
+
 @entry("xs ARRAY<DOUBLE>, m MAP<STRING, BIGINT>")
 def container_repr(k, v, x, s, state):
     # str() and repr() of lists, tuples and dicts (f-strings and raise messages use them):

@@ -79,6 +79,12 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             base = record_as_dict(it.ctx, func.value, base)
         if isinstance(base, Value):
             return _method(it, node, base, func.attr)
+        if base is datetime or base is date:
+            from mapwithstate.pyfunc.time_parsing import class_method
+
+            parsed = class_method(it, node, base, func.attr)
+            if parsed is not None:
+                return parsed
         target = _attribute(it, func, base)
     else:
         target = it.expression(func)
@@ -225,23 +231,13 @@ def module_attribute(ctx: Any, node: ast.Attribute, base: Any) -> Any:
     )
 
 
-#: The fields of ``isocalendar()``'s named tuple.
-_ISO_CALENDAR_FIELDS = ("year", "week", "weekday")
-
-
 def _value_attribute(ctx: Any, node: ast.Attribute, base: Value) -> Value:
-    call = node.value
-    if (
-        base.type.kind == "tuple"
-        and isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "isocalendar"
-        and node.attr in _ISO_CALENDAR_FIELDS
-    ):
-        # ts.isocalendar().week: the named tuple's field, read where the call is written.
+    if base.type.kind == "tuple" and node.attr in base.type.names:
+        # A named tuple's field (iso.week of iso = ts.isocalendar()).
         from mapwithstate.pyfunc.tuples import element
 
-        return element(base, _ISO_CALENDAR_FIELDS.index(node.attr))
+        base = operators.attribute_of_none(ctx, node, base, node.attr)
+        return element(base, base.type.names.index(node.attr))
     return value_attribute(ctx, node, base, node.attr)
 
 

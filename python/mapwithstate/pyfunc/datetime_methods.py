@@ -23,7 +23,7 @@ from mapwithstate.pyfunc.values import Value
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context, Interpreter
 
-__all__ = ["DATETIME_METHODS", "DATE_METHODS", "strftime"]
+__all__ = ["DATETIME_METHODS", "DATE_METHODS", "ISO_CALENDAR_FIELDS", "strftime"]
 
 _MICROS = 1_000_000
 
@@ -187,10 +187,15 @@ def _strftime(
     return strftime(it.ctx, node, base, args[0].const)
 
 
+#: The field names of ``isocalendar()``'s named tuple.
+ISO_CALENDAR_FIELDS = ("year", "week", "weekday")
+
+
 def _isocalendar(
     it: "Interpreter", node: ast.Call, base: Value, args: List[Value], kwargs: Dict[str, Value]
 ) -> Value:
-    """``isocalendar()``: the tuple ``(ISO year, ISO week, ISO weekday)``."""
+    """``isocalendar()``: the named tuple ``(ISO year, ISO week, ISO weekday)``, whose fields
+    read by name too (``iso.week``)."""
     from mapwithstate.pyfunc.tuples import make
 
     _no_arguments(it, node, args, kwargs, "isocalendar")
@@ -198,7 +203,7 @@ def _isocalendar(
     year = F.extract(F.lit("YEAROFWEEK"), day).cast("bigint")
     week = F.weekofyear(day).cast("bigint")
     weekday = _weekday(True)(it, node, base, [], {})
-    return make([Value(year, INT, False), Value(week, INT, False), weekday])
+    return make([Value(year, INT, False), Value(week, INT, False), weekday], ISO_CALENDAR_FIELDS)
 
 
 DATETIME_METHODS: Dict[str, MethodHandler] = {

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import MethodHandler
 from mapwithstate.pyfunc.pytypes import DATE, DATETIME, FLOAT, TIMEDELTA
-from mapwithstate.pyfunc.timedelta_arithmetic import interval, micros
+from mapwithstate.pyfunc.server_functions import fail_on_error
+from mapwithstate.pyfunc.timedelta_arithmetic import interval, interval_of_micros, micros
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, literal
 
 if TYPE_CHECKING:
@@ -207,9 +208,10 @@ _TIMEDELTA_POSITIONS = ("days", "seconds", "microseconds", "milliseconds", "minu
 def timedelta_call(
     it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str, Value]
 ) -> Value:
-    """``timedelta(days, seconds, microseconds, milliseconds, minutes, hours, weeks)`` of
-    ints: the exact sum of the units in microseconds, failing where Python's days pass
-    999999999 (OverflowError) or where a DAY TO SECOND interval cannot hold it."""
+    """``timedelta(days, seconds, microseconds, milliseconds, minutes, hours, weeks)``: of
+    ints, the exact sum of the units in microseconds; with floats, CPython's rounding of their
+    fractions (:func:`_timedelta_of_floats`). It fails where Python's days pass 999999999
+    (OverflowError) or where a DAY TO SECOND interval cannot hold it."""
     names = _TIMEDELTA_POSITIONS + ("weeks",)
     if len(args) > len(names):
         raise it.ctx.refuse(node, "timedelta() with too many arguments", "at most 7")
@@ -225,6 +227,8 @@ def timedelta_call(
             raise it.ctx.refuse(
                 node, "timedelta(...)", f"Python raises {type(e).__name__}: {e}"
             ) from e
+    if any(v.type.kind in ("float", "num") for v in given.values()):
+        return _timedelta_of_floats(it, node, given)
     total: Column = F.lit(0).cast("decimal(20,0)")
     for unit, factor in _TIMEDELTA_UNITS.items():
         if unit not in given:
@@ -234,8 +238,7 @@ def timedelta_call(
             raise it.ctx.refuse(
                 node,
                 f"timedelta({unit}=<{value.type}>)",
-                "non-constant timedelta arguments must be ints (for a float of seconds: "
-                "timedelta(microseconds=int(x * 1e6)), or F.make_dt_interval)",
+                f"Python raises TypeError: unsupported type for timedelta {unit} component",
             )
         value = operators.none_check(
             it.ctx, node, value, f"unsupported type for timedelta {unit} component: NoneType"
@@ -245,6 +248,45 @@ def timedelta_call(
         total = (total + term).cast("decimal(38,0)")
     column = interval(it.ctx, node, total)
     return Value(column, TIMEDELTA, False)
+
+
+def _timedelta_of_floats(it: "Interpreter", node: ast.Call, given: Dict[str, Value]) -> Value:
+    """``timedelta(...)`` where a unit is a float known only at run time: the plugin's
+    ``__mws_python_timedelta``, CPython's ``delta_new`` (whole parts exact, the fractions
+    summed in doubles and rounded half to even once; its TypeError for a None unit, ValueError
+    for NaN, OverflowError for an infinity), in CPython's order of the units."""
+    units: List[str] = []
+    ints: List[Column] = []
+    floats: List[Column] = []
+    no_int, no_float = F.lit(None).cast("bigint"), F.lit(None).cast("double")
+    for unit in _TIMEDELTA_UNITS:
+        if unit not in given:
+            continue
+        value = given[unit]
+        kind = value.type.kind
+        if kind in ("int", "bool", "none"):
+            units.append(f"{unit}=i")
+            ints.append(value.column.cast("bigint"))
+            floats.append(no_float)
+        elif kind == "float":
+            units.append(f"{unit}=f")
+            ints.append(no_int)
+            floats.append(value.column.cast("double"))
+        elif kind == "num":
+            units.append(f"{unit}=n")
+            ints.append(value.column.getField("i"))
+            floats.append(value.column.getField("f"))
+        else:
+            raise it.ctx.refuse(
+                node,
+                f"timedelta({unit}=<{value.type}>)",
+                f"Python raises TypeError: unsupported type for timedelta {unit} component",
+            )
+    result = F.call_function(
+        "__mws_python_timedelta", F.lit(",".join(units)), F.array(*ints), F.array(*floats)
+    )
+    fail_on_error(it.ctx, node, result)
+    return Value(interval_of_micros(result.getField("micros")), TIMEDELTA, False)
 
 
 def _total_seconds(

@@ -19,6 +19,7 @@ from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler, int_argument
 from mapwithstate.pyfunc.arguments import arity as _arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR
+from mapwithstate.pyfunc.server_functions import fail_on_error
 from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
@@ -144,22 +145,23 @@ _DIGITS_BELOW_2_64 = {b: len(_digits_of((1 << 64) - 1, b)) for b in range(2, 37)
 def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) -> Value:
     """``int(s, base)`` of a str and a constant base from 2 to 36 (10: ``int(s)``): Python's
     syntax (whitespace around, a sign, the base's prefix, single underscores between digits,
-    digits of either case), ``ValueError`` otherwise, ``OverflowError`` past 64 bits."""
+    digits of either case), ``ValueError`` otherwise, ``OverflowError`` past 64 bits; base 0
+    or a base known only at run time is :func:`_int_of_any_base`'s."""
     from mapwithstate.pyfunc.builtins import int_of
     from mapwithstate.pyfunc.strings import WHITESPACE
 
-    if not (base.is_const and type(base.const) is int and 2 <= base.const <= 36):
-        raise it.ctx.refuse(
-            node,
-            "int() with a base that is not a constant from 2 to 36",
-            "int(s, 16): base 0 (the prefix decides) and run-time bases are not compiled",
-        )
     if value.type.kind not in ("str", "none"):
         raise it.ctx.refuse(
             node,
             f"int() of a {value.type} with a base",
             "Python raises TypeError: int() can't convert non-string with explicit base",
         )
+    if base.is_const and type(base.const) is int and not (base.const == 0 or 2 <= base.const <= 36):
+        raise it.ctx.refuse(
+            node, "int() of this base", "Python raises ValueError: the base is 0 or 2 to 36"
+        )
+    if not (base.is_const and type(base.const) is int and 2 <= base.const <= 36):
+        return _int_of_any_base(it, node, value, base)
     b = int(base.const)
     if b == 10:
         return int_of(it, node, value)
@@ -192,6 +194,27 @@ def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) ->
         node, valid & n.isNull(), "OverflowError", "int result does not fit in 64 bits (BIGINT)"
     )
     return Value(n, INT, False)
+
+
+def _int_of_any_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) -> Value:
+    """``int(s, 0)`` (the prefix decides; no leading zeros but for zero) or ``int(s, base)``
+    of a base known only at run time: the plugin's ``__mws_python_int``, CPython's parser,
+    with its ValueError for a base outside 0 and 2..36 and for what is not that base's
+    literal."""
+    # CPython's order: the base is read and checked before the str.
+    b = int_argument(it, node, base, "int() base")
+    it.ctx.check(
+        node,
+        ((b != F.lit(0)) & (b < F.lit(2))) | (b > F.lit(36)),
+        "ValueError",
+        "int() base must be >= 2 and <= 36, or 0",
+    )
+    value = operators.none_check(
+        it.ctx, node, value, "int() can't convert non-string with explicit base"
+    )
+    result = F.call_function("__mws_python_int", value.column, b)
+    fail_on_error(it.ctx, node, result)
+    return Value(result.getField("n"), INT, False)
 
 
 NUMBER_TEXT_FUNCTIONS: Dict[int, Handler] = {

@@ -227,6 +227,11 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
 
         return sets.binary(ctx, node, op, a, b)
     if "num" in (ka, kb):
+        if "timedelta" in (ka, kb):
+            # td * n, n * td, td / n: as the int or the float the int-or-float holds.
+            scaled = timedelta_arithmetic.binary(ctx, node, op, a, b)
+            if scaled is not None:
+                return scaled
         if {ka, kb} <= {"num", "float", "int", "bool"} and (
             "float" in (ka, kb) or isinstance(op, ast.Div)
         ):

@@ -6,7 +6,7 @@ Python semantics an operation gets (``//`` on ints floors, ``str`` of a float is
 DOUBLE, so arithmetic never overflows at 32 bits where Python would not).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Tuple
 
 from pyspark.sql import types as T
@@ -41,10 +41,12 @@ class PyType:
     """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list set
     dict row tuple``; ``args`` the element type of a list or a set, key and value of a dict, a
     row's (name, type) fields, or a tuple's element types in order (a tuple's arity is part of
-    its type)."""
+    its type); ``names`` a named tuple's field names (``isocalendar()``'s ``year``, ``week``,
+    ``weekday``), which do not make it another type: it is a tuple."""
 
     kind: str
     args: Tuple[Any, ...] = ()
+    names: Tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def name(self) -> str:
@@ -95,8 +97,9 @@ def row_of(fields: Tuple[Tuple[str, PyType], ...]) -> PyType:
     return PyType("row", fields)
 
 
-def tuple_of(elements: Tuple[PyType, ...]) -> PyType:
-    return PyType("tuple", tuple(elements))
+def tuple_of(elements: Tuple[PyType, ...], names: Tuple[str, ...] = ()) -> PyType:
+    """The type of a tuple of ``elements``; ``names``: a named tuple's field names."""
+    return PyType("tuple", tuple(elements), names)
 
 
 def tuple_field(index: int) -> str:

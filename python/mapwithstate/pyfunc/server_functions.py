@@ -4,10 +4,14 @@ plugin's extensions register in every session (``io.mapwithstate.pyfunc.PythonFu
 a compiled Column resolves from Spark Connect and from classic PySpark alike.
 """
 
-from typing import Union
+import ast
+from typing import TYPE_CHECKING, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from mapwithstate.pyfunc.interpreter import Context
 
 __all__ = [
     "ROUND_MAX_DIGITS",
@@ -20,6 +24,7 @@ __all__ = [
     "STR_PREDICATES",
     "STR_CASE_METHODS",
     "str_method",
+    "fail_on_error",
 ]
 
 #: CPython's NDIGITS_MAX and NDIGITS_MIN: ``round(x, n)`` of a float is ``x`` above the first,
@@ -113,3 +118,11 @@ def str_method(name: str, s: Column) -> Column:
     Column<'__mws_python_str_isdigit(code)'>
     """
     return F.call_function(f"__mws_python_str_{name}", s)
+
+
+def fail_on_error(ctx: "Context", node: ast.AST, result: Column) -> None:
+    """Fails the query where the plugin's ``result`` (a struct of the value and ``error``:
+    Python's exception and message, as the parsers and the exact timedelta functions give
+    them) holds an error, with that error."""
+    error = result.getField("error")
+    ctx.check(node, error.isNotNull(), "", error)

@@ -10,9 +10,9 @@ same day, as CPython computes ``date - td`` as ``date + timedelta(-td.days)``. R
 CPython's ranges fail with its ``OverflowError``: a timedelta past 999999999 days, a date or
 datetime outside years 1..9999.
 
-Multiplying or dividing a timedelta by a float is refused: CPython rounds the exact product
-of the microseconds and the float's binary fraction, which needs more digits than a SQL
-decimal holds.
+``td * x`` and ``td / x`` of a float are the plugin's (``__mws_python_timedelta_multiply`` and
+``_divide``): CPython rounds the exact product of the microseconds and the float's binary
+fraction, which needs more digits than a SQL decimal holds.
 """
 
 import ast
@@ -23,12 +23,21 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from mapwithstate.pyfunc.pytypes import DATE, DATETIME, FLOAT, INT, TIMEDELTA
+from mapwithstate.pyfunc.server_functions import fail_on_error
 from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Context
 
-__all__ = ["binary", "micros", "whole_days", "interval", "checked_datetime", "DAY"]
+__all__ = [
+    "binary",
+    "micros",
+    "whole_days",
+    "interval",
+    "interval_of_micros",
+    "checked_datetime",
+    "DAY",
+]
 
 #: A day in microseconds.
 DAY = 86_400_000_000
@@ -59,14 +68,19 @@ def interval(ctx: "Context", node: ast.AST, total: Column) -> Column:
         "OverflowError",
         "timedelta does not fit a DAY TO SECOND interval (106751991 days)",
     )
+    return interval_of_micros(F.when(fits, total).cast("bigint"))
 
-    def made(count: Column) -> Column:
-        # Whole days and the rest, both of the total's sign: neither overflows on its own.
-        days = F.call_function("div", count, F.lit(DAY)).cast("int")
-        rest = (count % F.lit(DAY)).cast("decimal(20,0)") / F.lit(1_000_000)
-        return F.make_dt_interval(days=days, secs=rest.cast("decimal(18,6)"))
 
-    return let([F.when(fits, total).cast("bigint")], made)
+def _made(count: Column) -> Column:
+    # Whole days and the rest, both of the total's sign: neither overflows on its own.
+    days = F.call_function("div", count, F.lit(DAY)).cast("int")
+    rest = (count % F.lit(DAY)).cast("decimal(20,0)") / F.lit(1_000_000)
+    return F.make_dt_interval(days=days, secs=rest.cast("decimal(18,6)"))
+
+
+def interval_of_micros(count: Column) -> Column:
+    """The DAY TO SECOND interval of a BIGINT count of microseconds."""
+    return let([count], _made)
 
 
 def checked_datetime(ctx: "Context", node: ast.AST, column: Column, kind: str) -> Value:
@@ -138,7 +152,7 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     if isinstance(op, ast.Mult):
         td, n = (a, b) if ka == "timedelta" else (b, a)
         if n.type.kind in ("float", "num"):
-            raise _refuse_float(ctx, node, op)
+            return _by_float(ctx, node, td, n, divide=False)
         if n.type.kind not in ("int", "bool"):
             return None
         count = _decimal(n.column.cast("bigint"))
@@ -147,7 +161,7 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     if not isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)):
         return None
     if kb in ("float", "num") and isinstance(op, ast.Div):
-        raise _refuse_float(ctx, node, op)
+        return _by_float(ctx, node, a, b, divide=True)
     if kb not in ("int", "bool", "timedelta") or (kb != "timedelta" and isinstance(op, ast.Mod)):
         return None
     dividend = _decimal(micros(a.column))
@@ -170,12 +184,19 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     return Value(interval(ctx, node, remainder), TIMEDELTA, False)
 
 
-def _refuse_float(ctx: "Context", node: ast.AST, op: ast.operator) -> Exception:
-    symbol = "*" if isinstance(op, ast.Mult) else "/"
-    return ctx.refuse(
-        node,
-        f"timedelta {symbol} float",
-        "Python rounds the exact product of the microseconds and the float, beyond a SQL "
-        "decimal's digits; use an int (td * 3, td / 2), or "
-        "timedelta(microseconds=round(td / timedelta(microseconds=1) * x))",
-    )
+def _by_float(ctx: "Context", node: ast.AST, td: Value, x: Value, divide: bool) -> Value:
+    """``td * x`` or ``td / x`` of a float (or an int-or-float): the plugin's exact product or
+    quotient of the microseconds and the float's binary fraction, rounded half to even, with
+    Python's errors (NaN, an infinity, a zero divisor, a result beyond its range or a DAY TO
+    SECOND interval's); an int-or-float that holds an int multiplies or divides as an int."""
+    name = "__mws_python_timedelta_divide" if divide else "__mws_python_timedelta_multiply"
+    count = micros(td.column)
+    if x.type.kind == "num":
+        # An int-or-float that holds an int multiplies or divides as that int (td / 0 fails
+        # with Python's ZeroDivisionError there).
+        num = x.column
+        result = F.call_function(name, count, num.getField("f"), num.getField("i"))
+    else:
+        result = F.call_function(name, count, x.column.cast("double"), F.lit(None).cast("bigint"))
+    fail_on_error(ctx, node, result)
+    return Value(interval_of_micros(result.getField("micros")), TIMEDELTA, False)

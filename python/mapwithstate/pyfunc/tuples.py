@@ -17,7 +17,7 @@ time. A tuple is never stored in the state nor emitted (see
 """
 
 import ast
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -51,11 +51,12 @@ __all__ = [
 ]
 
 
-def make(parts: Sequence[Value]) -> Value:
-    """The tuple of ``parts``, in order."""
+def make(parts: Sequence[Value], names: Tuple[str, ...] = ()) -> Value:
+    """The tuple of ``parts``, in order; ``names``: a named tuple's field names."""
     columns = [p.column.alias(tuple_field(i)) for i, p in enumerate(parts)]
     column = F.struct(*columns) if columns else F.struct()
-    return Value(column, tuple_of(tuple(p.type for p in parts)), False, parts=tuple(parts))
+    kind = tuple_of(tuple(p.type for p in parts), names)
+    return Value(column, kind, False, parts=tuple(parts))
 
 
 def element(value: Value, index: int) -> Value:

@@ -6,7 +6,14 @@ import org.apache.spark.sql.catalyst.FunctionIdentifier
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult
 import org.apache.spark.sql.catalyst.analysis.TypeCheckResult.DataTypeMismatch
 import org.apache.spark.sql.catalyst.expressions.{Cast, Expression, ExpressionInfo, LambdaFunction}
-import org.apache.spark.sql.types.{DataType, DoubleType, IntegerType, LongType, StringType}
+import org.apache.spark.sql.types.{
+  ArrayType,
+  DataType,
+  DoubleType,
+  IntegerType,
+  LongType,
+  StringType
+}
 
 /**
  * The reserved functions (`__mws_python_*`) that the Python state function compiler
@@ -47,7 +54,42 @@ object PythonFunctions {
         "Python raises ValueError (the state function compiler's, not for direct use).",
       args =>
         PythonModPow(typed(args(0), LongType), typed(args(1), LongType),
-          typed(args(2), LongType)))) ++
+          typed(args(2), LongType))),
+    Reserved(PythonStrptime.Name, 2, classOf[PythonStrptime],
+      "_FUNC_(s, format) - Python's datetime.strptime(s, format) in the C locale: the " +
+        "fields, or Python's ValueError (the state function compiler's, not for direct use).",
+      args => PythonStrptime(typed(args(0), StringType), typed(args(1), StringType))),
+    Reserved(PythonIntParse.Name, 2, classOf[PythonIntParse],
+      "_FUNC_(s, base) - Python's int(s, base) of a str, base 0 or 2 to 36: struct<n, " +
+        "error> (the state function compiler's, not for direct use).",
+      args => PythonIntParse(typed(args(0), StringType), typed(args(1), LongType))),
+    Reserved(PythonTimedeltaFloats.MultiplyName, 3, classOf[PythonTimedeltaByFloat],
+      "_FUNC_(micros, x, n) - Python's timedelta * float (or * int n), exact: " +
+        "struct<micros, error> (the " +
+        "state function compiler's, not for direct use).",
+      args =>
+        PythonTimedeltaByFloat(divide = false, typed(args(0), LongType),
+          typed(args(1), DoubleType), typed(args(2), LongType))),
+    Reserved(PythonTimedeltaFloats.DivideName, 3, classOf[PythonTimedeltaByFloat],
+      "_FUNC_(micros, x, n) - Python's timedelta / float (or / int n), exact: " +
+        "struct<micros, error> (the " +
+        "state function compiler's, not for direct use).",
+      args =>
+        PythonTimedeltaByFloat(divide = true, typed(args(0), LongType),
+          typed(args(1), DoubleType), typed(args(2), LongType))),
+    Reserved(PythonTimedeltaFloats.ConstructorName, 3, classOf[PythonTimedeltaOfFloats],
+      "_FUNC_(units, ints, floats) - Python's timedelta(...) of ints and floats, exact: " +
+        "struct<micros, error> (the state function compiler's, not for direct use).",
+      args =>
+        PythonTimedeltaOfFloats(typed(args(0), StringType),
+          typed(args(1), ArrayType(LongType)), typed(args(2), ArrayType(DoubleType))))) ++
+    Seq(true, false).map { dateOnly =>
+      Reserved(PythonIsoFormat.name(dateOnly), 1, classOf[PythonIsoFormat],
+        s"_FUNC_(s) - Python's ${if (dateOnly) "date" else "datetime"}.fromisoformat(s): " +
+          "the fields, or Python's ValueError (the state function compiler's, not for " +
+          "direct use).",
+        args => PythonIsoFormat(dateOnly, typed(args(0), StringType)))
+    } ++
     PythonStrMethod.Methods.map { method =>
       Reserved(method.functionName, 1, classOf[PythonStrMethod],
         s"_FUNC_(s) - Python's s.${method.name}() of a str, by Python's Unicode tables (the " +
