@@ -845,6 +845,48 @@ def loop_early_return(k, xs, v, state):
     return {"k": k, "at": -1, "n": state.n}
 
 
+@entry("n BIGINT", columns={"xs": "ARRAY<BIGINT>", "v": "BIGINT"},
+       strategies={"xs": LISTS, "v": SMALL_BIGINTS})
+def loop_else(k, xs, v, state):
+    # for ... else: the else runs where no break ended the loop (after an empty list too; a
+    # continue does not skip it). A name assigned before every break and in the else is
+    # assigned after the loop: the breaking iteration's value, else the else's. The nested
+    # search: the inner loop's else continues the outer loop, a break after it ends the outer
+    # one. A yield in the body and in the else; a return in the body leaves before the else.
+    if xs is None:
+        return
+    for i, x in enumerate(xs):
+        if x is None:
+            continue
+        if v is not None and x > v:
+            found = x
+            at = i
+            break
+    else:
+        found = None
+        at = -1
+    pair = None
+    for a in xs:
+        for b in xs:
+            if a is not None and b is not None and a + b == 10:
+                break
+        else:
+            continue
+        pair = a
+        break
+    n = state.n or 0
+    for x in xs:
+        n += 1
+        if x == 13:
+            yield {"k": k, "found": found, "at": at, "pair": pair, "n": -1}
+            return
+        if x == 7:
+            yield {"k": k, "found": None, "at": None, "pair": None, "n": n}
+    else:
+        state.update(n=n)
+        yield {"k": k, "found": found, "at": at, "pair": pair, "n": state.n}
+
+
 @entry("n BIGINT")
 def assert_messages(k, v, s, state):
     # The message is evaluated only where the assertion fails: 10 // v raises
@@ -1825,3 +1867,33 @@ def group_event_time(k, rows, state):
     if state.watermark is None or latest >= state.watermark:
         state.set_timer(latest)
     return {"k": k, "latest": latest, "n": len(rows)}
+
+
+@entry("n BIGINT")
+def group_rows_as_list(k, rows, state):
+    # rows as Python's list of the key's records, in record order: enumerate with rows[i - 1]
+    # read in the loop's body, zip with its own tail, reversed with for ... else, indexing,
+    # list(rows), a comprehension keeping whole records, sorted records enumerated. Generators
+    # whose per-record part reads the state (a threshold) or another aggregate (len(rows)) go
+    # over that list rather than into an aggregate.
+    limit = state.n if state.n is not None else 0
+    ups = repeats = 0
+    for i, r in enumerate(rows):
+        if i > 0 and r.s == rows[i - 1].s:
+            repeats += 1
+    for prev, cur in zip(rows, rows[1:], strict=False):
+        if prev.v is not None and cur.v is not None and cur.v > prev.v:
+            ups += 1
+    for r in reversed(rows):
+        if r.s is not None:
+            last = r.s
+            break
+    else:
+        last = None
+    flagged = [r for r in rows if r.b]
+    state.update(n=(state.n or 0) + len(rows))
+    return {"k": k, "ups": ups, "repeats": repeats, "last": last, "flagged": len(flagged),
+            "first": rows[0].v, "final": list(rows)[-1].s,
+            "ranks": [i for i, r in enumerate(sorted(rows, key=lambda r: r.s or ""), 1) if r.b],
+            "over": sum(1 for r in rows if r.v is not None and r.v > limit),
+            "sized": any(r.v == len(rows) for r in rows)}

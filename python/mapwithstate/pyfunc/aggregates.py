@@ -2,20 +2,28 @@
 Spark aggregates, so the operator keeps its partial aggregation before the shuffle.
 
 ``len(rows)``, ``sum/min/max/any/all/sorted(<expr> for r in rows [if <cond>])`` and
-``[<expr> for r in rows [if <cond>]]`` (in record order) are the supported uses; ``r.<column>``
+``[<expr> for r in rows [if <cond>]]`` (in record order) become aggregates; ``r.<column>``
 reads a value column. Where Python would raise for some record (``None`` in a sum, ``max()``
 of no rows), the aggregate counts such records and the query fails if there is one.
+
+Elsewhere ``rows`` is Python's list of the records (:func:`rows_records`: ``collect_list`` of
+a struct of the columns, in record order), and so is a generator's ``rows`` where what it
+computes per record reads the call's context or another aggregate, which an aggregate cannot
+(:class:`PerRecordReadsCall`). A record is read, not stored nor emitted whole: Python's holds
+every input column (``Context.record_types``).
 """
 
 import ast
 import builtins as py
+import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mapwithstate.functions import RESERVED_COLUMNS
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.bindings import Bindings
 from mapwithstate.pyfunc.pytypes import (
@@ -42,6 +50,8 @@ __all__ = [
     "rows_length",
     "rows_list",
     "rows_records",
+    "PerRecordReadsCall",
+    "over_records",
 ]
 
 #: An aggregate's handler: the call, each record's value, and which records the filter keeps.
@@ -81,6 +91,12 @@ class RowVariable:
             column = column.cast("bigint" if py_type.kind == "int" else "double")
         return Value(column, py_type, True)
 
+    def record(self, it: "Interpreter", node: ast.AST) -> Value:
+        """The record itself (``[r for r in rows if ...]``), as ``for r in rows`` binds it: a
+        struct of the columns with a Python type."""
+        struct, row = _record(it, node, None)
+        return Value(struct, row, False)
+
 
 def _per_row(
     it: "Interpreter", generator: ast.comprehension, element: ast.expr
@@ -108,10 +124,57 @@ def _per_row(
             (f if isinstance(f, bool) else bindings.resolve(c_column(f)), m)
             for f, m in it.ctx.failures
         ]
-        return _bound(bindings, value), keep, failures
+        value = _bound(bindings, value)
+        computed = [
+            value.column,
+            *(c for c in (keep, *(f for f, _ in failures)) if not isinstance(c, bool)),
+        ]
+        if _reads_call(computed):
+            raise PerRecordReadsCall()
+        return value, keep, failures
     finally:
         it.path.env, it.ctx.failures, it.ctx.guard = saved_env, saved_failures, saved_guard
         it.ctx.self_checks, it.ctx.bindings = saved_self_checks, saved_bindings
+
+
+class PerRecordReadsCall(Exception):
+    """What a generator over rows computes per record reads the call's context (the state,
+    ``state.watermark``, ...) or another aggregate (``r.v > total / len(rows)``): it cannot be
+    computed inside an aggregate, which sees the key's records only, so the generator goes over
+    the list of the records instead (:func:`over_records`)."""
+
+
+#: The plugin's context columns, which an aggregate may not read.
+_CONTEXT = re.compile("|".join(re.escape(c) for c in RESERVED_COLUMNS.values()))
+#: The aggregate functions a compiled value may hold (an aggregate may not nest in another).
+_AGGREGATE_CALL = re.compile(
+    r"(?<![\w.])(count|count_if|collect_list|collect_set|try_sum|sum|avg|max|min|bool_and|"
+    r"bool_or|first|last|any_value|max_by|min_by)\("
+)
+
+
+def _reads_call(columns: List[Column]) -> bool:
+    """Whether any of ``columns`` reads the call's context or holds an aggregate."""
+    return any(
+        _CONTEXT.search(text) is not None or _AGGREGATE_CALL.search(text) is not None
+        for text in (str(c) for c in columns)
+    )
+
+
+Result = TypeVar("Result")
+
+
+def over_records(it: "Interpreter", rows: ast.expr, compile: Callable[[], Result]) -> Result:
+    """``compile()`` with the name ``rows`` bound to the list of the key's records, in record
+    order (Python's ``rows``): a generator over it is then a comprehension over that list,
+    outside any aggregate."""
+    assert isinstance(rows, ast.Name)
+    marker = it.path.env[rows.id]
+    it.path.env[rows.id] = rows_records(it, rows)[0]
+    try:
+        return compile()
+    finally:
+        it.path.env[rows.id] = marker
 
 
 def _bound(bindings: Bindings, value: Value) -> Value:
@@ -131,6 +194,15 @@ def rows_records(
     """The key's records in record order, as a list of structs of ``columns`` (default:
     every column with a Python type), and the struct's row type: what ``for r in rows`` and
     ``max(rows, key=...)`` go over, ``r.<column>`` a field of it."""
+    struct, row = _record(it, node, columns)
+    return Value(F.collect_list(struct), list_of(row), False), row
+
+
+def _record(
+    it: "Interpreter", node: ast.AST, columns: Optional[List[str]]
+) -> Tuple[Column, PyType]:
+    """A record as a struct of ``columns`` (default: every column with a Python type), and
+    its row type."""
     if columns is None:
         columns = [c for c, t in it.ctx.columns.items() if from_spark(t) is not None]
     fields: List[Tuple[str, PyType]] = []
@@ -149,7 +221,8 @@ def rows_records(
     if not structs:
         structs = [F.lit(0).alias("_")]
     row = row_of(tuple(fields))
-    return Value(F.collect_list(F.struct(*structs)), list_of(row), False), row
+    it.ctx.record_types.add(row)
+    return F.struct(*structs), row
 
 
 def rows_length(it: "Interpreter") -> Value:
@@ -187,7 +260,12 @@ def aggregate(it: "Interpreter", node: ast.Call, target: Any, generator: ast.Gen
             f"{getattr(target, '__name__', target)}() over rows",
             "rows are reduced with len, sum, min, max, any, all or sorted",
         )
-    value, keep, failures = _per_row(it, generator.generators[0], generator.elt)
+    try:
+        value, keep, failures = _per_row(it, generator.generators[0], generator.elt)
+    except PerRecordReadsCall:
+        from mapwithstate.pyfunc.builtins import call
+
+        return over_records(it, generator.generators[0].iter, lambda: call(it, node))
     _lift(it, [(c_and(keep, f), m) for f, m in failures])
     return handler(it, node, value, c_column(keep))
 

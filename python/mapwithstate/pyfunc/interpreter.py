@@ -109,6 +109,9 @@ class Context:
     #: The SQL text of a cast of such a value (a stored state field, an output column), to the
     #: value's.
     casts: Dict[str, str] = field(default_factory=dict)
+    #: The row types of a group function's records (``rows[0]``, ``r`` of ``for r in rows``):
+    #: read, not stored nor emitted whole, as Python's record holds every input column.
+    record_types: Set[PyType] = field(default_factory=set)
 
     def share(self, value: Any) -> Any:
         """``value`` (a local variable's or a state field's), named if large."""
@@ -482,16 +485,32 @@ class Interpreter:
         )
 
     def if_(self, node: ast.If) -> None:
-        test = self.condition(node.test)
+        self.branches(node, self.condition(node.test), node.body, node.orelse)
+
+    def branches(
+        self,
+        node: ast.stmt,
+        test: Cond,
+        body: List[ast.stmt],
+        orelse: List[ast.stmt],
+        then_env: Optional[Dict[str, Any]] = None,
+        else_env: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        """Runs ``body`` where ``test`` holds and ``orelse`` where it does not, then merges
+        the two paths, as an ``if`` does; ``then_env`` and ``else_env``: variables bound
+        differently on entering each branch (a ``for`` loop's ``else:`` runs where no
+        ``break`` ended the loop, whose variables are those of the ``break`` elsewhere)."""
         outer = self.ctx.guard
         before = self.path
         self.path = before.copy()
+        self.path.env.update(then_env or {})
         then_entry = self.ctx.guard = c_and(outer, test)
-        self.block(node.body)
+        self.block(body)
         then_path, then_guard = self.path, self.ctx.guard
         self.path = before.copy()
+        self.path.env.update(else_env or {})
         else_entry = self.ctx.guard = c_and(outer, c_not(test))
-        self.block(node.orelse)
+        self.block(orelse)
         else_path, else_guard = self.path, self.ctx.guard
         if then_guard is then_entry and else_guard is else_entry:
             # Neither branch left the function: every path that entered the if goes on. The
@@ -612,7 +631,7 @@ class Interpreter:
     def as_value(self, node: ast.AST, result: Any) -> Value:
         """The evaluated expression ``result`` of ``node`` as a plain value."""
         if not isinstance(result, Value):
-            from mapwithstate.pyfunc.aggregates import Rows, UntypedColumn
+            from mapwithstate.pyfunc.aggregates import Rows, RowVariable, UntypedColumn
 
             if isinstance(result, UntypedColumn):
                 raise self.ctx.refuse(
@@ -626,12 +645,13 @@ class Interpreter:
 
                 return record_as_dict(self.ctx, node, result)
             if isinstance(result, Rows):
-                raise self.ctx.refuse(
-                    node,
-                    "rows used as a value",
-                    "rows may only be reduced: len(rows), sum/min/max/any/"
-                    "all/sorted(... for r in rows), [r.v for r in rows]",
-                )
+                # As Python's list of the key's records: enumerate(rows), rows[0], rows[1:].
+                from mapwithstate.pyfunc.aggregates import rows_records
+
+                return rows_records(self, node)[0]
+            if isinstance(result, RowVariable):
+                # A record itself, as a generator over rows yields it: [r for r in rows if ...].
+                return result.record(self, node)
             raise self.ctx.refuse(
                 node,
                 f"a {_describe(result)} used as a value",
@@ -1131,6 +1151,12 @@ def store(
 
     if holds_set(value.type):
         raise refused_for_order(ctx, node, f"a set stored as {what}")
+    if _holds_record(value.type, ctx.record_types):
+        raise ctx.refuse(
+            node,
+            f"a record of rows as {what}",
+            "store or emit its columns: {'v': r.v, 's': r.s}, [r.v for r in rows]",
+        )
     if holds_tuple(value.type) or holds_tuple(py_type):
         raise ctx.refuse(
             node,
@@ -1320,3 +1346,11 @@ _REFUSED_EXPRESSIONS = {
     "Starred": "no unpacking in a state function",
     "Slice": "slices appear only in subscripts",
 }
+
+
+def _holds_record(py_type: PyType, records: Set[PyType]) -> bool:
+    """Whether ``py_type`` is one of the ``records`` types or holds one (a list of them)."""
+    if py_type in records:
+        return True
+    parts = [a[1] if isinstance(a, tuple) else a for a in py_type.args]
+    return any(isinstance(p, PyType) and _holds_record(p, records) for p in parts)

@@ -31,7 +31,16 @@ unassigned after the loop (the list may be empty): reading them there is a compi
 after an ``if`` that assigns them on one branch. The loop's target, if read after the loop, is
 carried: the element last bound, unbound after no iteration (a
 :class:`~mapwithstate.pyfunc.paths.BoundIf`, whose read fails the query with
-``UnboundLocalError`` there). ``yield from`` and an ``else`` clause are refused in a loop.
+``UnboundLocalError`` there). ``yield from`` is refused in a loop.
+
+An ``else`` clause runs after the loop where no ``break`` ended it (``__stopped`` set and
+``__returned`` not), as the branch of an ``if`` merged with the breaking path. A variable
+first assigned in the body and read after the loop is then carried too, unbound in the body
+until the iteration assigns it: where every ``break`` follows its assignment and the else
+assigns it, it is assigned after the loop (the breaking iteration's value, or the else's);
+otherwise it may be unassigned there, as after an ``if`` that assigns it on one branch.
+``rows`` read in the body (``rows[i - 1]``) is the list of the key's records, collected
+before the loop.
 
 The state's operations (``state.update``, ``remove``, ``set_timer``, ``clear_timer``,
 ``state.<field> += v``) run in the iterations in the loop's order: the key's state as the
@@ -101,6 +110,9 @@ class _Iteration:
     bindings: Bindings
     #: What the iteration leaves stale (see ``PathState.stale``), on any of its exits.
     stale: Dict[str, Tuple[int, str]]
+    #: The variables first assigned in the body (``kept``) that every ``break`` follows an
+    #: assignment of.
+    assigned_at_breaks: Set[str]
 
 
 #: The names and Python types of the fields of rows a loop yields or returns.
@@ -111,6 +123,19 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
     """Compiles ``for <target> in <source>: <body>`` on the interpreter's current path."""
     _refuse_unsupported(it, node)
     source, bind = _source(it, node)
+    # rows read in the body (rows[i - 1], len(rows)) is the list of the key's records,
+    # collected before the loop: an aggregate cannot be computed per iteration.
+    from mapwithstate.pyfunc.sequences import is_rows
+
+    rows_read = sorted(
+        {n.id for s in node.body for n in ast.walk(s) if isinstance(n, ast.Name) and is_rows(it, n)}
+    )
+    if rows_read:
+        from mapwithstate.pyfunc.aggregates import rows_records
+
+        records = it.ctx.share(rows_records(it, node)[0])
+        element_binder = bind
+        bind = lambda x: {**element_binder(x), **{name: records for name in rows_read}}  # noqa: E731
     targets = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
     assigned = _assigned(node.body) - targets
     env = it.path.env
@@ -136,12 +161,21 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
         elif isinstance(value, BoundIf):
             value = value.value
         carried[name] = _carried(it, node, name, value)
+    # With an else clause, a variable first assigned in the body and read after the loop is
+    # carried too (unbound in the body until it assigns it): where a break ends the loop, it
+    # is what that iteration assigned it, which the else does not replace.
+    kept: Set[str] = set()
+    if node.orelse:
+        for name in sorted((assigned & _read_outside(it, node)) - set(carried)):
+            if not isinstance(env.get(name), BoundIf):
+                kept.add(name)
+                carried[name] = literal(None)
     carried.update(_state_parts(it.path, _state_changes(node)))
     types = {name: (value.type, value.nullable) for name, value in carried.items()}
     known_types: Dict[int, T.DataType] = {}
     for _ in range(_TYPE_PASSES):
         bound = {name: _typed_null(t, nullable) for name, (t, nullable) in types.items()}
-        typed = _body(it, node, bound, bind(_null_of(source)), known_types, True)
+        typed = _body(it, node, bound, bind(_null_of(source)), known_types, True, kept)
         widened = _joined(it, node, types, typed.ends)
         if widened == types:
             break
@@ -154,7 +188,7 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
     # after the loop.
     if any(k not in it.path.stale for k in typed.stale):
         it.path.stale.update(typed.stale)
-        _body(it, node, bound, bind(_null_of(source)), known_types, True)
+        _body(it, node, bound, bind(_null_of(source)), known_types, True, kept)
     failing = bool(typed.failures)
     stopping = typed.stops is not False
     returning = typed.returns is not False
@@ -166,7 +200,7 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
             name: literal(None) if t.kind == "none" else Value(acc.getField(name), t, nullable)
             for name, (t, nullable) in types.items()
         }
-        step = _body(it, node, bound, bind(element), known_types, False)
+        step = _body(it, node, bound, bind(element), known_types, False, kept)
         fields = [_field(name, step.ends[name], t) for name, (t, _) in types.items()]
         if failing:
             assert step.failures, "the typing passes found failures"
@@ -230,12 +264,12 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
             record = Record(fields, value.isNotNull())
         it.leave(c_and(guard, returned), record, node)
         it.ctx.guard = c_and(guard, c_not(returned))
-    for name in (assigned | targets) - set(types):
+    for name in (assigned | targets | kept) - (set(types) - kept):
         if not isinstance(env.get(name), MaybeUnassigned):
             env[name] = MaybeUnassigned(node.lineno)
     ran: Cond = F.coalesce(F.size(source.column) > 0, F.lit(False))
     for name, (t, nullable) in types.items():
-        if _is_state(name):
+        if _is_state(name) or name in kept:
             continue
         value = Value(folded.getField(name), t, nullable)
         if name in unbound_before:
@@ -246,6 +280,18 @@ def for_loop(it: "Interpreter", node: ast.For) -> None:
             env[name] = BoundIf(value, c_or(earlier.bound, ran), node.lineno)
         else:
             env[name] = value
+    if node.orelse:
+        # The else clause runs where no break ended the loop; where one did, a variable first
+        # assigned in the body is what the breaking iteration left it, if every break follows
+        # its assignment (else it may be unbound there).
+        broke = folded.getField(_STOPPED) if stopping else False
+        if returning:
+            broke = c_and(broke, c_not(folded.getField(_RETURNED)))
+        at_break = {
+            name: Value(folded.getField(name), *types[name])
+            for name in sorted(kept & typed.assigned_at_breaks)
+        }
+        it.branches(node, c_not(broke), node.orelse, [], else_env=at_break)
 
 
 def _carried(it: "Interpreter", node: ast.For, name: str, value: Any) -> Value:
@@ -441,10 +487,13 @@ def _body(
     target: Dict[str, Any],
     known_types: Dict[int, T.DataType],
     typing: bool,
+    kept: Set[str],
 ) -> _Iteration:
     """Interprets the body once, the carried variables and the target bound as given.
     ``typing``: a pass on typed nulls, which records the Spark types of its escape-hatch calls
-    for the pass inside the lambda (whose variables Spark cannot type alone)."""
+    for the pass inside the lambda (whose variables Spark cannot type alone). ``kept``: the
+    carried variables unbound in the body until it assigns them (an iteration that does not
+    leaves their accumulator's value as it is)."""
     ctx = it.ctx
     saved = (it.path, ctx.failures, ctx.guard, ctx.self_checks, ctx.bindings, ctx.type_of)
     saved_loop = (it.emits, it.loop_exits)
@@ -456,7 +505,7 @@ def _body(
         return known_types[id(call)]
 
     path = it.path.copy()
-    path.env.update({n: v for n, v in carried.items() if not _is_state(n)})
+    path.env.update({n: v for n, v in carried.items() if not _is_state(n) and n not in kept})
     _set_state(path, {n: v for n, v in carried.items() if _is_state(n)})
     path.env.update(target)
     it.path = path
@@ -477,9 +526,15 @@ def _body(
         ends = {}
         for name in carried:
             choices: List[Tuple[Cond, Any]] = [
-                (e.guard, _carried_value(e.path, name)) for e in exits if e.guard is not False
+                (e.guard, _exit_value(it, node, e.path, name, kept, carried))
+                for e in exits
+                if e.guard is not False
             ]
-            value = _chosen(choices) if choices else _carried_value(exits[-1].path, name)
+            value = (
+                _chosen(choices)
+                if choices
+                else _exit_value(it, node, exits[-1].path, name, kept, carried)
+            )
             if isinstance(value, BoundIf):
                 value = value.value
             if not isinstance(value, Value):
@@ -500,10 +555,51 @@ def _body(
                 if e.record is not None:
                     returned.append((e.guard, e.record))
         stale = {k: v for e in exits if e.guard is not False for k, v in e.path.stale.items()}
-        return _Iteration(ends, stops, returns, returned, it.emits, ctx.failures, bindings, stale)
+        assigned_at_breaks = {
+            name
+            for name in kept
+            if all(
+                _assigned_on(e.path, name)
+                for e in exits
+                if e.kind == "break" and e.guard is not False
+            )
+        }
+        return _Iteration(
+            ends,
+            stops,
+            returns,
+            returned,
+            it.emits,
+            ctx.failures,
+            bindings,
+            stale,
+            assigned_at_breaks,
+        )
     finally:
         it.path, ctx.failures, ctx.guard, ctx.self_checks, ctx.bindings, ctx.type_of = saved
         it.emits, it.loop_exits = saved_loop
+
+
+def _assigned_on(path: PathState, name: str) -> bool:
+    """Whether ``name`` holds a value on ``path`` (on every path that reached it)."""
+    return isinstance(path.env.get(name), (Value, Record))
+
+
+def _exit_value(
+    it: "Interpreter",
+    node: ast.For,
+    path: PathState,
+    name: str,
+    kept: Set[str],
+    carried: Dict[str, Value],
+) -> Any:
+    """A carried variable's value where an iteration leaves on ``path``: one ``kept`` that
+    the iteration has not assigned keeps the accumulator's value."""
+    if name in kept:
+        if not _assigned_on(path, name):
+            return carried[name]
+        return _carried(it, node, name, path.env[name])
+    return _carried_value(path, name)
 
 
 def _chosen(choices: List[Tuple[Cond, Any]]) -> Any:
@@ -634,27 +730,13 @@ def _carried_value(path: PathState, name: str) -> Any:
 
 
 def _refuse_unsupported(it: "Interpreter", node: ast.For) -> None:
-    """Refuses what a fold does not do: an ``else`` clause, ``rows`` in the body, ``yield
-    from``."""
-    from mapwithstate.pyfunc.sequences import is_rows
+    """Refuses what a fold does not do: ``yield from``."""
 
-    if node.orelse:
-        raise it.ctx.refuse(
-            node.orelse[0],
-            "else clause of a for loop",
-            "without break the else clause always runs: write its code after the loop",
-        )
     for statement in node.body:
         for n in ast.walk(statement):
             refused = _refusal(n)
             if refused is not None:
                 raise it.ctx.refuse(n, *refused)
-            if isinstance(n, ast.Name) and is_rows(it, n):
-                raise it.ctx.refuse(
-                    n,
-                    "rows inside a for loop's body",
-                    "reduce rows before the loop (n = len(rows)) or loop over them: for r in rows",
-                )
 
 
 def _refusal(n: ast.AST) -> Optional[Tuple[str, str]]:

@@ -241,24 +241,17 @@ def comprehension(
     for generator in node.generators:
         if generator.is_async:
             raise it.ctx.refuse(generator, "an async comprehension", "for x in values")
-    if any(is_rows(it, g.iter) for g in node.generators):
-        if len(node.generators) > 1:
-            raise it.ctx.refuse(
-                node,
-                "a comprehension over rows with several for clauses",
-                "one for clause over rows: [r.v for r in rows if ...]; combine the "
-                "aggregates' results afterwards",
-            )
-        if not isinstance(node, ast.ListComp):
-            raise it.ctx.refuse(
-                node,
-                "a generator over rows outside an aggregate",
-                "use rows in len(rows), sum/min/max/any/all/sorted(... for r "
-                "in rows) or [r.v for r in rows]",
-            )
-        from mapwithstate.pyfunc.aggregates import rows_list
+    over_rows = [g.iter for g in node.generators if is_rows(it, g.iter)]
+    if over_rows:
+        from mapwithstate.pyfunc.aggregates import PerRecordReadsCall, over_records, rows_list
 
-        return rows_list(it, node)
+        if len(node.generators) > 1 or not isinstance(node, ast.ListComp):
+            # Over the list of the records, outside an aggregate.
+            return over_records(it, over_rows[0], lambda: comprehension(it, node, order_free))
+        try:
+            return rows_list(it, node)
+        except PerRecordReadsCall:
+            return over_records(it, over_rows[0], lambda: comprehension(it, node, order_free))
     return _clause(it, node, 0, order_free)
 
 
