@@ -130,8 +130,23 @@ def loop_over_an_int(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def str_isprintable(k, v, state):
-    return {"k": k, "printable": k.isprintable()}
+def str_encode(k, v, state):
+    return {"k": k, "size": len(k.encode())}
+
+
+@mws.state_function("n BIGINT")
+def maketrans_of_a_parameter(k, v, state):
+    return {"k": k, "t": k.translate(str.maketrans(k, "ab"))}
+
+
+@mws.state_function("n BIGINT")
+def translate_by_str_keys(k, v, state):
+    return {"k": k, "t": k.translate({"a": "b"})}
+
+
+@mws.state_function("n BIGINT")
+def maketrans_of_unequal_lengths(k, v, state):
+    return {"k": k, "t": k.translate(str.maketrans("ab", "x"))}
 
 
 @mws.state_function("n BIGINT")
@@ -744,7 +759,10 @@ def variance_with_a_mean(k, f, state):
     (loop_else, "v = 0", "else clause of a for loop"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
     (loop_over_an_int, "for c", "a for loop over a int"),
-    (str_isprintable, "k.isprintable()", "str.isprintable()"),
+    (str_encode, "k.encode()", "str.encode()"),
+    (maketrans_of_a_parameter, "str.maketrans(k", "str.maketrans() of a value known only at run"),
+    (translate_by_str_keys, "k.translate(", "translate() of a dict of str to str"),
+    (maketrans_of_unequal_lengths, "str.maketrans(", "str.maketrans() of these arguments"),
     (unpack_a_character, "for a, b", "unpacking a str into 'a, b'"),
     (lower_with_an_argument, "k.lower", "lower() with 1 argument(s)"),
     (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),

@@ -236,6 +236,28 @@ def test_round_past_the_largest_double_raises_overflow_error(spark):
 
 
 @mws.state_function("n BIGINT")
+def parsed_or_character(k, s, i, state):
+    return {"k": k, "n": int(s) if i == 0 else None, "c": chr(i) if i else None}
+
+
+def test_int_of_a_str_names_the_str_and_chr_of_a_surrogate_says_why_it_fails(spark):
+    """``int(s)``'s ValueError names the str as Python's does (its repr); ``chr()`` of a
+    surrogate, which Python makes, fails saying that no Spark string holds one."""
+    ddl = "k STRING, s STRING, i BIGINT, t TIMESTAMP"
+    message = assert_same_failure(spark, parsed_or_character, [
+        {"k": "a", "s": " ٣٤ ", "i": 0, "t": T0}, {"k": "b", "s": "٣\tx", "i": 0, "t": T0}],
+        ddl, ValueError, line_of(parsed_or_character.python, "int(s)"))
+    assert "ValueError: invalid literal for int() with base 10: '٣\\tx' [state function" \
+        in message
+    with pytest.raises(Exception) as failure:
+        server_rows(spark, parsed_or_character, [{"k": "a", "s": "", "i": 0xDFFF, "t": T0}],
+                    ddl, "k")
+    assert "UnicodeEncodeError: 'utf-8' codec can't encode character '\\udfff' in position 0: " \
+        "surrogates not allowed (chr(57343) is a lone surrogate: Python makes one, but a " \
+        "Spark string is UTF-8 and cannot hold it)" in str(failure.value)
+
+
+@mws.state_function("n BIGINT")
 def powers(k, i, state):
     return {"k": k, "sq": i ** 2, "cube": (i % 2000000) ** 3, "p0": i ** 0, "p62": (i % 3 - 1) ** 62,
             "p99": (i % 3 - 1) ** 99, "inv": (i % 1000 + 1) ** -2, "bool": True ** 5}
@@ -1199,14 +1221,29 @@ def test_str_predicates_and_case_methods_are_python_s_for_every_code_point(spark
     def call(method, column):
         return F.call_function(f"__mws_python_str_{method}", F.col(column))
 
-    bits = sum(call(m, "c").cast("int") * (1 << n) for n, m in enumerate(STR_PREDICATES))
+    # One more bit: isidentifier() after a first letter, which reads XID_Continue (of one
+    # character it reads XID_Start).
+    tests = [(m, call(m, "c"), getattr(str, m)) for m in STR_PREDICATES] + [(
+        "isidentifier after 'a'",
+        F.call_function("__mws_python_str_isidentifier", F.concat(F.lit("a"), F.col("c"))),
+        lambda c: ("a" + c).isidentifier())]
+    bits = sum(test.cast("int") * (1 << n) for n, (_, test, _) in enumerate(tests))
     # In the chunks' order: nothing between the local rows and the client reorders them.
-    flags = df.select(F.explode(characters).alias("c")).select(bits.alias("flags")).toArrow()
+    # And what int() and float() read of each character (ascii_digits): itself if ASCII, a
+    # space for whitespace, a decimal digit's ASCII digit, else "?".
+    digits = F.ascii(F.call_function("__mws_python_str_ascii_digits", F.col("c")))
+    flags = df.select(F.explode(characters).alias("c")).select(
+        bits.alias("flags"), digits.alias("digits")).toArrow()
     ours = flags.column("flags").to_numpy()
-    python = sum(np.frombuffer(bytes(map(getattr(str, m), text)), np.uint8).astype(np.int32) << n
-                 for n, m in enumerate(STR_PREDICATES))
+    read = [c if c.isascii() else " " if c.isspace() else str(int(c)) if c.isdecimal() else "?"
+            for c in text]
+    wrong = np.flatnonzero(flags.column("digits").to_numpy() != np.array(list(map(ord, read))))
+    assert not len(wrong), "ascii_digits differs from Python's int() for " + ", ".join(
+        f"U+{ord(text[w]):04X}" for w in wrong[:10])
+    python = sum(np.frombuffer(bytes(map(function, text)), np.uint8).astype(np.int32) << n
+                 for n, (_, _, function) in enumerate(tests))
     assert len(ours) == len(text), "a str iterates as its code points"
-    for n, method in enumerate(STR_PREDICATES):
+    for n, (method, _, _) in enumerate(tests):
         wrong = np.flatnonzero((ours ^ python) & (1 << n))
         assert not len(wrong), f"{method}() differs from Python's for " + ", ".join(
             f"U+{ord(text[w]):04X}" for w in wrong[:10])

@@ -20,6 +20,7 @@ __all__ = [
     "STR_PREDICATES",
     "STR_CASE_METHODS",
     "str_method",
+    "ascii_digits",
 ]
 
 #: CPython's NDIGITS_MAX and NDIGITS_MIN: ``round(x, n)`` of a float is ``x`` above the first,
@@ -100,6 +101,8 @@ STR_PREDICATES = (
     "isupper",
     "islower",
     "istitle",
+    "isprintable",
+    "isidentifier",
 )
 STR_CASE_METHODS = ("lower", "upper", "casefold", "swapcase", "capitalize", "title")
 
@@ -113,3 +116,15 @@ def str_method(name: str, s: Column) -> Column:
     Column<'__mws_python_str_isdigit(code)'>
     """
     return F.call_function(f"__mws_python_str_{name}", s)
+
+
+def ascii_digits(s: Column) -> Column:
+    """The text Python's ``int()`` and ``float()`` parse of a STRING ``s`` (CPython's
+    ``_PyUnicode_TransformDecimalAndSpaceToASCII``): ``s`` itself where it is ASCII, else each
+    Unicode decimal digit (``"٣"``) its ASCII digit and each whitespace character a space, up to
+    the first other non-ASCII character, which ends it as ``?``.
+
+    >>> ascii_digits(F.col("amount"))  # doctest: +SKIP
+    Column<'__mws_python_str_ascii_digits(amount)'>
+    """
+    return F.call_function("__mws_python_str_ascii_digits", s)
