@@ -653,7 +653,8 @@ def deque_stored(k, v, state):
 
 
 @mws.state_function("xs ARRAY<BIGINT>")
-def deque_run_time_maxlen(k, v, state):
+def deque_maxlen_that_may_change(k, v, state):
+    v = abs(v)
     d = deque(state.xs or [], maxlen=v)
     return {"k": k, "n": len(d)}
 
@@ -720,7 +721,7 @@ def variance_with_a_mean(k, f, state):
 @pytest.mark.parametrize("spec, text, construct", [
     (deque_sliced, "d[:2]", "a slice of a deque"),
     (deque_stored, "xs=d", "a deque stored in the state"),
-    (deque_run_time_maxlen, "maxlen=v", "a deque's maxlen known only at run time"),
+    (deque_maxlen_that_may_change, "maxlen=v", "a deque's maxlen that may change during"),
     (deque_popleft_in_an_expression, "d.popleft()", "deque.popleft() inside an expression"),
     (counter_formatted, "str(c)", "a Counter passed to str()"),
     (counter_aliased, "other = c", "a Counter assigned to another name"),
