@@ -7,15 +7,17 @@ import scala.io.Source
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
- * Python's `str` predicates (`isdigit`, `isalpha`, `isupper`, `istitle`, ...) and case methods
- * (`lower`, `upper`, `title`, `capitalize`, `swapcase`, `casefold`), as CPython computes them
- * (`Objects/unicodeobject.c`), from CPython's own character tables rather than the JVM's: Java
- * 17 has Unicode 13 and its own special casing, Python 3.11 Unicode 14, and the compiled state
- * function must answer as Python does for every code point.
+ * Python's `str` predicates (`isdigit`, `isalpha`, `isupper`, `istitle`, `isprintable`,
+ * `isidentifier`, ...) and case methods (`lower`, `upper`, `title`, `capitalize`, `swapcase`,
+ * `casefold`), and the ASCII text `int()` and `float()` parse of a str ([[ascii_digits]]), as
+ * CPython computes them (`Objects/unicodeobject.c`), from CPython's own character tables
+ * rather than the JVM's: Java 17 has Unicode 13 and its own special casing, Python 3.11
+ * Unicode 14, and the compiled state function must answer as Python does for every code point.
  *
  * The tables are `python-unicode.txt`, generated from Python's `str` methods by
  * `dev/gen_python_unicode.py` (a test checks it is current): each code point's flags (CPython's
- * character type flags) and full case mappings where a character does not map to itself. Loaded
+ * character type flags, and what `isprintable` and `isidentifier` read), its full case mappings
+ * where a character does not map to itself, and a decimal digit's ASCII digit. Loaded
  * once per JVM: the Basic Multilingual Plane's flags in an array, the rest as runs.
  */
 object PythonUnicode {
