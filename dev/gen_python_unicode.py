@@ -18,9 +18,13 @@ The flags are CPython's character type flags (``Objects/unicodectype.c``), read 
   ``("A" + c + "a").istitle()`` holds exactly when ``c`` is lower.
 - ``cased``: ``(c + "A").title()`` lowers the ``A`` exactly when ``c`` is cased.
 - ``ignorable`` (Case_Ignorable): read from where ``lower()`` puts a final sigma.
+- ``printable``: ``c.isprintable()``.
+- ``idstart``, ``idcontinue``: what ``isidentifier()`` takes first (XID_Start and ``_``:
+  ``c.isidentifier()``) and after (XID_Continue: ``("a" + c).isidentifier()``).
 
 The mappings are ``c.lower()``, ``c.upper()``, ``c.title()`` and ``c.casefold()`` wherever
-they are not ``c``.
+they are not ``c``, and ``todecimal``, a decimal digit's ASCII digit (``str(int(c))``, as
+``int()`` and ``float()`` read it) for the non-ASCII ones.
 """
 
 import os
@@ -78,12 +82,16 @@ FLAGS: Dict[str, Callable[[str], bool]] = {
     "title": lambda c: unicodedata.category(c) == "Lt",
     "cased": _is_cased,
     "ignorable": _is_ignorable,
+    "printable": str.isprintable,
+    "idstart": str.isidentifier,
+    "idcontinue": lambda c: ("a" + c).isidentifier(),
 }
 MAPPINGS: Dict[str, Callable[[str], str]] = {
     "tolower": str.lower,
     "toupper": str.upper,
     "totitle": str.title,
     "tofold": str.casefold,
+    "todecimal": lambda c: str(int(c)) if c.isdecimal() else c,
 }
 
 

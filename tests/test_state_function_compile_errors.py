@@ -146,8 +146,23 @@ def loop_over_an_int(k, v, state):
 
 
 @mws.state_function("n BIGINT")
-def str_isprintable(k, v, state):
-    return {"k": k, "printable": k.isprintable()}
+def str_encode(k, v, state):
+    return {"k": k, "size": len(k.encode())}
+
+
+@mws.state_function("n BIGINT")
+def maketrans_of_a_parameter(k, v, state):
+    return {"k": k, "t": k.translate(str.maketrans(k, "ab"))}
+
+
+@mws.state_function("n BIGINT")
+def translate_by_str_keys(k, v, state):
+    return {"k": k, "t": k.translate({"a": "b"})}
+
+
+@mws.state_function("n BIGINT")
+def maketrans_of_unequal_lengths(k, v, state):
+    return {"k": k, "t": k.translate(str.maketrans("ab", "x"))}
 
 
 @mws.state_function("n BIGINT")
@@ -664,7 +679,8 @@ def deque_stored(k, v, state):
 
 
 @mws.state_function("xs ARRAY<BIGINT>")
-def deque_run_time_maxlen(k, v, state):
+def deque_maxlen_that_may_change(k, v, state):
+    v = abs(v)
     d = deque(state.xs or [], maxlen=v)
     return {"k": k, "n": len(d)}
 
@@ -760,7 +776,7 @@ def insort_by_key(k, v, state):
 @pytest.mark.parametrize("spec, text, construct", [
     (deque_sliced, "d[:2]", "a slice of a deque"),
     (deque_stored, "xs=d", "a deque stored in the state"),
-    (deque_run_time_maxlen, "maxlen=v", "a deque's maxlen known only at run time"),
+    (deque_maxlen_that_may_change, "maxlen=v", "a deque's maxlen that may change during"),
     (deque_popleft_in_an_expression, "d.popleft()", "deque.popleft() inside an expression"),
     (counter_formatted, "str(c)", "a Counter passed to str()"),
     (counter_aliased, "other = c", "a Counter assigned to another name"),
@@ -800,7 +816,10 @@ def insort_by_key(k, v, state):
     (loop_else_not_assigning, '"found": found', "variable 'found' may be unassigned"),
     (loop_changes_type, "for x", "variable 'label' is a int before the loop's body and a str"),
     (loop_over_an_int, "for c", "a for loop over a int"),
-    (str_isprintable, "k.isprintable()", "str.isprintable()"),
+    (str_encode, "k.encode()", "str.encode()"),
+    (maketrans_of_a_parameter, "str.maketrans(k", "str.maketrans() of a value known only at run"),
+    (translate_by_str_keys, "k.translate(", "translate() of a dict of str to str"),
+    (maketrans_of_unequal_lengths, "str.maketrans(", "str.maketrans() of these arguments"),
     (unpack_a_character, "for a, b", "unpacking a str into 'a, b'"),
     (lower_with_an_argument, "k.lower", "lower() with 1 argument(s)"),
     (loop_body_variable, '"y": y', "variable 'y' may be unassigned"),

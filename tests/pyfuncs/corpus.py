@@ -1240,7 +1240,8 @@ def str_predicates_and_case(k, s, state):
             "ascii": s.isascii(), "upper": s.isupper(), "lower": s.islower(),
             "title": s.istitle(), "lowered": s.lower(), "uppered": s.upper(),
             "titled": s.title(), "capitalized": s.capitalize(), "swapped": s.swapcase(),
-            "folded": s.casefold(), "n": state.n}
+            "folded": s.casefold(), "printable": s.isprintable(),
+            "identifier": s.isidentifier(), "n": state.n}
 
 
 @entry("last STRING", columns={"s": "STRING", "t": "STRING"},
@@ -1432,6 +1433,71 @@ def container_repr(k, v, x, s, state):
     return {"k": k, "xs": str(xs), "m": f"{m}", "pair": repr(pair), "one": str((s,)),
             "empty": str([]), "nested": str([[v, 1], [2]]), "words": str((s or "").split(",")),
             "flags": str([True, None]), "d": str({"a": [x]}), "msg": f"values {xs!r} and {pair}"}
+
+
+# Numbers as int() and float() read them: Unicode decimal digits and whitespace, underscores
+# between digits, nan/inf/infinity in any case with a sign; now and then what Python refuses
+# (\x1c is whitespace to str.strip() but not to int(); "²" is a digit but not a decimal).
+INT_TEXT = seldom(
+    st.sampled_from([" ٣٤ ", "1_000", "-0", "+5", "１２", "\u3000 7\x85", "0_0", "007", "-٣",
+                     "9223372036854775807", "\t42\n", "١_٢", "𝟗9"]),
+    st.sampled_from(["1__0", "_1", "\x1c5", "²", "٣x", "", " ", "9223372036854775808"]), 60)
+FLOAT_TEXT = seldom(
+    st.sampled_from([" 1e3\n", "nan", "-NaN", "-inf", "+Infinity", "iNfInItY", "١.٥", "1_0.5",
+                     ".5", "5.", "-0", "1e-400", "1e400", "1_000", "\u30001.5\x85", "1e1_0",
+                     "0.1", "-١e-٣", "4.9e-324"]),
+    st.sampled_from(["infinit", "1e", "1_e10", "0x1", "5._5", "\x1c1", "", "nan_"]), 60)
+TAB_TEXT = st.one_of(
+    st.sampled_from(["a\tb", "\t", "ab\tc\td", "x\n\ty", "12345678\t|", "é\t🙂\t.",
+                     "a\r\tb\r\n\tc", "", "a-b_c", "-ab-"]),
+    st.text(alphabet="ab\t\n\ré-_🙂", max_size=8),
+    st.none())
+TAB_SIZES = st.one_of(st.integers(-2, 9), st.none())
+TRANSLATION = str.maketrans("ab", "xy", "-")
+
+
+@entry("n BIGINT", columns={"s": "STRING", "t": "STRING", "u": "STRING", "v": "BIGINT"},
+       strategies={"s": INT_TEXT, "t": FLOAT_TEXT, "u": TAB_TEXT, "v": TAB_SIZES})
+def number_and_tab_text(k, s, t, u, v, state):
+    # int(s) and float(s) as Python parses them; expandtabs (columns restart after \n and \r,
+    # a tabsize of 0 or less drops tabs); translate with str.maketrans tables (made when
+    # compiling, or a module constant) and a dict display of code points (None deletes).
+    n = int(s) if s is not None else None
+    state.update(n=n)
+    text = u or ""
+    # A float as its repr: NaN is not equal to itself in the harness's comparison.
+    return {"k": k, "n": n, "x": str(float(t)) if t is not None else None,
+            "int_as_float": float(s) if s is not None else None,
+            "tabs": text.expandtabs(),
+            "tabs_v": text.expandtabs(tabsize=v) if v is not None else None,
+            "dropped": text.translate(str.maketrans("a", "x", "-_")),
+            "spelled": text.translate(str.maketrans({"a": "A!", "é": None, ord("b"): 0x1F642})),
+            "deleted": text.translate({ord("-"): None, ord("é"): "e!"}),
+            "module": text.translate(TRANSLATION)}
+
+
+MAXLENS = seldom(st.one_of(st.integers(0, 4), st.none()), st.just(-1), 40)
+
+
+@entry("xs ARRAY<BIGINT>, grid ARRAY<ARRAY<DOUBLE>>",
+       columns={"v": "BIGINT", "x": "DOUBLE", "w": "BIGINT"},
+       strategies={"v": SMALL_BIGINTS, "x": STRATEGIES["x"], "w": MAXLENS})
+def float_counts_and_run_time_maxlen(k, v, x, w, state):
+    # A Counter of floats (a missing key still the int 0); a deque whose maxlen is a parameter
+    # (None: no limit, negative: ValueError); lists of lists with an empty one, joined with
+    # lists of ints and of floats.
+    weights = Counter()
+    for key in [k, "other", k]:
+        weights[key] += x if x is not None else 0.5
+    last = deque(state.xs or [], maxlen=w)
+    last.append(v or 0)
+    grid = [[1], []] if (v or 0) > 0 else [[], [2.5]]
+    grid = grid + [[v or 0]]
+    table = {"a": [], "b": [x or 0.0]}
+    state.update(xs=list(last), grid=grid)
+    return {"k": k, "total": weights.total(), "mine": weights[k], "missing": weights["nobody"],
+            "last": list(last), "sizes": [len(row) for row in grid], "none": len(table["a"]),
+            "first": table["b"][0]}
 
 
 @entry("n BIGINT")

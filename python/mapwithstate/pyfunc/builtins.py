@@ -38,7 +38,7 @@ from mapwithstate.pyfunc.list_methods import LIST_METHODS
 from mapwithstate.pyfunc.local_functions import LocalFunction
 from mapwithstate.pyfunc.math_functions import MATH_FUNCTIONS
 from mapwithstate.pyfunc.number_text import FLOAT_METHODS, INT_METHODS, NUMBER_TEXT_FUNCTIONS
-from mapwithstate.pyfunc.paths import Record
+from mapwithstate.pyfunc.paths import Record, converted
 from mapwithstate.pyfunc.pytypes import (
     BOOL,
     FLOAT,
@@ -58,7 +58,6 @@ from mapwithstate.pyfunc.statistics_functions import ORDER_FREE as STATISTICS_OR
 from mapwithstate.pyfunc.statistics_functions import STATISTICS_FUNCTIONS
 from mapwithstate.pyfunc.strings import ACCEPTS_NONE
 from mapwithstate.pyfunc.strings import STR_METHODS as _STR_METHODS
-from mapwithstate.pyfunc.strings import WHITESPACE as _WHITESPACE
 from mapwithstate.pyfunc.timedelta_arithmetic import DAY, micros, whole_days
 from mapwithstate.pyfunc.values import Cond, Value, c_and, c_column, c_not, let, literal
 
@@ -85,6 +84,10 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             parsed = class_method(it, node, base, func.attr)
             if parsed is not None:
                 return parsed
+        if base is py.str and func.attr == "maketrans":
+            from mapwithstate.pyfunc.str_translation import maketrans
+
+            return maketrans(it, node)
         target = _attribute(it, func, base)
     else:
         target = it.expression(func)
@@ -462,17 +465,9 @@ def int_of(it: "Interpreter", node: ast.AST, value: Value) -> Value:
         whole = float_to_int(it, node, value.column.getField("f"), truncate=True).column
         return Value(F.coalesce(value.column.getField("i"), whole), INT, False)
     if kind == "str":
-        text = F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
-        valid = text.rlike(r"^[+-]?[0-9]+(_[0-9]+)*$")
-        parsed = F.regexp_replace(text, "_", "").try_cast("bigint")
-        it.ctx.check(node, ~valid, "ValueError", "invalid literal for int() with base 10")
-        it.ctx.check(
-            node,
-            valid & parsed.isNull(),
-            "OverflowError",
-            "int result does not fit in 64 bits (BIGINT)",
-        )
-        return Value(parsed, INT, False)
+        from mapwithstate.pyfunc.number_text import int_in_base
+
+        return int_in_base(it, node, value, literal(10))
     raise it.ctx.refuse(node, f"int() of a {value.type}", "int() takes a str, int or float")
 
 
@@ -509,19 +504,9 @@ def _float(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[st
     if kind in ("int", "bool", "float", "num"):
         return Value(operators.as_float(value), FLOAT, False)
     if kind == "str":
-        text = F.lower(
-            F.regexp_replace(
-                F.regexp_replace(value.column, f"^{_WHITESPACE}+|{_WHITESPACE}+$", ""),
-                "(?<=[0-9])_(?=[0-9])",
-                "",
-            )
-        )
-        valid = text.rlike(r"^[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?|inf|infinity|nan)$")
-        spark_text = F.regexp_replace(
-            F.regexp_replace(text, "infinity|inf", "Infinity"), "nan", "NaN"
-        )
-        it.ctx.check(node, ~valid, "ValueError", "could not convert string to float")
-        return Value(F.when(valid, spark_text.try_cast("double")), FLOAT, False)
+        from mapwithstate.pyfunc.number_text import float_of_str
+
+        return float_of_str(it, node, value)
     raise it.ctx.refuse(node, f"float() of a {value.type}", "float() takes a str, int or float")
 
 
@@ -1023,9 +1008,10 @@ def dict_get(
     # A None key (Spark takes no untyped null there) is a null of the keys' type: not found.
     key_column = key.column if key.type.kind != "none" else key.column.cast(to_spark(key_type))
     found = F.coalesce(F.map_contains_key(base.column, key_column), F.lit(False))
-    column = F.when(found, F.element_at(base.column, key_column)).otherwise(
-        default.column.cast(to_spark(joined))
-    )
+    # Each side made the joined type's: an int and a float default or value (a Counter of
+    # floats, whose missing key is 0) become an int-or-float.
+    present = Value(F.element_at(base.column, key_column), value_type, True)
+    column = F.when(found, converted(present, joined)).otherwise(converted(default, joined))
     return Value(column, joined, True)
 
 

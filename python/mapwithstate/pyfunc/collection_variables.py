@@ -6,7 +6,8 @@ what sets them apart is how some operations behave (``c[x]`` is 0 for a missing 
 ``d[k]`` inserts the default, ``append`` drops from the other end past ``maxlen``). A Column
 does not carry that, so it is known from the source: a local variable is one of them where
 every assignment to it is that constructor's call (``c = Counter(...)``), with the same
-``defaultdict`` factory or constant ``maxlen`` each time; and so is a constructor's call used
+``defaultdict`` factory or ``maxlen`` each time (a constant, or an expression of parameters
+the function never assigns, the same wherever it is read); and so is a constructor's call used
 directly (``Counter(words).most_common(1)``). Any other assignment to such a variable is
 refused, and so is every use where the type would show and the compiler does not follow it
 (``str(c)``, ``c == d``, ``d + [x]``, ``other = c``, emitting or returning it): each refusal
@@ -18,8 +19,8 @@ import builtins as py
 import collections
 import statistics
 import types
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from mapwithstate.pyfunc.source import NOT_FOUND, FunctionSource
 
@@ -93,11 +94,13 @@ _KEEPING = ("append", "insert", "setdefault", "appendleft")
 class Kind:
     """A Counter, defaultdict or deque: ``name`` is its class's name, ``default`` a
     defaultdict's default as Python source (``"0"``, ``"[]"``), ``maxlen`` a deque's (None
-    for no limit)."""
+    for no limit): a constant int, or the source of an expression known only at run time
+    (``"n"``), which ``maxlen_expr`` is."""
 
     name: str
     default: Optional[str] = None
-    maxlen: Optional[int] = None
+    maxlen: Optional[Union[int, str]] = None
+    maxlen_expr: Optional[ast.expr] = field(default=None, compare=False, hash=False)
 
     def __str__(self) -> str:
         return self.name
@@ -140,12 +143,17 @@ def constructor(source: FunctionSource, node: ast.AST) -> Optional[Kind]:
                 given = keyword.value
             elif keyword.arg != "iterable":
                 raise source.error(node, f"deque() with {keyword.arg}=", "deque(iterable, maxlen)")
-        return Kind("deque", maxlen=_maxlen(source, given))
+        maxlen = _maxlen(source, given)
+        if isinstance(maxlen, ast.expr):
+            return Kind("deque", maxlen=ast.unparse(maxlen), maxlen_expr=maxlen)
+        return Kind("deque", maxlen=maxlen)
     return None
 
 
-def _maxlen(source: FunctionSource, node: Optional[ast.expr]) -> Optional[int]:
-    """A deque's ``maxlen``: None, or a constant int (a literal or a module constant)."""
+def _maxlen(source: FunctionSource, node: Optional[ast.expr]) -> Union[None, int, ast.expr]:
+    """A deque's ``maxlen``: None, a constant int (a literal or a module constant), or an
+    expression with the same value wherever the function reads it (of literals, module
+    constants and parameters the function never assigns), evaluated where it is used."""
     if node is None:
         return None
     value: Any = NOT_FOUND
@@ -158,15 +166,41 @@ def _maxlen(source: FunctionSource, node: Optional[ast.expr]) -> Optional[int]:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise source.error(
-                node, f"deque(maxlen={value})", "Python raises ValueError: maxlen must be >= 0"
+                node,
+                f"deque(maxlen={value})",
+                "Python raises ValueError: maxlen must be non-negative",
             )
         return value
+    if _unchanging(source, node):
+        return node
     raise source.error(
         node,
-        "a deque's maxlen known only at run time",
-        "write maxlen as a literal or a module constant; or keep a list and cap it: "
-        "xs = (xs + [x])[-n:]",
+        "a deque's maxlen that may change during the call",
+        "write maxlen as a literal, a module constant or an expression of parameters the "
+        "function does not assign (maxlen=n); or keep a list and cap it: xs = (xs + [x])[-n:]",
     )
+
+
+def _unchanging(source: FunctionSource, node: ast.expr) -> bool:
+    """Whether ``node`` has one value throughout a call: literals, module constants and
+    parameters never assigned, combined by arithmetic."""
+    parameters = {a.arg for a in source.tree.args.args}
+    assigned = {
+        n.id
+        for n in ast.walk(source.tree)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    for part in ast.walk(node):
+        if isinstance(part, ast.Name):
+            if part.id in assigned or part.id == "state":
+                return False
+            if part.id not in parameters and source.lookup(part.id) is NOT_FOUND:
+                return False
+        elif not isinstance(
+            part, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load)
+        ):
+            return False
+    return True
 
 
 def variables(source: FunctionSource) -> Dict[str, Kind]:

@@ -1,12 +1,14 @@
-"""Ints as text and back, and the methods of numbers: ``hex oct bin chr ord``, ``int(s, base)``,
-``int.bit_length()``, ``float.is_integer()``.
+"""Ints as text and back, and the methods of numbers: ``hex oct bin chr ord``, ``int(s)``,
+``int(s, base)``, ``float(s)``, ``int.bit_length()``, ``float.is_integer()``.
 
 ``hex``/``oct``/``bin`` write the magnitude with a sign, as Python does (``hex(-255)`` is
 ``'-0xff'``), including the 64-bit minimum, whose magnitude no BIGINT holds. ``chr`` makes
 the code point's character (``ValueError`` outside ``range(0x110000)``; a surrogate, which
 Python makes but no Spark string holds, fails with the ``UnicodeEncodeError`` Python raises
-where it is written out as UTF-8); ``ord`` takes exactly one character (``TypeError``
-otherwise) and counts in code points, as Spark's strings do.
+where it is written out as UTF-8, its message saying so); ``ord`` takes exactly one
+character (``TypeError`` otherwise) and counts in code points, as Spark's strings do.
+``int(s)`` and ``float(s)`` read what Python's parsers read: any Unicode decimal digit, Python's
+whitespace around, underscores between digits.
 """
 
 import ast
@@ -18,14 +20,20 @@ from pyspark.sql import functions as F
 from mapwithstate.pyfunc import operators
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler, int_argument
 from mapwithstate.pyfunc.arguments import arity as _arity
-from mapwithstate.pyfunc.pytypes import BOOL, INT, STR
-from mapwithstate.pyfunc.server_functions import fail_on_error
+from mapwithstate.pyfunc.pytypes import BOOL, FLOAT, INT, STR
+from mapwithstate.pyfunc.server_functions import ascii_digits, fail_on_error
 from mapwithstate.pyfunc.values import Value, let
 
 if TYPE_CHECKING:
     from mapwithstate.pyfunc.interpreter import Interpreter
 
-__all__ = ["NUMBER_TEXT_FUNCTIONS", "INT_METHODS", "FLOAT_METHODS"]
+__all__ = [
+    "NUMBER_TEXT_FUNCTIONS",
+    "INT_METHODS",
+    "FLOAT_METHODS",
+    "int_in_base",
+    "float_of_str",
+]
 
 _MIN_LONG = -(1 << 63)
 
@@ -71,11 +79,19 @@ def _chr(it: "Interpreter", node: ast.Call, args: List[Value], kwargs: Dict[str,
         "ValueError",
         "chr() arg not in range(0x110000)",
     )
+    # Python makes a lone surrogate here, and fails only where it is written out as UTF-8;
+    # a Spark string is UTF-8, so the compiled function fails at once, saying why.
     it.ctx.check(
         node,
         (i >= F.lit(0xD800)) & (i <= F.lit(0xDFFF)),
         "UnicodeEncodeError",
-        "'utf-8' codec can't encode a surrogate character: surrogates not allowed",
+        F.format_string(
+            "'utf-8' codec can't encode character '\\u%s' in position 0: surrogates not "
+            "allowed (chr(%d) is a lone surrogate: Python makes one, but a Spark string is "
+            "UTF-8 and cannot hold it)",
+            F.lower(F.hex(i)),
+            i,
+        ),
     )
     code = F.when((i >= F.lit(0)) & (i < F.lit(0x110000)), i)
     column = F.decode(F.unhex(F.lpad(F.hex(code), 8, "0")), "UTF-32")
@@ -142,14 +158,28 @@ _PREFIXES = {2: "0[bB]", 8: "0[oO]", 16: "0[xX]"}
 _DIGITS_BELOW_2_64 = {b: len(_digits_of((1 << 64) - 1, b)) for b in range(2, 37)}
 
 
-def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) -> Value:
+#: The whitespace Python's number parsers strip once the text is ASCII (``Py_ISSPACE``: not
+#: ``\x1c``-``\x1f``, which ``str.strip()`` strips).
+_ASCII_SPACE = "[ \\t\\n\\x0b\\x0c\\r]"
+
+
+def _number_text(text: Column) -> Column:
+    """The text ``int()`` and ``float()`` of a str parse: Unicode decimal digits and
+    whitespace made ASCII (:func:`ascii_digits`), whitespace around stripped."""
+    return F.regexp_replace(ascii_digits(text), f"^{_ASCII_SPACE}+|{_ASCII_SPACE}+$", "")
+
+
+def _with_repr(message: str, text: Column) -> Column:
+    """Python's message naming the str it could not parse: ``message`` and the str's repr."""
+    return F.concat(F.lit(message), F.call_function("__mws_python_repr", text))
+
+
+def int_in_base(it: "Interpreter", node: ast.AST, value: Value, base: Value) -> Value:
     """``int(s, base)`` of a str and a constant base from 2 to 36 (10: ``int(s)``): Python's
     syntax (whitespace around, a sign, the base's prefix, single underscores between digits,
-    digits of either case), ``ValueError`` otherwise, ``OverflowError`` past 64 bits; base 0
-    or a base known only at run time is :func:`_int_of_any_base`'s."""
-    from mapwithstate.pyfunc.builtins import int_of
-    from mapwithstate.pyfunc.strings import WHITESPACE
-
+    digits of either case, any Unicode decimal digit as its ASCII one), ``ValueError`` naming
+    the str otherwise, ``OverflowError`` past 64 bits; base 0 or a base known only at run time
+    is :func:`_int_of_any_base`'s."""
     if value.type.kind not in ("str", "none"):
         raise it.ctx.refuse(
             node,
@@ -163,8 +193,6 @@ def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) ->
     if not (base.is_const and type(base.const) is int and 2 <= base.const <= 36):
         return _int_of_any_base(it, node, value, base)
     b = int(base.const)
-    if b == 10:
-        return int_of(it, node, value)
     value = operators.none_check(
         it.ctx, node, value, "int() can't convert non-string with explicit base"
     )
@@ -175,6 +203,10 @@ def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) ->
     pattern = f"^[+-]?{prefix}{digit}+(_{digit}+)*$"
 
     def parsed(text: Column) -> Column:
+        if b == 10:
+            # Spark's cast reads a sign and decimal digits, null past 64 bits.
+            n = F.regexp_replace(text, "_", "").try_cast("bigint")
+            return F.struct(text.rlike(pattern).alias("valid"), n.alias("n"))
         sign = F.when(F.substring(text, 1, 1) == F.lit("-"), F.lit(-1)).otherwise(F.lit(1))
         bare = F.regexp_replace(text, f"^[+-]?{prefix}", "")
         digits = F.regexp_replace(F.regexp_replace(bare, "_", ""), "^0+(?=.)", "")
@@ -186,10 +218,14 @@ def int_in_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) ->
             signed.try_cast("bigint").alias("n"),
         )
 
-    text = F.regexp_replace(value.column, f"^{WHITESPACE}+|{WHITESPACE}+$", "")
-    result = let([text], parsed)
+    result = let([_number_text(value.column)], parsed)
     valid, n = result.getField("valid"), result.getField("n")
-    it.ctx.check(node, ~valid, "ValueError", f"invalid literal for int() with base {b}")
+    it.ctx.check(
+        node,
+        ~valid,
+        "ValueError",
+        _with_repr(f"invalid literal for int() with base {b}: ", value.column),
+    )
     it.ctx.check(
         node, valid & n.isNull(), "OverflowError", "int result does not fit in 64 bits (BIGINT)"
     )
@@ -215,6 +251,36 @@ def _int_of_any_base(it: "Interpreter", node: ast.Call, value: Value, base: Valu
     result = F.call_function("__mws_python_int", value.column, b)
     fail_on_error(it.ctx, node, result)
     return Value(result.getField("n"), INT, False)
+
+
+#: A float's literal as ``float()`` takes it (lowered, underscores between digits dropped).
+_FLOAT_LITERAL = r"^[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)(e[+-]?[0-9]+)?|inf|infinity|nan)$"
+
+
+def float_of_str(it: "Interpreter", node: ast.AST, value: Value) -> Value:
+    """``float(s)`` of a str (not None): Python's syntax (whitespace around, any Unicode decimal
+    digit as its ASCII one, single underscores between digits, ``nan``, ``inf`` and
+    ``infinity`` in any case with a sign), ``ValueError`` naming the str otherwise."""
+    text = F.lower(F.regexp_replace(_number_text(value.column), "(?<=[0-9])_(?=[0-9])", ""))
+
+    def parsed(text: Column) -> Column:
+        # Java's parser reads what Python's does here, with Java's names of the specials.
+        spark_text = F.regexp_replace(
+            F.regexp_replace(text, "infinity|inf", "Infinity"), "^[+-]?nan$", "NaN"
+        )
+        valid = text.rlike(_FLOAT_LITERAL)
+        return F.struct(
+            valid.alias("valid"), F.when(valid, spark_text.try_cast("double")).alias("x")
+        )
+
+    result = let([text], parsed)
+    it.ctx.check(
+        node,
+        ~result.getField("valid"),
+        "ValueError",
+        _with_repr("could not convert string to float: ", value.column),
+    )
+    return Value(result.getField("x"), FLOAT, False)
 
 
 NUMBER_TEXT_FUNCTIONS: Dict[int, Handler] = {

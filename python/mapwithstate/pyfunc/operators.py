@@ -271,11 +271,10 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
             joined = unify(a.type, b.type)
             if joined is None:
                 raise _type_error(ctx, node, op, a, b)
-            if joined.args[0].kind != "num":
-                return Value(F.concat(a.column, b.column), joined, False)
             from mapwithstate.pyfunc.paths import converted
 
-            # Ints and floats: each element as an int-or-float.
+            # Each side as the joined type: ints and floats (in lists of lists too) as
+            # int-or-floats, an empty list as a list of the other's elements.
             return Value(F.concat(converted(a, joined), converted(b, joined)), joined, False)
         if ka == "datetime" and kb == "timedelta":
             return timedelta_arithmetic.checked_datetime(ctx, node, a.column + b.column, ka)

@@ -176,9 +176,7 @@ def merge_values(cond: Cond, a: Any, b: Any) -> Optional[Any]:
     joined = unify(a.type, b.type)
     if joined is None:
         return None
-    spark_type = to_spark(joined)
-    left = a.column if a.type == joined else _converted(a, joined, spark_type)
-    right = b.column if b.type == joined else _converted(b, joined, spark_type)
+    left, right = converted(a, joined), converted(b, joined)
     const = (
         a.const
         if a.is_const and b.is_const and a.const == b.const and type(a.const) is type(b.const)

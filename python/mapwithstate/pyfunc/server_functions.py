@@ -25,6 +25,7 @@ __all__ = [
     "STR_CASE_METHODS",
     "str_method",
     "fail_on_error",
+    "ascii_digits",
 ]
 
 #: CPython's NDIGITS_MAX and NDIGITS_MIN: ``round(x, n)`` of a float is ``x`` above the first,
@@ -105,6 +106,8 @@ STR_PREDICATES = (
     "isupper",
     "islower",
     "istitle",
+    "isprintable",
+    "isidentifier",
 )
 STR_CASE_METHODS = ("lower", "upper", "casefold", "swapcase", "capitalize", "title")
 
@@ -126,3 +129,15 @@ def fail_on_error(ctx: "Context", node: ast.AST, result: Column) -> None:
     them) holds an error, with that error."""
     error = result.getField("error")
     ctx.check(node, error.isNotNull(), "", error)
+
+
+def ascii_digits(s: Column) -> Column:
+    """The text Python's ``int()`` and ``float()`` parse of a STRING ``s`` (CPython's
+    ``_PyUnicode_TransformDecimalAndSpaceToASCII``): ``s`` itself where it is ASCII, else each
+    Unicode decimal digit (``"٣"``) its ASCII digit and each whitespace character a space, up to
+    the first other non-ASCII character, which ends it as ``?``.
+
+    >>> ascii_digits(F.col("amount"))  # doctest: +SKIP
+    Column<'__mws_python_str_ascii_digits(amount)'>
+    """
+    return F.call_function("__mws_python_str_ascii_digits", s)

@@ -12,7 +12,9 @@ to the plugin's ``__mws_python_statistics_*`` functions, which compute exactly a
 sort as ``sorted()`` does and take the middle (``median`` of an even count is ``(a + b) /
 2``, a float); ``mode`` is the first of the most common items (as ``Counter.most_common(1)``).
 Where Python raises, the query fails with its exception: ``StatisticsError`` for too few data
-points, ``TypeError`` for a ``None`` item, and CPython's own failures for NaN and infinities.
+points, ``TypeError`` for a ``None`` item, and CPython's own failures for NaN and infinities
+and for a variance past the largest float (``OverflowError: integer division result too large
+for a float``).
 """
 
 import ast
@@ -47,13 +49,14 @@ _ERRORS = {
     "numerator": ("AttributeError", "'float' object has no attribute 'numerator'"),
     "fsum_inf": ("ValueError", "-inf + inf in fsum"),
     "fsum_overflow": ("OverflowError", "intermediate overflow in fsum"),
+    "division_overflow": ("OverflowError", "integer division result too large for a float"),
 }
 #: Which failures each function may have.
 _MAY_FAIL = {
     "mean": (),
     "fmean": ("fsum_inf", "fsum_overflow"),
-    "pvariance": ("overflow",),
-    "variance": ("overflow",),
+    "pvariance": ("overflow", "division_overflow"),
+    "variance": ("overflow", "division_overflow"),
     "pstdev": ("numerator",),
     "stdev": ("numerator",),
 }

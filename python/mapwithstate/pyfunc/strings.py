@@ -16,6 +16,7 @@ from mapwithstate.pyfunc.arguments import MethodHandler, arity
 from mapwithstate.pyfunc.pytypes import BOOL, INT, STR, list_of
 from mapwithstate.pyfunc.server_functions import STR_CASE_METHODS, STR_PREDICATES, str_method
 from mapwithstate.pyfunc.str_search_and_pad import SEARCH_AND_PAD_METHODS
+from mapwithstate.pyfunc.str_translation import TRANSLATION_METHODS
 from mapwithstate.pyfunc.values import Value, let, literal
 
 if TYPE_CHECKING:
@@ -455,6 +456,7 @@ STR_METHODS: Dict[str, MethodHandler] = {
     "join": _join,
     "format": _format,
     **SEARCH_AND_PAD_METHODS,
+    **TRANSLATION_METHODS,
 }
 #: The methods whose str arguments may be ``None`` (whitespace; ``format``: any value);
 #: others fail with TypeError.

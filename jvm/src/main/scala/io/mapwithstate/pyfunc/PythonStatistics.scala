@@ -32,7 +32,8 @@ import org.apache.spark.unsafe.types.UTF8String
  * [[PythonStatistics.toDouble]]'s, correctly rounded half to even as Python's `int / int` is.
  * `fmean` is `math.fsum(data) / n`: CPython's `fsum` ported step by step, its errors too.
  * A non-finite element makes the result what CPython's does: the sum of the non-finite
- * elements over the count (mean, variances), or an AttributeError (deviations).
+ * elements over the count (mean, variances), or an AttributeError (deviations); a variance of
+ * finite floats past the largest double is Python's OverflowError.
  *
  * The result is a struct: `i` the int (for ints whose result is whole), `f` the float, and
  * `error` the name of the failure where Python raises ([[PythonStatistics.Errors]]), which
@@ -93,7 +94,8 @@ object PythonStatistics {
     "overflow" -> ("OverflowError", "int result does not fit in 64 bits (BIGINT)"),
     "numerator" -> ("AttributeError", "'float' object has no attribute 'numerator'"),
     "fsum_inf" -> ("ValueError", "-inf + inf in fsum"),
-    "fsum_overflow" -> ("OverflowError", "intermediate overflow in fsum"))
+    "fsum_overflow" -> ("OverflowError", "intermediate overflow in fsum"),
+    "division_overflow" -> ("OverflowError", "integer division result too large for a float"))
 
   val ResultType: StructType = StructType(Seq(StructField("i", LongType),
       StructField("f", DoubleType), StructField("error", StringType)))
@@ -159,7 +161,11 @@ object PythonStatistics {
       case _ if ints && numerator.mod(denominator).signum == 0 =>
         val whole = numerator.divide(denominator)
         if (whole.bitLength > 63) row(null, null, "overflow") else row(whole.longValue, null, null)
-      case _ => row(null, toDouble(numerator, denominator), null)
+      case _ =>
+        // A variance of floats may be past the largest double (that of -1e308 and 1e308),
+        // where Python's int / int raises.
+        val f = toDouble(numerator, denominator)
+        if (f.isInfinite) row(null, null, "division_overflow") else row(null, f, null)
     }
   }
 
@@ -176,8 +182,8 @@ object PythonStatistics {
   }
 
   /**
-   * `n / d` (`d > 0`) as the nearest double, ties to even: Python's `int / int` (every
-   * fraction here is far inside the doubles' range). The quotient is taken to two bits more
+   * `n / d` (`d > 0`) as the nearest double, ties to even: Python's `int / int` (infinite
+   * where that rounds past the largest double, where Python raises OverflowError). The quotient is taken to two bits more
    * than the double keeps, its last bit set where the division leaves a remainder (rounding
    * to odd), so that the one rounding to 53 bits is the exact value's; a subnormal result is
    * rounded at its own last bit.

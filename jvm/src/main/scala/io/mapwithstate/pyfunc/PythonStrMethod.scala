@@ -54,10 +54,14 @@ object PythonStrMethod {
     predicate("isupper", PythonUnicode.isupper),
     predicate("islower", PythonUnicode.islower),
     predicate("istitle", PythonUnicode.istitle),
+    predicate("isprintable", PythonUnicode.isprintable),
+    predicate("isidentifier", PythonUnicode.isidentifier),
     caseMethod("lower", PythonUnicode.lower),
     caseMethod("upper", PythonUnicode.upper),
     caseMethod("casefold", PythonUnicode.casefold),
     caseMethod("swapcase", PythonUnicode.swapcase),
     caseMethod("capitalize", PythonUnicode.capitalize),
-    caseMethod("title", PythonUnicode.title))
+    caseMethod("title", PythonUnicode.title),
+    // Not a str method: the text int() and float() parse (digits and spaces made ASCII).
+    caseMethod("ascii_digits", PythonUnicode.ascii_digits))
 }

@@ -7,15 +7,17 @@ import scala.io.Source
 import org.apache.spark.unsafe.types.UTF8String
 
 /**
- * Python's `str` predicates (`isdigit`, `isalpha`, `isupper`, `istitle`, ...) and case methods
- * (`lower`, `upper`, `title`, `capitalize`, `swapcase`, `casefold`), as CPython computes them
- * (`Objects/unicodeobject.c`), from CPython's own character tables rather than the JVM's: Java
- * 17 has Unicode 13 and its own special casing, Python 3.11 Unicode 14, and the compiled state
- * function must answer as Python does for every code point.
+ * Python's `str` predicates (`isdigit`, `isalpha`, `isupper`, `istitle`, `isprintable`,
+ * `isidentifier`, ...) and case methods (`lower`, `upper`, `title`, `capitalize`, `swapcase`,
+ * `casefold`), and the ASCII text `int()` and `float()` parse of a str ([[ascii_digits]]), as
+ * CPython computes them (`Objects/unicodeobject.c`), from CPython's own character tables
+ * rather than the JVM's: Java 17 has Unicode 13 and its own special casing, Python 3.11
+ * Unicode 14, and the compiled state function must answer as Python does for every code point.
  *
  * The tables are `python-unicode.txt`, generated from Python's `str` methods by
  * `dev/gen_python_unicode.py` (a test checks it is current): each code point's flags (CPython's
- * character type flags) and full case mappings where a character does not map to itself. Loaded
+ * character type flags, and what `isprintable` and `isidentifier` read), its full case mappings
+ * where a character does not map to itself, and a decimal digit's ASCII digit. Loaded
  * once per JVM: the Basic Multilingual Plane's flags in an array, the rest as runs.
  */
 object PythonUnicode {
@@ -31,13 +33,17 @@ object PythonUnicode {
   private val Title = 128
   private val Cased = 256
   private val Ignorable = 512
+  private val Printable = 1024
+  private val IdStart = 2048
+  private val IdContinue = 4096
   private val FlagNames = Map("decimal" -> Decimal, "digit" -> Digit, "numeric" -> Numeric,
     "alpha" -> Alpha, "space" -> Space, "upper" -> Upper, "lower" -> Lower, "title" -> Title,
-    "cased" -> Cased, "ignorable" -> Ignorable)
+    "cased" -> Cased, "ignorable" -> Ignorable, "printable" -> Printable, "idstart" -> IdStart,
+    "idcontinue" -> IdContinue)
 
   /** Whether a code point has a mapping (not to itself) in each table: most have none. */
-  private val MappingFlags =
-    Map("tolower" -> 1024, "toupper" -> 2048, "totitle" -> 4096, "tofold" -> 8192)
+  private val MappingFlags = Map("tolower" -> (1 << 13), "toupper" -> (1 << 14),
+    "totitle" -> (1 << 15), "tofold" -> (1 << 16), "todecimal" -> (1 << 17))
   private val Alnum = Alpha | Decimal | Digit | Numeric
   private val CapitalSigma = 0x3a3
 
@@ -52,7 +58,7 @@ object PythonUnicode {
   }
 
   private val Resource = "python-unicode.txt"
-  private val (bmp, runStarts, runFlags, toLower, toUpper, toTitle, toFold) = load()
+  private val (bmp, runStarts, runFlags, toLower, toUpper, toTitle, toFold, toDecimal) = load()
 
   private def lines(): Seq[String] = {
     val stream = getClass.getResourceAsStream(Resource)
@@ -62,9 +68,9 @@ object PythonUnicode {
     finally source.close()
   }
 
-  private def load()
-      : (Array[Short], Array[Int], Array[Short], Mapping, Mapping, Mapping, Mapping) = {
-    val flags = new Array[Short](0x110000)
+  private def load(): (Array[Int], Array[Int], Array[Int], Mapping, Mapping, Mapping, Mapping,
+      Mapping) = {
+    val flags = new Array[Int](0x110000)
     val mappings = scala.collection.mutable.Map[String, ArrayBuffer[(Int, String)]]()
     def hex(text: String): Int = Integer.parseInt(text, 16)
     lines().filterNot(_.startsWith("#")).foreach { line =>
@@ -73,14 +79,14 @@ object PythonUnicode {
           val flag = FlagNames(name)
           ranges.foreach { range =>
             val Array(first, last) = range.split("-").map(hex)
-            (first to last).foreach(cp => flags(cp) = (flags(cp) | flag).toShort)
+            (first to last).foreach(cp => flags(cp) |= flag)
           }
         case "unicode" :: _ => ()
         case name :: cp :: to :: Nil =>
           val text = new java.lang.StringBuilder
           to.split("\\.").foreach(t => text.appendCodePoint(hex(t)))
           mappings.getOrElseUpdate(name, ArrayBuffer()) += (hex(cp) -> text.toString)
-          flags(hex(cp)) = (flags(hex(cp)) | MappingFlags(name)).toShort
+          flags(hex(cp)) |= MappingFlags(name)
         case _ => throw new IllegalStateException(s"$Resource: unreadable line: $line")
       }
     }
@@ -90,7 +96,7 @@ object PythonUnicode {
     }
     // Beyond the BMP: runs of code points with the same flags, by their first code point.
     val starts = ArrayBuffer[Int]()
-    val runs = ArrayBuffer[Short]()
+    val runs = ArrayBuffer[Int]()
     (0x10000 until 0x110000).foreach { cp =>
       if (runs.isEmpty || runs.last != flags(cp)) {
         starts += cp
@@ -98,7 +104,7 @@ object PythonUnicode {
       }
     }
     (java.util.Arrays.copyOf(flags, 0x10000), starts.toArray, runs.toArray, mapping("tolower"),
-      mapping("toupper"), mapping("totitle"), mapping("tofold"))
+      mapping("toupper"), mapping("totitle"), mapping("tofold"), mapping("todecimal"))
   }
 
   /** The code point's flags (CPython's character type flags, and which mappings it has). */
@@ -138,6 +144,45 @@ object PythonUnicode {
   def isalnum(s: UTF8String): Boolean = all(s, Alnum)
   def isspace(s: UTF8String): Boolean = all(s, Space)
   def isascii(s: UTF8String): Boolean = s.isFullAscii
+
+  /** Every character printable (the empty string too). */
+  def isprintable(s: UTF8String): Boolean = s.numBytes == 0 || all(s, Printable)
+
+  /** CPython's `unicode_isidentifier_impl`: XID_Start or `_`, then XID_Continue characters. */
+  def isidentifier(s: UTF8String): Boolean = {
+    if (s.numBytes == 0 || !has(codePointAt(s, 0), IdStart)) return false
+    var i = width(s, 0)
+    while (i < s.numBytes) {
+      if (!has(codePointAt(s, i), IdContinue)) return false
+      i += width(s, i)
+    }
+    true
+  }
+
+  /**
+   * CPython's `_PyUnicode_TransformDecimalAndSpaceToASCII`, the text `int()` and `float()` of a
+   * `str` parse: an ASCII string as it is; else characters below 127 kept, whitespace a space,
+   * a decimal digit its ASCII digit, and the first other character `?`, where the text ends.
+   */
+  def ascii_digits(s: UTF8String): UTF8String =
+    if (s.isFullAscii) s
+    else {
+      val points = s.toString.codePoints().toArray
+      val out = new java.lang.StringBuilder(points.length)
+      var i = 0
+      while (i < points.length) {
+        val cp = points(i)
+        if (cp < 127) out.appendCodePoint(cp)
+        else if (has(cp, Space)) out.append(' ')
+        else if (has(cp, Decimal)) toDecimal.append(cp, out)
+        else {
+          out.append('?')
+          i = points.length
+        }
+        i += 1
+      }
+      UTF8String.fromString(out.toString)
+    }
 
   /** CPython's `unicode_isupper_impl` (`upper` true) or `unicode_islower_impl`. */
   private def oneCase(s: UTF8String, upper: Boolean): Boolean = {
