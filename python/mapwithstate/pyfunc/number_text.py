@@ -232,7 +232,7 @@ def int_in_base(it: "Interpreter", node: ast.AST, value: Value, base: Value) -> 
     return Value(n, INT, False)
 
 
-def _int_of_any_base(it: "Interpreter", node: ast.Call, value: Value, base: Value) -> Value:
+def _int_of_any_base(it: "Interpreter", node: ast.AST, value: Value, base: Value) -> Value:
     """``int(s, 0)`` (the prefix decides; no leading zeros but for zero) or ``int(s, base)``
     of a base known only at run time: the plugin's ``__mws_python_int``, CPython's parser,
     with its ValueError for a base outside 0 and 2..36 and for what is not that base's
