@@ -8,6 +8,7 @@ import math
 import bisect
 import heapq
 import itertools
+import re
 import statistics
 from collections import Counter, defaultdict, deque
 
@@ -772,6 +773,56 @@ def insort_by_key(k, v, state):
     bisect.insort(xs, v, key=abs)
     state.update(xs=xs)
 
+@mws.state_function("n BIGINT")
+def regex_of_a_run_time_pattern(k, state):
+    return {"k": k, "m": bool(re.match(k, "abc"))}
+
+
+@mws.state_function("n BIGINT")
+def regex_atomic_group(k, state):
+    return {"k": k, "m": bool(re.search(r"(?>a+)b", k))}
+
+
+@mws.state_function("n BIGINT")
+def regex_repeat_of_an_empty_match(k, state):
+    return {"k": k, "m": re.findall(r"(a?)*", k)}
+
+
+@mws.state_function("n BIGINT")
+def regex_backreference_ignoring_case(k, state):
+    return {"k": k, "m": bool(re.match(r"(a)\1", k, re.IGNORECASE))}
+
+
+@mws.state_function("n BIGINT")
+def regex_ascii_flag(k, state):
+    return {"k": k, "m": bool(re.match(r"\w", k, re.ASCII))}
+
+
+@mws.state_function("n BIGINT")
+def regex_function_replacement(k, state):
+    return {"k": k, "s": re.sub("a", lambda m: "b", k)}
+
+
+@mws.state_function("n BIGINT")
+def regex_match_emitted(k, state):
+    return {"k": k, "m": re.match("a", k)}
+
+
+@mws.state_function("n BIGINT")
+def regex_unknown_group(k, state):
+    m = re.match("(a)", k)
+    return {"k": k, "g": m.group(2) if m else None}
+
+
+@mws.state_function("n BIGINT")
+def regex_of_an_int(k, v, state):
+    return {"k": k, "m": bool(re.match("1", v))}
+
+
+@mws.state_function("n BIGINT")
+def regex_invalid_pattern(k, state):
+    return {"k": k, "m": bool(re.search("(a", k))}
+
 
 @pytest.mark.parametrize("spec, text, construct", [
     (deque_sliced, "d[:2]", "a slice of a deque"),
@@ -895,6 +946,16 @@ def insort_by_key(k, v, state):
     (struct_with_an_unknown_field, '"count": 1', "unknown field(s) count for a struct"),
     (reads_the_clock, "datetime.now()", "datetime.now()"),
     (raise_from, "raise ValueError", "raise ... from ..."),
+    (regex_of_a_run_time_pattern, "re.match(k", "a regular expression pattern known only at run"),
+    (regex_atomic_group, "(?>a+)", "an atomic group (?>...) in the pattern"),
+    (regex_repeat_of_an_empty_match, "(a?)*", "a repeat of something that may match an empty"),
+    (regex_backreference_ignoring_case, "re.IGNORECASE", "a backreference under re.IGNORECASE"),
+    (regex_ascii_flag, "re.ASCII", "flags re.ASCII"),
+    (regex_function_replacement, "lambda m", "a replacement that is a function"),
+    (regex_match_emitted, 're.match("a", k)}', "holding a re.Match"),
+    (regex_unknown_group, "m.group(2)", "group 2"),
+    (regex_of_an_int, 're.match("1", v)', "a regular expression applied to a int"),
+    (regex_invalid_pattern, '"(a"', "re.error: missing ), unterminated subpattern"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_refused_constructs_name_the_line_and_construct(spark, spec, text, construct):
     df = spark.createDataFrame([("a", 1, 1.5)], "k STRING, v BIGINT, f DOUBLE")

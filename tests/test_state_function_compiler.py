@@ -8,6 +8,7 @@ import bisect
 import hashlib
 import itertools
 import math
+import re
 import statistics
 from datetime import datetime, timedelta
 
@@ -567,6 +568,17 @@ def hour_of_none(k, ts, state):
     return {"k": k, "h": ts.hour}
 
 
+@mws.state_function("n BIGINT")
+def search_of_none(k, s, state):
+    return {"k": k, "m": bool(re.search(r"\d", s))}
+
+
+@mws.state_function("n BIGINT")
+def group_of_no_match(k, s, state):
+    m = re.match(r"\d", s)
+    return {"k": k, "g": m.group()}
+
+
 @pytest.mark.parametrize("spec, ddl, row, exception, text", [
     (hour_of_none, "ts TIMESTAMP", {"ts": None}, AttributeError, "ts.hour"),
     (modular_power, "v BIGINT, e BIGINT, m BIGINT", {"v": 2, "e": -1, "m": 4}, ValueError,
@@ -588,6 +600,8 @@ def hour_of_none(k, ts, state):
     (variable_power, "v BIGINT, e BIGINT", {"v": 0, "e": -1}, ZeroDivisionError, "v ** e"),
     (asserting, "v BIGINT", {"v": -1}, AssertionError, "assert v"),
     (raising, "v BIGINT", {"v": 2}, ValueError, "raise ValueError"),
+    (search_of_none, "s STRING", {"s": None}, TypeError, "re.search"),
+    (group_of_no_match, "s STRING", {"s": "x"}, AttributeError, "m.group()"),
 ], ids=lambda x: getattr(getattr(x, "python", None), "__name__", None))
 def test_where_python_raises_the_query_fails(spark, spec, ddl, row, exception, text):
     rows = [{"k": "a", **row, "t": T0}]

@@ -18,6 +18,7 @@ import itertools
 import linecache
 import math
 import operator
+import re
 import statistics
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from pyfuncs.inputs import (
 LIMIT = 3
 CAPACITY = 4
 PREFIX = "k="
+LOG_LINE = re.compile(r"(?P<level>[A-Z]+) (?P<code>\d{3}) (.*)")
 WINDOW = timedelta(seconds=20)
 
 
@@ -927,7 +929,9 @@ def list_in_place(k, v, ys, state):
     xs = list(state.xs or [])
     if v is not None:
         xs.append(v)
-        xs.insert(v % 5 - 3, v * 2)
+        # v * 2 within 64 bits: beyond, the compiled function fails at the product (its ints
+        # are BIGINTs), where Python would go on to the list's own errors.
+        xs.insert(v % 5 - 3, v * 2 if -(2 ** 62) <= v < 2 ** 62 else v)
     xs.extend(ys or [])
     last = None
     if v is not None and v > 6:
@@ -1963,3 +1967,53 @@ def group_rows_as_list(k, rows, state):
             "ranks": [i for i, r in enumerate(sorted(rows, key=lambda r: r.s or ""), 1) if r.b],
             "over": sum(1 for r in rows if r.v is not None and r.v > limit),
             "sized": any(r.v == len(rows) for r in rows)}
+
+# Log lines: levels, codes (in other scripts' digits too), separators, newlines where ``$``
+# looks, spaces Python's \s knows and ASCII's does not, letters beyond ASCII and the BMP.
+LOG_TEXT = st.one_of(
+    st.sampled_from(["ERROR 404 not found", "WARN 200 ok, fine; done", "INFO ٣٤٥ x\n",
+                     "ERROR 5000 too long", "error: disk FAIL", "a_b9", "A_b9", "x\n", "",
+                     "\u00a0 Fail\u2028", "k=v; k2=v2,k3", "İSTANBUL 301 moved", "🙂 x 𝐀_1"]),
+    st.text(alphabet="AEZaez09٣_ ,;\n\u00a0é🙂", max_size=10),
+    st.none())
+
+
+KEY_VALUE = re.compile(r"(\w+)=(\w*)")
+
+
+@entry("errors BIGINT, last STRING", columns={"s": "STRING"}, strategies={"s": LOG_TEXT})
+def log_parsing(k, s, state):
+    # re: a module-level compiled pattern's match (truth, named and numbered groups, groups()
+    # unpacked, m[i], start/end in code points; \d is any script's decimal digit), search
+    # under IGNORECASE.
+    if s is None:
+        return None
+    m = LOG_LINE.match(s)
+    if not m:
+        return {"k": k, "code": None, "rest": None, "errors": state.errors, "at": -1,
+                "failed": re.search(r"error|fail", s, re.IGNORECASE) is not None}
+    level, code, rest = m.groups()
+    if level == "ERROR":
+        state.update(errors=(state.errors or 0) + 1, last=m["code"])
+    return {"k": k, "code": m.group("level") + m[2], "rest": rest, "errors": state.errors,
+            "at": m.start(3) * 100 + m.end("code"), "failed": False}
+
+
+@entry("n BIGINT", columns={"s": "STRING"}, strategies={"s": LOG_TEXT})
+def log_tokens(k, s, state):
+    # re's functions: findall (of two groups: tuples, '' for an unmatched one; of \d*: empty
+    # matches), sub (a compiled pattern's, with \2, \g<1> and count=), split keeping a group,
+    # fullmatch, group(a, b) and span(g); \w and \s are Python's, \B sees
+    # characters beyond the BMP whole.
+    if s is None:
+        return None
+    pairs = ""
+    for key, value in re.findall(r"(\w+)=(\w*)|;", s):
+        pairs += f"{key}:{value}|"
+    kv = KEY_VALUE.search(s)
+    return {"k": k, "pair": kv.group(1, 2) == ("k", "v") if kv else None,
+            "span": kv.span(2)[1] - kv.start() if kv is not None else None,
+            "subbed": KEY_VALUE.sub(r"\2=\g<1>", s, count=2), "words": re.findall(r"\w+", s), "clean": re.sub(r"\s+", " ", s).strip(),
+            "parts": re.split(r"([,;])\s*", s), "pairs": pairs,
+            "ok": re.fullmatch(r"[a-z0-9_]+", s) is not None,
+            "empties": re.findall(r"\d*", s), "inner": re.sub(r"\B", ".", s)}

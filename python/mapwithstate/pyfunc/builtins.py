@@ -8,6 +8,7 @@ query with ``ValueError``).
 import ast
 import builtins as py
 import collections
+import re
 import types
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
@@ -22,6 +23,7 @@ from mapwithstate.pyfunc import (
     operators,
     ordering,
     ranges,
+    regex_calls,
     struct_targets,
 )
 from mapwithstate.pyfunc.arguments import Handler, MethodHandler
@@ -88,6 +90,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
             from mapwithstate.pyfunc.str_translation import maketrans
 
             return maketrans(it, node)
+        if isinstance(base, re.Pattern):
+            return regex_calls.pattern_method(it, node, base, func.attr)
         target = _attribute(it, func, base)
     else:
         target = it.expression(func)
@@ -123,6 +127,8 @@ def call(it: "Interpreter", node: ast.Call) -> Any:
         return keyword_dict(it, node)
     if _is_spark_function(target):
         return _spark_call(it, node, target)
+    if regex_calls.is_re_function(target):
+        return regex_calls.call(it, node, target)
     if target is py.set:
         from mapwithstate.pyfunc import sets
 
@@ -946,6 +952,9 @@ def _method(it: "Interpreter", node: ast.Call, base: Value, name: str) -> Value:
             "value (last = d.popleft())",
         )
     kind = base.type.kind
+    if kind == "match":
+        match = operators.attribute_of_none(it.ctx, node, base, name)
+        return regex_calls.match_method(it, node, match, name)
     if kind == "set":
         from mapwithstate.pyfunc import sets
 

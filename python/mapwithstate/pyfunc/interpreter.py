@@ -1149,6 +1149,12 @@ def store(
     from mapwithstate.pyfunc.pytypes import holds_tuple
     from mapwithstate.pyfunc.sets import holds_set, refused_for_order
 
+    if value.type.kind == "match":
+        raise ctx.refuse(
+            node,
+            f"{what} holding a re.Match",
+            "store or emit its groups: m.group(1), m['name'], m.start()",
+        )
     if holds_set(value.type):
         raise refused_for_order(ctx, node, f"a set stored as {what}")
     if _holds_record(value.type, ctx.record_types):
@@ -1261,6 +1267,10 @@ def captured(ctx: Context, node: ast.AST, found: Any) -> Any:
         return Value(column, list_of(element), False, list(found))
     if isinstance(found, (types.ModuleType, types.BuiltinFunctionType, types.FunctionType, type)):
         return found
+    import re
+
+    if isinstance(found, re.Pattern):
+        return found  # a module-level re.compile(...): its methods compile (regex_calls)
     raise ctx.refuse(
         node,
         f"captured {type(found).__name__} object",

@@ -39,10 +39,11 @@ __all__ = [
 @dataclass(frozen=True)
 class PyType:
     """A Python type: ``kind`` is ``int float bool str none datetime date timedelta list set
-    dict row tuple``; ``args`` the element type of a list or a set, key and value of a dict, a
-    row's (name, type) fields, or a tuple's element types in order (a tuple's arity is part of
-    its type); ``names`` a named tuple's field names (``isocalendar()``'s ``year``, ``week``,
-    ``weekday``), which do not make it another type: it is a tuple."""
+    dict row tuple match``; ``args`` the element type of a list or a set, key and value of a
+    dict, a row's (name, type) fields, a tuple's element types in order (a tuple's arity is part
+    of its type), or a ``re.Match``'s group count and (name, number) pairs; ``names`` a named
+    tuple's field names (``isocalendar()``'s ``year``, ``week``, ``weekday``), which do not make
+    it another type: it is a tuple."""
 
     kind: str
     args: Tuple[Any, ...] = ()
@@ -57,6 +58,7 @@ class PyType:
             "date": "datetime.date",
             "timedelta": "datetime.timedelta",
             "row": "Row",
+            "match": "re.Match",
         }.get(self.kind, self.kind)
 
     @property
@@ -174,6 +176,14 @@ def to_spark(py_type: PyType) -> T.DataType:
     if py_type.kind == "tuple":
         return T.StructType(
             [T.StructField(tuple_field(i), to_spark(t)) for i, t in enumerate(py_type.args)]
+        )
+    if py_type.kind == "match":
+        # A re.Match (mapwithstate.pyfunc.regex_calls): its groups, their code point offsets.
+        return T.StructType(
+            [
+                T.StructField("g", T.ArrayType(T.StringType())),
+                T.StructField("p", T.ArrayType(T.LongType(), containsNull=False)),
+            ]
         )
     return T.StructType([T.StructField(n, to_spark(t)) for n, t in py_type.args])
 

@@ -43,6 +43,10 @@ def subscript(it: "Interpreter", node: ast.Subscript) -> Value:
     if kind == "tuple":
         base = operators.none_check(it.ctx, node, base, "'NoneType' object is not subscriptable")
         return tuples.subscript(it, node, base)
+    if kind == "match":
+        from mapwithstate.pyfunc import regex_calls
+
+        return regex_calls.subscript(it, node, base)
     if kind == "row" and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         from mapwithstate.pyfunc.interpreter import row_field
 

@@ -531,6 +531,8 @@ def holds_set(py_type: PyType) -> bool:
     """Whether ``py_type`` is a set, or a list, dict, tuple or row holding one."""
     if py_type.kind == "set":
         return True
+    if py_type.kind == "match":  # its args are a group count and names, no types
+        return False
     parts = [a[1] if isinstance(a, tuple) else a for a in py_type.args]
     return any(isinstance(p, PyType) and holds_set(p) for p in parts)
 

@@ -102,6 +102,18 @@ object PythonFunctions {
           "CPython's (the state function compiler's, not for direct use).",
         args => PythonStatistics(function, args(0)))
     } ++
+    PythonRegex.Functions.map { function =>
+      Reserved(function.functionName, function.arity, classOf[PythonRegex],
+        s"_FUNC_(pattern, s, ...) - Python's re.${function.name} of a str, with a pattern the " +
+          "compiler translated (the state function compiler's, not for direct use).",
+        args =>
+          PythonRegex(function,
+            args.zipWithIndex.map {
+              case (a, i) if i < 2 => typed(a, StringType)
+              case (a, 2) if function.name == "sub" => a
+              case (a, _) => typed(a, LongType)
+            }))
+    } ++
     PythonExactArithmetic.Operators.map { operator =>
       Reserved(operator.name, 3, classOf[PythonExactArithmetic],
         s"_FUNC_(a, b, message) - Python's a ${operator.symbol} b of ints, failing with " +

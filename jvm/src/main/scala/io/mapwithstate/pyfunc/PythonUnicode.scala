@@ -137,6 +137,15 @@ object PythonUnicode {
     s.numBytes > 0
   }
 
+  /** Whether `cp` is a word character of Python's `re` (`\w`: `str.isalnum()`, or `_`). */
+  def isWord(cp: Int): Boolean = cp == '_' || has(cp, Alnum)
+
+  /** Whether `cp` is a digit of Python's `re` (`\d`: `str.isdecimal()`). */
+  def isDecimalDigit(cp: Int): Boolean = has(cp, Decimal)
+
+  /** Whether `cp` is whitespace to Python's `re` (`\s`: `str.isspace()`). */
+  def isWhitespace(cp: Int): Boolean = has(cp, Space)
+
   def isdecimal(s: UTF8String): Boolean = all(s, Decimal)
   def isdigit(s: UTF8String): Boolean = all(s, Digit)
   def isnumeric(s: UTF8String): Boolean = all(s, Numeric)
