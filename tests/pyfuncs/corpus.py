@@ -937,7 +937,7 @@ def list_in_place(k, v, ys, state):
     if v is not None and v > 6:
         last = xs.pop(v % 3 - 1)
     if v is not None and v < -6:
-        xs.remove(v * 2 if v % 2 else v + 100)
+        xs.remove(v * 2 if v % 2 and v >= -(2 ** 62) else v + 100)
     state.update(xs=xs[-LIMIT:])
     return {"k": k, "xs": xs, "last": last}
 
