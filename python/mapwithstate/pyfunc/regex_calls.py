@@ -234,10 +234,10 @@ def _template(it: "Interpreter", node: ast.expr, pattern: Translated) -> List[st
             "a replacement that is a function or known only at run time",
             "give re.sub a constant replacement (\\1, \\g<name>, \\g<0> refer to groups)",
         )
-    from re import _parser  # type: ignore[attr-defined]
+    from mapwithstate.pyfunc.regex_syntax import PARSER
 
     try:
-        parsed = _parser.parse_template(value.const, pattern.compiled)
+        parsed = PARSER.parse_template(value.const, pattern.compiled)
     except re.error as e:
         raise it.ctx.refuse(
             node, f"the replacement {value.const!r}: re.error: {e}", "fix it"

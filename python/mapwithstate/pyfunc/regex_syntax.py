@@ -29,11 +29,19 @@ import re
 import sys
 import unicodedata
 from dataclasses import dataclass
-from re import _constants as C  # type: ignore[attr-defined]  # CPython's own parser
-from re import _parser as P  # type: ignore[attr-defined]
 from typing import Any, List, Tuple
 
-__all__ = ["Translated", "RegexRefused", "translate", "ALLOWED_FLAGS"]
+try:  # CPython's own parser
+    from re import _constants as C  # type: ignore[attr-defined]
+    from re import _parser as P  # type: ignore[attr-defined]
+except ImportError:  # Python 3.10: the same modules before their rename
+    import sre_constants as C
+    import sre_parse as P
+
+__all__ = ["Translated", "RegexRefused", "translate", "ALLOWED_FLAGS", "PARSER"]
+
+#: CPython's pattern parser (``re._parser``; ``sre_parse`` before 3.11).
+PARSER = P
 
 #: The flags a translated pattern may carry (``re.UNICODE`` is every str pattern's;
 #: ``re.VERBOSE`` only changes how Python parses it).
