@@ -1376,3 +1376,25 @@ def test_bisect_of_an_unsorted_list_fails_rather_than_guess_the_probes(spark):
     message = str(failure.value)
     assert "NotImplementedError: bisect_left() of a list that is not sorted" in message
     assert "ranks_in_arrival_order" in message
+
+
+@mws.state_function("n BIGINT")
+def divides_a_timedelta(k, v, state):
+    gap = timedelta(minutes=5)
+    if v == 0:
+        return {"k": k, "ratio": str(gap / v)}
+    return {"k": k, "ratio": str(gap / timedelta(seconds=v - 1))}
+
+
+@pytest.mark.parametrize("v, text", [(0, "integer division or modulo by zero"),
+                                     (1, "division by zero")])
+def test_a_timedelta_divided_by_zero_says_what_cpython_says(spark, v, text):
+    # By an int, CPython divides the microseconds as ints (their message); by a timedelta,
+    # as a true division of ints.
+    rows = [{"k": "a", "v": v, "t": at(0)}]
+    with pytest.raises(ZeroDivisionError, match=f"^{text}$"):
+        replay(divides_a_timedelta, rows, key="k", batch_time="t")
+    message = assert_same_failure(spark, divides_a_timedelta, rows, "k STRING, v BIGINT, t TIMESTAMP",
+                                  ZeroDivisionError, line_of(divides_a_timedelta.python,
+                                                             "gap / v" if v == 0 else "gap / timedelta"))
+    assert f"ZeroDivisionError: {text} [" in message

@@ -167,7 +167,9 @@ def binary(ctx: "Context", node: ast.AST, op: ast.operator, a: Value, b: Value) 
     dividend = _decimal(micros(a.column))
     divisor = _decimal(micros(b.column) if kb == "timedelta" else b.column.cast("bigint"))
     zero = divisor == F.lit(0)
-    message = "division by zero" if isinstance(op, ast.Div) else _INT_ZERO
+    # CPython divides a timedelta by a timedelta as ints' true division, by an int as
+    # microseconds' floor division.
+    message = "division by zero" if isinstance(op, ast.Div) and kb == "timedelta" else _INT_ZERO
     ctx.check(node, zero, "ZeroDivisionError", message)
     if isinstance(op, ast.Div) and kb == "timedelta":
         # Python's int / int, correctly rounded: exact doubles below 2**53 microseconds.
